@@ -1,0 +1,6 @@
+export * from './ids.js';
+export * from './errors.js';
+export * from './hash/index.js';
+export * from './events/index.js';
+export * from './names.js';
+export * from './nvext.js';

@@ -1,0 +1,73 @@
+#!/usr/bin/env node
+// One entry point for the README commands: installs what is missing (pnpm, dependencies, services),
+// then runs the job. Kept dependency-free because it runs before `pnpm install`.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const PNPM_VERSION = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).packageManager.split('@')[1];
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
+  if (r.error) throw r.error;
+  return r.status ?? 1;
+}
+function must(cmd, args, opts) {
+  const code = run(cmd, args, opts);
+  if (code !== 0) {
+    console.error(`bootstrap: '${cmd} ${args.join(' ')}' failed with exit code ${code}`);
+    process.exit(code);
+  }
+}
+function ensurePnpm() {
+  const v = spawnSync('pnpm', ['--version'], { encoding: 'utf8' });
+  if (v.status === 0 && v.stdout.trim() === PNPM_VERSION) return;
+  console.log(`bootstrap: installing pnpm@${PNPM_VERSION} with npm`);
+  must('npm', ['i', '-g', '-E', `pnpm@${PNPM_VERSION}`]);
+}
+function ensureDeps() {
+  const frozen = existsSync(join(root, 'pnpm-lock.yaml')) ? ['--frozen-lockfile'] : [];
+  must('pnpm', ['install', '--reporter=append-only', ...frozen], { env: { ...process.env, CI: 'true' } });
+}
+
+const job = process.argv[2] ?? 'test';
+const rest = process.argv.slice(3);
+ensurePnpm();
+ensureDeps();
+
+if (job === 'start') {
+  must('pnpm', ['build']);
+  process.exit(run('pnpm', ['demo', ...rest]));
+} else if (job === 'bench') {
+  must('pnpm', ['build']);
+  process.exit(run('pnpm', ['--filter', '@kvrouter/benchmarks', 'bench', ...rest]));
+} else if (job === 'test') {
+  must('node', ['tools/services.mjs', 'install']);
+  must('pnpm', ['build']);
+  const out = join(root, '.test-results');
+  mkdirSync(out, { recursive: true });
+  const jsonFile = join(out, 'vitest.json');
+  const code = run('pnpm', [
+    'exec', 'vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${jsonFile}`, ...rest,
+  ]);
+  let passed = 0;
+  let failed = 0;
+  let skipped = 0;
+  try {
+    const r = JSON.parse(readFileSync(jsonFile, 'utf8'));
+    passed = r.numPassedTests ?? 0;
+    failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites ?? 0);
+    skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+  } catch (e) {
+    console.error(`bootstrap: could not read the vitest JSON report (${e.message})`);
+    failed = Math.max(failed, 1);
+  }
+  if (code !== 0 && failed === 0) failed = 1;
+  console.log(`${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ''));
+  process.exit(failed > 0 || code !== 0 ? 1 : 0);
+} else {
+  console.error(`bootstrap: unknown job '${job}' (use start, test or bench)`);
+  process.exit(2);
+}
