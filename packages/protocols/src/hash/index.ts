@@ -1,1 +1,15 @@
-export {};
+export { xxh3_64, xxh3_64Into } from './xxh3.js';
+export {
+  BASE_SEED,
+  type BlockHashOptions,
+  chainHashInto,
+  computeLocalBlockHashes,
+  computeSequenceHashes,
+  hashTokenBlock,
+  localBlockHashes,
+  loraSeed,
+  pairsToU64s,
+  sequenceHashOf,
+  sequenceHashes,
+  u64sToPairs,
+} from './blocks.js';

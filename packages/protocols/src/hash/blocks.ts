@@ -1,0 +1,271 @@
+/**
+ * Block and sequence hashing (PROTOCOL.md §2). Hot paths take and return "pairs" arrays:
+ * `out[2*i]` = low u32, `out[2*i+1]` = high u32 of the i-th u64. The bigint forms are
+ * conveniences for tests, tools and slow paths.
+ */
+import { KvrError } from '../errors.js';
+import type { LocalBlockHash, SequenceHash } from '../ids.js';
+import { BASE_CONTEXT, C_BF16, hashWords, seedContext, xxh3_64Into } from './xxh3.js';
+
+/** XXH3 seed of local block hashes without LoRA, and always of sequence hashes. */
+export const BASE_SEED = 1337n;
+
+export interface BlockHashOptions {
+  /** Non-empty: the local hashes are seeded with `loraSeed(loraName)`. */
+  loraName?: string;
+  /** `mmHashes[i]`: multimodal object hashes carried by block i (hashed sorted, after the tokens). */
+  mmHashes?: ReadonlyArray<readonly bigint[] | undefined>;
+  /** Eagle: windows of bs+1 tokens advancing by bs; floor((len-1)/bs) blocks. */
+  isEagle?: boolean;
+}
+
+const U64_MAX = (1n << 64n) - 1n;
+
+const invalid = (field: string, message: string): KvrError =>
+  new KvrError('invalid_argument', `${field} ${message}`, 400, { field });
+
+/* Sequence-hash keys: the 9..16-byte path with seed 1337 xors these into its two input words. */
+const BF1_LO = BASE_CONTEXT[C_BF16];
+const BF1_HI = BASE_CONTEXT[C_BF16 + 1];
+const BF2_LO = BASE_CONTEXT[C_BF16 + 2];
+const BF2_HI = BASE_CONTEXT[C_BF16 + 3];
+const TWO_NEG32 = 2.3283064365386963e-10;
+
+const bswap32 = (x: number): number =>
+  (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
+
+/**
+ * Sequence hash step: XXH3-64(LE64(prev) ‖ LE64(local), seed 1337), written as (lo, hi) to
+ * `out[outIdx]`, `out[outIdx + 1]`. The fixed 16-byte input makes this a straight line: the
+ * 9..16-byte path (mul128 fold of the keyed halves) and the XXH3 avalanche, inlined.
+ */
+export function chainHashInto(prevLo: number, prevHi: number, localLo: number, localHi: number, out: Uint32Array, outIdx: number): void {
+  const al = (prevLo ^ BF1_LO) >>> 0;
+  const ah = (prevHi ^ BF1_HI) >>> 0;
+  const bl = (localLo ^ BF2_LO) >>> 0;
+  const bh = (localHi ^ BF2_HI) >>> 0;
+  // 128-bit product a * b from four exact 32x32 -> 64 products.
+  const l00 = Math.imul(al, bl) >>> 0;
+  const h00 = ((al * bl - l00) * TWO_NEG32 + 0.5) >>> 0;
+  const l01 = Math.imul(al, bh) >>> 0;
+  const h01 = ((al * bh - l01) * TWO_NEG32 + 0.5) >>> 0;
+  const l10 = Math.imul(ah, bl) >>> 0;
+  const h10 = ((ah * bl - l10) * TWO_NEG32 + 0.5) >>> 0;
+  const l11 = Math.imul(ah, bh) >>> 0;
+  const h11 = ((ah * bh - l11) * TWO_NEG32 + 0.5) >>> 0;
+  const m1 = h00 + l01 + l10;
+  const w1 = m1 >>> 0;
+  const m2 = h01 + h10 + l11 + (m1 - w1) * TWO_NEG32;
+  const w2 = m2 >>> 0;
+  const w3 = (h11 + (m2 - w2) * TWO_NEG32) >>> 0;
+  // acc = 16 + swap64(a) + b + fold(a * b)
+  const sl = 16 + bswap32(ah) + bl + ((l00 ^ w2) >>> 0);
+  let lo = sl >>> 0;
+  const hi = (bswap32(al) + bh + ((w1 ^ w3) >>> 0) + (sl - lo) * TWO_NEG32) >>> 0;
+  // XXH3 avalanche: h ^= h >> 37; h *= 0x165667919E3779F9; h ^= h >> 32
+  lo = (lo ^ (hi >>> 5)) >>> 0;
+  const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
+  const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+  out[outIdx] = nl ^ nh;
+  out[outIdx + 1] = nh;
+}
+
+const PAIR = new Uint32Array(2);
+const pairToU64 = (p: Uint32Array, i: number): bigint => (BigInt(p[i + 1]) << 32n) | BigInt(p[i]);
+
+function checkU64(v: unknown, field: string): bigint {
+  if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) throw invalid(field, `must be a u64 bigint, got ${String(v)}`);
+  return v;
+}
+
+/** Sequence hash of one step, bigint form. */
+export function sequenceHashOf(prev: bigint, local: bigint): bigint {
+  checkU64(prev, 'prev');
+  checkU64(local, 'local');
+  chainHashInto(Number(prev & 0xffffffffn), Number(prev >> 32n), Number(local & 0xffffffffn), Number(local >> 32n), PAIR, 0);
+  return pairToU64(PAIR, 0);
+}
+
+/**
+ * XXH3-64 of `count` tokens (u32 LE bytes) starting at `tokens[start]`, seed (seedLo, seedHi),
+ * written as (lo, hi) to `out[outIdx]`, `out[outIdx + 1]`. Any count works.
+ */
+export function hashTokenBlock(
+  tokens: Uint32Array,
+  start: number,
+  count: number,
+  seedLo: number,
+  seedHi: number,
+  out: Uint32Array,
+  outIdx: number,
+): void {
+  if (!(start >= 0 && count >= 0 && start + count <= tokens.length && Number.isInteger(start) && Number.isInteger(count))) {
+    throw invalid('start/count', `[${start}, ${start}+${count}) is outside tokens of length ${tokens.length}`);
+  }
+  hashWords(tokens, start, tokens, start + count, 4 * count, seedContext(seedLo, seedHi), out, outIdx);
+}
+
+/*
+ * LoRA seeds: computed once per distinct name. A small map is enough (a router sees a handful of
+ * adapters); it is cleared rather than evicted when full to stay simple and bounded.
+ */
+const LORA_CACHE_MAX = 64;
+const loraCache = new Map<string, Uint32Array>();
+const utf8 = new TextEncoder();
+
+/** (lo, hi) of the LoRA seed for a non-empty name: 1337 + xxh3_64(utf8(name), seed 0) mod 2^64. */
+function loraSeedPair(name: string): Uint32Array {
+  let p = loraCache.get(name);
+  if (p !== undefined) return p;
+  p = new Uint32Array(2);
+  xxh3_64Into(utf8.encode(name), 0, 0, p, 0);
+  const lo = p[0] + 1337;
+  p[0] = lo;
+  p[1] = p[1] + (lo > 0xffffffff ? 1 : 0);
+  if (loraCache.size >= LORA_CACHE_MAX) loraCache.clear();
+  loraCache.set(name, p);
+  return p;
+}
+
+/** Seed of the local hashes for a LoRA adapter; the empty name means no LoRA (BASE_SEED). */
+export function loraSeed(name: string): bigint {
+  if (typeof name !== 'string') throw invalid('loraName', `must be a string, got ${typeof name}`);
+  return name === '' ? BASE_SEED : pairToU64(loraSeedPair(name), 0);
+}
+
+/** Scratch for a multimodal block: its tokens then its sorted mm hashes as (lo, hi) words. */
+let mmWords = new Uint32Array(1024);
+
+function toTokenArray(tokens: Uint32Array | readonly number[]): Uint32Array {
+  if (tokens instanceof Uint32Array) return tokens;
+  if (!Array.isArray(tokens)) throw invalid('tokens', 'must be a Uint32Array or an array of u32 numbers');
+  const n = tokens.length;
+  const t = new Uint32Array(n);
+  for (let i = 0; i < n; i++) {
+    const v = tokens[i];
+    if (typeof v !== 'number' || v >>> 0 !== v) throw invalid(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
+    t[i] = v;
+  }
+  return t;
+}
+
+function blockCount(len: number, bs: number, eagle: boolean): number {
+  if (bs === 0) return 0;
+  if (eagle) return len >= 1 ? Math.floor((len - 1) / bs) : 0;
+  return Math.floor(len / bs);
+}
+
+/**
+ * Local block hashes of every FULL block as pairs (exactly 2 * nBlocks entries; a subarray of
+ * `out` when it is large enough, else a new array). bs = 0 yields none.
+ */
+export function computeLocalBlockHashes(
+  tokens: Uint32Array | readonly number[],
+  blockSize: number,
+  opts?: BlockHashOptions,
+  out?: Uint32Array,
+): Uint32Array {
+  if (!Number.isInteger(blockSize) || blockSize < 0 || blockSize > 0xffffffff) {
+    throw invalid('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
+  }
+  const toks = toTokenArray(tokens);
+  const eagle = opts?.isEagle === true;
+  const n = blockCount(toks.length, blockSize, eagle);
+  const loraName = opts?.loraName;
+  if (loraName !== undefined && typeof loraName !== 'string') {
+    throw invalid('loraName', `must be a string, got ${typeof loraName}`);
+  }
+  const mm = opts?.mmHashes;
+  // Validate everything before writing anything, so bad input never leaves `out` half-filled.
+  let anyMm = false;
+  if (mm !== undefined) {
+    if (!Array.isArray(mm)) throw invalid('mmHashes', 'must be an array');
+    for (let i = 0; i < mm.length; i++) {
+      const m = mm[i];
+      if (m === undefined || m === null) continue;
+      if (!Array.isArray(m)) throw invalid(`mmHashes[${i}]`, 'must be an array of u64 bigints or undefined');
+      for (let j = 0; j < m.length; j++) checkU64(m[j], `mmHashes[${i}][${j}]`);
+      if (m.length > 0 && i < n) anyMm = true;
+    }
+  }
+  let C = BASE_CONTEXT;
+  if (loraName !== undefined && loraName !== '') {
+    const p = loraSeedPair(loraName);
+    C = seedContext(p[0], p[1]);
+  }
+  const res = out !== undefined && out.length >= 2 * n ? out.subarray(0, 2 * n) : new Uint32Array(2 * n);
+  const width = eagle ? blockSize + 1 : blockSize;
+  const bytes = 4 * width;
+  if (!anyMm) {
+    for (let i = 0, s = 0; i < n; i++, s += blockSize) hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
+    return res;
+  }
+  for (let i = 0, s = 0; i < n; i++, s += blockSize) {
+    const m = mm![i];
+    if (m === undefined || m === null || m.length === 0) {
+      hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
+      continue;
+    }
+    const words = width + 2 * m.length;
+    if (mmWords.length < words) mmWords = new Uint32Array(Math.max(words, 2 * mmWords.length));
+    mmWords.set(toks.subarray(s, s + width), 0);
+    const sorted = m.length === 1 ? m : [...m].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    for (let j = 0, w = width; j < sorted.length; j++, w += 2) {
+      const v = sorted[j];
+      mmWords[w] = Number(v & 0xffffffffn);
+      mmWords[w + 1] = Number(v >> 32n);
+    }
+    hashWords(mmWords, 0, mmWords, words, 4 * words, C, res, 2 * i);
+  }
+  return res;
+}
+
+/**
+ * Rolling sequence hashes of local-hash pairs: seq[0] = local[0],
+ * seq[i] = chain(seq[i-1], local[i]). `out` may alias `local` (in-place).
+ */
+export function computeSequenceHashes(local: Uint32Array, out?: Uint32Array): Uint32Array {
+  const len = local.length;
+  if ((len & 1) !== 0) throw invalid('local', `pairs array must have even length, got ${len}`);
+  const res = out !== undefined && out.length >= len ? (out.length === len ? out : out.subarray(0, len)) : new Uint32Array(len);
+  if (len === 0) return res;
+  let lo = local[0];
+  let hi = local[1];
+  res[0] = lo;
+  res[1] = hi;
+  for (let i = 2; i < len; i += 2) {
+    chainHashInto(lo, hi, local[i], local[i + 1], res, i);
+    lo = res[i];
+    hi = res[i + 1];
+  }
+  return res;
+}
+
+/** Pairs -> bigints. */
+export function pairsToU64s(pairs: Uint32Array): bigint[] {
+  if ((pairs.length & 1) !== 0) throw invalid('pairs', `must have even length, got ${pairs.length}`);
+  const r = new Array<bigint>(pairs.length >>> 1);
+  for (let i = 0; i < r.length; i++) r[i] = pairToU64(pairs, 2 * i);
+  return r;
+}
+
+/** Bigints -> pairs. */
+export function u64sToPairs(v: readonly bigint[]): Uint32Array {
+  const p = new Uint32Array(2 * v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = checkU64(v[i], `values[${i}]`);
+    p[2 * i] = Number(x & 0xffffffffn);
+    p[2 * i + 1] = Number(x >> 32n);
+  }
+  return p;
+}
+
+/** Local block hashes as bigints (convenience form of `computeLocalBlockHashes`). */
+export function localBlockHashes(tokens: Uint32Array | readonly number[], blockSize: number, opts?: BlockHashOptions): LocalBlockHash[] {
+  return pairsToU64s(computeLocalBlockHashes(tokens, blockSize, opts)) as LocalBlockHash[];
+}
+
+/** Sequence hashes of bigint local hashes (convenience form of `computeSequenceHashes`). */
+export function sequenceHashes(local: readonly bigint[]): SequenceHash[] {
+  return pairsToU64s(computeSequenceHashes(u64sToPairs(local))) as SequenceHash[];
+}
