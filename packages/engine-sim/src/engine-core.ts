@@ -1,0 +1,529 @@
+import { KvrError, u64Hi, u64Lo } from '@kvrouter/protocols';
+import { BlockManager, PARTIAL } from './block-manager.js';
+import type { EngineConfig } from './config.js';
+import { Deque } from './deque.js';
+import { KvEventLog } from './event-log.js';
+import type { BlockHasher } from './hasher.js';
+import { passDurationMs, type TimingModel } from './timing.js';
+import { TokenRng } from './token-rng.js';
+import type { EmittedToken, EngineLoad, EngineRequest, EngineStats, StepResult } from './types.js';
+
+const WAITING = 0;
+const RUNNING = 1;
+const DONE = 2;
+
+/** Per-request state; every buffer is sized once at enqueue so a pass allocates nothing per token. */
+class SimRequest {
+  /** Prompt followed by generated tokens; capacity prompt + maxTokens. */
+  readonly tokens: Uint32Array;
+  numTokens: number;
+  /** Tokens whose KV is computed (held in `blocks`). */
+  numComputed = 0;
+  /** Tokens below this index are computed as prefill in the current admission (prompt, or prompt + output on recompute). */
+  prefillEnd = 0;
+  generated = 0;
+  /** Slot per block of the sequence; only the last one may be partial. */
+  readonly blocks: Int32Array;
+  numBlocks = 0;
+  fullBlocks = 0;
+  /** Per block: local lo, local hi, sequence lo, sequence hi. Content never changes, so hashes survive preemption. */
+  readonly hashes: Uint32Array;
+  numHashed = 0;
+  state = WAITING;
+  /** Tokens scheduled in the pass under way. */
+  sched = 0;
+  /** Prefix-cache hit (tokens) at first admission; -1 until admitted. */
+  cachedTokens = -1;
+
+  constructor(
+    readonly id: string,
+    prompt: Uint32Array | readonly number[],
+    readonly maxTokens: number,
+    readonly seedLo: number,
+    readonly seedHi: number,
+    maxBlocks: number,
+  ) {
+    this.tokens = new Uint32Array(prompt.length + maxTokens);
+    this.tokens.set(prompt);
+    this.numTokens = prompt.length;
+    this.blocks = new Int32Array(maxBlocks);
+    this.hashes = new Uint32Array(4 * maxBlocks);
+  }
+}
+
+function invalid(field: string, message: string): never {
+  throw new KvrError('invalid_request', `request ${field}: ${message}`, 400, { field });
+}
+
+/**
+ * One dp rank of the simulated engine (PROTOCOL.md §17, vLLM flavour): a block manager plus a
+ * scheduler driven as a step machine. It never reads a clock: `now` only has to be non-decreasing,
+ * and the driver decides when a pass's results become visible (`now + durationMs`).
+ */
+export class EngineCore {
+  private readonly bs: number;
+  private readonly bm: BlockManager;
+  private readonly log: KvEventLog;
+  private readonly rng: TokenRng;
+  private readonly waiting = new Deque<SimRequest>();
+  private running: SimRequest[] = [];
+  private readonly byId = new Map<string, SimRequest>();
+  private readonly seeds = new Map<string, bigint>();
+  private lastNow = -Infinity;
+  private lastLoad = -1;
+  private readonly counters: EngineStats = {
+    passes: 0,
+    admitted: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    prefillTokensComputed: 0,
+    decodeTokens: 0,
+    preemptions: 0,
+    storedBlocks: 0,
+    evictedBlocks: 0,
+    finished: 0,
+    cancelled: 0,
+  };
+
+  constructor(
+    readonly dpRank: number,
+    private readonly cfg: Readonly<EngineConfig>,
+    private readonly hasher: BlockHasher,
+    private readonly timing: TimingModel,
+  ) {
+    this.bs = cfg.blockSize;
+    this.log = new KvEventLog(dpRank);
+    this.bm = new BlockManager(cfg.numGpuBlocks, cfg.enablePrefixCaching, this.log);
+    this.rng = new TokenRng(cfg.seed, dpRank, cfg.vocabSize);
+  }
+
+  get numWaiting(): number {
+    return this.waiting.length;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  /** Anything queued or running: a driver steps again only while this holds. */
+  get hasWork(): boolean {
+    return this.running.length > 0 || this.waiting.length > 0;
+  }
+
+  has(requestId: string): boolean {
+    return this.byId.has(requestId);
+  }
+
+  /** Validates fully before touching state; throws `invalid_request` / `request_too_large` naming the field. */
+  enqueue(req: EngineRequest, now: number): void {
+    this.checkNow(now);
+    const { id, tokenIds, maxTokens, loraName } = req;
+    if (typeof id !== 'string' || id.length === 0) invalid('id', 'expected a non-empty string');
+    if (this.byId.has(id)) invalid('id', `duplicate live request id ${id}`);
+    if (!(tokenIds instanceof Uint32Array)) {
+      if (!Array.isArray(tokenIds)) invalid('tokenIds', 'expected a Uint32Array or an array of u32');
+      for (let i = 0; i < tokenIds.length; i++) {
+        const t: unknown = tokenIds[i];
+        if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+          invalid(`tokenIds[${i}]`, `expected a u32, got ${String(t)}`);
+        }
+      }
+    }
+    if (tokenIds.length === 0) invalid('tokenIds', 'empty prompt');
+    if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
+      invalid('maxTokens', `expected an integer >= 1, got ${String(maxTokens)}`);
+    }
+    if (loraName !== undefined && typeof loraName !== 'string') invalid('loraName', 'expected a string');
+    // The last generated token's KV is never computed, hence the − 1.
+    const maxBlocks = Math.ceil((tokenIds.length + maxTokens - 1) / this.bs);
+    if (maxBlocks > this.cfg.numGpuBlocks) {
+      const field = Math.ceil(tokenIds.length / this.bs) > this.cfg.numGpuBlocks ? 'tokenIds' : 'maxTokens';
+      throw new KvrError(
+        'request_too_large',
+        `request ${field}: needs ${maxBlocks} KV blocks, the engine has ${this.cfg.numGpuBlocks}`,
+        400,
+        { field },
+      );
+    }
+    if (!this.cfg.enableChunkedPrefill && tokenIds.length > this.cfg.maxNumBatchedTokens) {
+      throw new KvrError(
+        'request_too_large',
+        `request tokenIds: ${tokenIds.length} prompt tokens exceed max_num_batched_tokens ` +
+          `${this.cfg.maxNumBatchedTokens} with chunked prefill off`,
+        400,
+        { field: 'tokenIds' },
+      );
+    }
+    const seed = this.seedOf(loraName);
+    const r = new SimRequest(id, tokenIds, maxTokens, u64Lo(seed), u64Hi(seed), maxBlocks);
+    this.byId.set(id, r);
+    this.waiting.pushBack(r);
+  }
+
+  /** Drops a waiting or running request and frees its blocks now. False when unknown or finished. */
+  cancel(requestId: string): boolean {
+    const r = this.byId.get(requestId);
+    if (r === undefined) return false;
+    if (r.state === WAITING) {
+      this.waiting.remove(r);
+    } else {
+      this.running.splice(this.running.indexOf(r), 1);
+      this.releaseBlocks(r);
+    }
+    r.state = DONE;
+    this.byId.delete(requestId);
+    this.counters.cancelled++;
+    return true;
+  }
+
+  /** One scheduler pass (§17 steps 1–4). */
+  step(now: number): StepResult {
+    this.checkNow(now);
+    const cfg = this.cfg;
+    const bs = this.bs;
+    const running = this.running;
+    let budget = cfg.maxNumBatchedTokens;
+    let preempted = 0;
+
+    // 1. Running requests first, in admission order.
+    let i = 0;
+    while (i < running.length && budget > 0) {
+      const r = running[i];
+      let n = r.numTokens - r.numComputed;
+      if (n > budget) {
+        // Only a prefill can exceed the budget; unchunked prefills are whole at admission, so this is chunking.
+        n = budget;
+      }
+      let scheduled = true;
+      while (!this.allocate(r, r.numComputed + n)) {
+        const vi = cfg.preemptionMode === 'lifo' ? running.length - 1 : 0;
+        const v = running[vi];
+        running.splice(vi, 1);
+        if (v.sched > 0) {
+          // A fifo victim may already hold this pass's budget.
+          budget += v.sched;
+          v.sched = 0;
+        }
+        this.preempt(v);
+        preempted++;
+        if (v === r) {
+          scheduled = false;
+          break;
+        }
+        if (vi < i) i--;
+      }
+      if (!scheduled) continue;
+      r.sched = n;
+      budget -= n;
+      i++;
+    }
+
+    // 2. Admission, FIFO; none in a pass that preempted.
+    if (preempted === 0) {
+      while (this.waiting.length > 0 && running.length < cfg.maxNumSeqs && budget > 0) {
+        const r = this.waiting.peek()!;
+        const hit = this.bm.caching ? this.prefixHits(r) : 0;
+        const computed = hit * bs;
+        let n = r.numTokens - computed;
+        if (n > budget) {
+          if (cfg.enableChunkedPrefill) n = budget;
+          // A recompute longer than the whole budget runs alone rather than never.
+          else if (budget < cfg.maxNumBatchedTokens) break;
+        }
+        r.numComputed = computed;
+        if (!this.allocate(r, computed + n)) {
+          r.numComputed = 0;
+          break;
+        }
+        this.waiting.shift();
+        r.state = RUNNING;
+        r.prefillEnd = r.numTokens;
+        if (r.cachedTokens < 0) {
+          r.cachedTokens = computed;
+          this.counters.admitted++;
+          this.counters.promptTokens += r.numTokens;
+          this.counters.cachedTokens += computed;
+        }
+        r.sched = n;
+        budget = Math.max(0, budget - n);
+        running.push(r);
+      }
+    }
+
+    // 3. Pass time from what was scheduled.
+    let prefillTokens = 0;
+    let decodeRequests = 0;
+    for (let k = 0; k < running.length; k++) {
+      const r = running[k];
+      if (r.sched === 0) continue;
+      if (r.numComputed < r.prefillEnd) prefillTokens += r.sched;
+      else decodeRequests++;
+    }
+    const idle = prefillTokens === 0 && decodeRequests === 0;
+    const kvUsage = this.bm.activeCount / cfg.numGpuBlocks;
+    const durationMs = idle
+      ? 0
+      : passDurationMs(
+          this.timing,
+          prefillTokens,
+          decodeRequests > 0,
+          kvUsage,
+          cfg.speedupRatio,
+          cfg.decodeSpeedupRatio,
+        );
+
+    // 4. Advance: a request whose computed tokens reach its length emits the next token.
+    const emitted: EmittedToken[] = [];
+    let w = 0;
+    for (let k = 0; k < running.length; k++) {
+      const r = running[k];
+      const n = r.sched;
+      if (n > 0) {
+        r.sched = 0;
+        r.numComputed += n;
+        if (r.numComputed === r.numTokens) {
+          const tok = this.rng.nextToken();
+          r.tokens[r.numTokens++] = tok;
+          r.generated++;
+          const rec: EmittedToken = { requestId: r.id, tokenIds: [tok] };
+          if (r.generated === 1) rec.cachedTokens = r.cachedTokens;
+          emitted.push(rec);
+          if (r.generated === r.maxTokens) {
+            rec.finishReason = 'length';
+            this.finish(r);
+            continue;
+          }
+        }
+      }
+      running[w++] = r;
+    }
+    running.length = w;
+
+    const c = this.counters;
+    c.passes += idle ? 0 : 1;
+    c.prefillTokensComputed += prefillTokens;
+    c.decodeTokens += decodeRequests;
+    c.preemptions += preempted;
+    const load = this.load();
+    const loadChanged = load.kv_used_blocks !== this.lastLoad;
+    this.lastLoad = load.kv_used_blocks;
+    return {
+      dpRank: this.dpRank,
+      durationMs,
+      idle,
+      prefillTokens,
+      decodeRequests,
+      preempted,
+      emitted,
+      kvEvents: this.log.drain(),
+      load,
+      loadChanged,
+    };
+  }
+
+  load(): EngineLoad {
+    const used = this.bm.activeCount;
+    return { dp_rank: this.dpRank, kv_used_blocks: used, active_decode_blocks: used };
+  }
+
+  /** Sequence hashes of every block in the active and inactive pools. O(capacity): tests and dumps. */
+  cachedBlocks(): Set<bigint> {
+    return this.bm.cachedHashes();
+  }
+
+  stats(): EngineStats {
+    return { ...this.counters, evictedBlocks: this.bm.evictions };
+  }
+
+  /** Pool sizes, for metrics and tests. */
+  pools(): { active: number; inactive: number; free: number } {
+    return { active: this.bm.activeCount, inactive: this.bm.inactiveCount, free: this.bm.freeCount };
+  }
+
+  /** Structural invariants of the block pool against the live requests' block tables ([] = sound). */
+  audit(): string[] {
+    const holders = new Int32Array(this.cfg.numGpuBlocks);
+    const bad: string[] = [];
+    const check = (r: SimRequest): void => {
+      for (let j = 0; j < r.numBlocks; j++) holders[r.blocks[j]]++;
+      const want = Math.ceil(r.numComputed / this.bs);
+      if (r.numBlocks !== want) bad.push(`${r.id}: ${r.numBlocks} blocks for ${r.numComputed} computed tokens`);
+      if (r.fullBlocks !== Math.floor(r.numComputed / this.bs)) bad.push(`${r.id}: full block count`);
+      for (let j = 0; j < r.numBlocks; j++) {
+        const partial = this.bm.state[r.blocks[j]] === PARTIAL;
+        if (partial !== j >= r.fullBlocks) bad.push(`${r.id}: block ${j} partial=${partial}`);
+      }
+    };
+    for (const r of this.running) check(r);
+    for (let k = 0; k < this.waiting.length; k++) {
+      const r = this.waiting.at(k);
+      if (r.numBlocks !== 0) bad.push(`${r.id}: waiting but holds ${r.numBlocks} blocks`);
+    }
+    return bad.concat(this.bm.audit(holders));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private checkNow(now: number): void {
+    if (typeof now !== 'number' || !Number.isFinite(now) || now < this.lastNow) {
+      throw new KvrError('invalid_time', `now: expected a time >= ${this.lastNow}, got ${String(now)}`, 400, {
+        field: 'now',
+      });
+    }
+    this.lastNow = now;
+  }
+
+  private seedOf(loraName: string | undefined): bigint {
+    const key = loraName ?? '';
+    let s = this.seeds.get(key);
+    if (s === undefined) {
+      s = this.hasher.seedOf(loraName);
+      this.seeds.set(key, s);
+    }
+    return s;
+  }
+
+  /** Hashes blocks up to and including `j` (in order: each sequence hash chains on the previous one). */
+  private hashUpTo(r: SimRequest, j: number): void {
+    const h = r.hashes;
+    const bs = this.bs;
+    for (let b = r.numHashed; b <= j; b++) {
+      const o = 4 * b;
+      this.hasher.hashBlock(r.tokens, b * bs, bs, r.seedLo, r.seedHi, h, o);
+      if (b === 0) {
+        h[2] = h[0];
+        h[3] = h[1];
+      } else {
+        this.hasher.chain(h[o - 2], h[o - 1], h[o], h[o + 1], h, o + 2);
+      }
+    }
+    if (j >= r.numHashed) r.numHashed = j + 1;
+  }
+
+  /**
+   * Leading full blocks already cached. At most (len − 1) / bs of them: the last prompt token is always
+   * computed so the pass yields logits (vLLM's rule; implementation choice).
+   */
+  private prefixHits(r: SimRequest): number {
+    const max = Math.floor((r.numTokens - 1) / this.bs);
+    const h = r.hashes;
+    let hit = 0;
+    while (hit < max) {
+      this.hashUpTo(r, hit);
+      if (this.bm.lookup(h[4 * hit + 2], h[4 * hit + 3]) < 0) break;
+      hit++;
+    }
+    return hit;
+  }
+
+  /**
+   * Gives `r` blocks for its first `target` tokens, or changes nothing and returns false when the pool
+   * cannot supply them. Blocks that will be full after this pass are hashed and shared now (vLLM caches
+   * at allocation), so a request admitted later in the same pass can already hit them.
+   */
+  private allocate(r: SimRequest, target: number): boolean {
+    const bm = this.bm;
+    const bs = this.bs;
+    const need = Math.ceil(target / bs);
+    const caching = bm.caching;
+    const h = r.hashes;
+
+    // Dry run: each block that is not an active cache hit consumes one free-or-evictable slot.
+    let slots = 0;
+    for (let j = r.numBlocks; j < need; j++) {
+      if (caching && (j + 1) * bs <= target) {
+        this.hashUpTo(r, j);
+        const s = bm.lookup(h[4 * j + 2], h[4 * j + 3]);
+        if (s >= 0 && bm.refs[s] > 0) continue;
+      }
+      slots++;
+    }
+    if (slots > bm.available) return false;
+
+    // The partial tail block fills up: promote it (dedup against an identical cached block).
+    if (r.fullBlocks < r.numBlocks && r.numBlocks * bs <= target) {
+      const j = r.numBlocks - 1;
+      const own = r.blocks[j];
+      if (caching) {
+        this.hashUpTo(r, j);
+        const o = 4 * j;
+        const s = bm.lookup(h[o + 2], h[o + 3]);
+        if (s >= 0) {
+          bm.ref(s);
+          bm.release(own);
+          r.blocks[j] = s;
+        } else {
+          bm.publish(own, h[o + 2], h[o + 3]);
+          this.logStored(r, j);
+        }
+      } else {
+        bm.publish(own, 0, 0);
+      }
+      r.fullBlocks++;
+    }
+
+    let evicted = false;
+    for (let j = r.numBlocks; j < need; j++) {
+      const full = (j + 1) * bs <= target;
+      if (full && caching) {
+        const o = 4 * j;
+        const s = bm.lookup(h[o + 2], h[o + 3]);
+        if (s >= 0) {
+          bm.ref(s);
+          r.blocks[j] = s;
+          r.numBlocks++;
+          r.fullBlocks++;
+          continue;
+        }
+      }
+      if (!evicted) {
+        // Cached prefixes are closed under parent, so past the first miss every block needs a fresh slot:
+        // evict for all of them at once and the removals form one Removed record.
+        evicted = true;
+        bm.evict(need - j - bm.freeCount);
+      }
+      const s = bm.take();
+      r.blocks[j] = s;
+      r.numBlocks++;
+      if (full) {
+        if (caching) {
+          bm.publish(s, h[4 * j + 2], h[4 * j + 3]);
+          this.logStored(r, j);
+        } else {
+          bm.publish(s, 0, 0);
+        }
+        r.fullBlocks++;
+      }
+    }
+    return true;
+  }
+
+  private logStored(r: SimRequest, j: number): void {
+    const h = r.hashes;
+    const o = 4 * j;
+    this.log.stored(j > 0, j > 0 ? h[o - 2] : 0, j > 0 ? h[o - 1] : 0, h[o + 2], h[o + 3], h[o], h[o + 1], j);
+    this.counters.storedBlocks++;
+  }
+
+  /** Tail first, so a request's deeper blocks reach the LRU list (and get evicted) before its shallower ones. */
+  private releaseBlocks(r: SimRequest): void {
+    for (let j = r.numBlocks - 1; j >= 0; j--) this.bm.release(r.blocks[j]);
+    r.numBlocks = 0;
+    r.fullBlocks = 0;
+  }
+
+  private preempt(r: SimRequest): void {
+    this.releaseBlocks(r);
+    r.numComputed = 0;
+    r.prefillEnd = 0;
+    r.state = WAITING;
+    this.waiting.pushFront(r);
+  }
+
+  private finish(r: SimRequest): void {
+    this.releaseBlocks(r);
+    r.state = DONE;
+    this.byId.delete(r.id);
+    this.counters.finished++;
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Pass timing (PROTOCOL.md §17 step 3). A model is pluggable so profiler-data interpolation or an AIC
+ * predictor can replace the polynomials without the scheduler knowing.
+ */
+export interface TimingModel {
+  /** ms to compute `x` > 0 new prompt tokens in one pass. */
+  prefillMs(x: number): number;
+  /** ms of one decode step at KV occupancy `u` = active / total (0..1). */
+  decodeMs(u: number): number;
+}
+
+export const POLYNOMIAL_TIMING: TimingModel = {
+  prefillMs: (x) => 4.209989e-7 * x * x + 1.518344e-2 * x + 16.50142,
+  decodeMs: (u) => Math.max(1, -25.74 * u * u + 54.01 * u + 5.74),
+};
+
+/**
+ * Whole pass: prefill part only when prompt tokens were computed, decode part only when some request
+ * decoded; the decode part is also divided by the decode speedup.
+ */
+export function passDurationMs(
+  model: TimingModel,
+  prefillTokens: number,
+  anyDecode: boolean,
+  kvUsage: number,
+  speedupRatio: number,
+  decodeSpeedupRatio: number,
+): number {
+  let t = 0;
+  if (prefillTokens > 0) t += model.prefillMs(prefillTokens);
+  if (anyDecode) t += model.decodeMs(kvUsage) / decodeSpeedupRatio;
+  return t / speedupRatio;
+}
