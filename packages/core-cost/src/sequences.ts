@@ -1,0 +1,636 @@
+/**
+ * Active-sequence load model (PROTOCOL.md §9): what the router has booked on each (worker, dp_rank)
+ * and not yet freed. Pure: `now` (ms) and random u32 draws are arguments / injected functions.
+ *
+ * Sequence hashes are u64 given as a Uint32Array of (lo, hi) pairs (`pairs[2i]` = low word of hash
+ * i). Refcounts live in a `BlockTable` keyed by the two words, so no BigInt or string is built per
+ * block.
+ */
+import type { WorkerWithDpRank } from '@kvrouter/protocols';
+import { BlockTable } from './block-table.js';
+import type { CandidateBatch } from './cost.js';
+import { bool, finite, finiteNonNeg, invalid, nonNegInt, posInt } from './validate.js';
+
+export const DEFAULT_EXPIRY_MS = 300_000;
+export const EXPIRY_CHECK_INTERVAL_MS = 30_000;
+
+// ---------------------------------------------------------------------------------------------
+// Prefill tracker (§9.4)
+
+/** One request's entry in the prefill FIFO. Owned by the caller, linked by the tracker. */
+export interface PrefillNode {
+  /** `initial_effective_prefill_tokens`. */
+  initial: number;
+  /** `expected_prefill_duration` in ms; null = no prediction (static load until first token). */
+  expectedMs: number | null;
+  prev: PrefillNode | null;
+  next: PrefillNode | null;
+  linked: boolean;
+}
+
+export const prefillNode = (initial: number, expectedMs: number | null = null): PrefillNode => ({
+  initial,
+  expectedMs,
+  prev: null,
+  next: null,
+  linked: false,
+});
+
+/**
+ * FIFO of prompt work not yet started by the engine. Only the oldest entry (the anchor) decays:
+ * it models the engine working through its prefill queue one request at a time.
+ */
+export class PrefillTracker {
+  private head: PrefillNode | null = null;
+  private tail: PrefillNode | null = null;
+  /** Σ initial over all entries. */
+  sum = 0;
+  count = 0;
+  /** When the current head became the anchor. */
+  anchoredSince = 0;
+
+  add(node: PrefillNode, now: number): void {
+    if (node.linked) return;
+    node.linked = true;
+    node.next = null;
+    node.prev = this.tail;
+    if (this.tail) this.tail.next = node;
+    else {
+      this.head = node;
+      this.anchoredSince = now;
+    }
+    this.tail = node;
+    this.sum += node.initial;
+    this.count++;
+  }
+
+  remove(node: PrefillNode, now: number): void {
+    if (!node.linked) return;
+    const wasAnchor = node === this.head;
+    if (node.prev) node.prev.next = node.next;
+    else this.head = node.next;
+    if (node.next) node.next.prev = node.prev;
+    else this.tail = node.prev;
+    node.prev = node.next = null;
+    node.linked = false;
+    this.count--;
+    // Exact reset when empty: a running float sum must not drift while idle.
+    this.sum = this.count === 0 ? 0 : this.sum - node.initial;
+    if (wasAnchor) this.anchoredSince = now;
+  }
+
+  get anchor(): PrefillNode | null {
+    return this.head;
+  }
+
+  /** `sum − anchor.initial + remaining(anchor, now)`. */
+  activeTokens(now: number): number {
+    const a = this.head;
+    if (!a) return 0;
+    return this.sum - a.initial + remaining(a, now - this.anchoredSince);
+  }
+}
+
+function remaining(a: PrefillNode, elapsedMs: number): number {
+  if (a.expectedMs === null) return a.initial;
+  if (a.expectedMs === 0) return 0;
+  const left = Math.min(1, Math.max(0, 1 - elapsedMs / a.expectedMs));
+  return Math.ceil(a.initial * left);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-rank active sequences (§9.1–§9.3)
+
+export interface SequenceOptions {
+  /** KV block size in tokens. */
+  blockSize: number;
+  /** `--router-track-active-blocks` (default true). */
+  trackActiveBlocks?: boolean;
+  /** `--router-assume-kv-reuse` (default true); per-request overridable. */
+  assumeKvReuse?: boolean;
+  /** `--router-track-prefill-tokens` (default true); per-request overridable. */
+  trackPrefillTokens?: boolean;
+  /** `--router-track-output-blocks` (default false). */
+  trackOutputBlocks?: boolean;
+  /** `DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS` in ms (default 300 000). */
+  expiryMs?: number;
+  /** Minimum spacing of lazy expiry checks (default 30 000). */
+  expiryCheckIntervalMs?: number;
+  /**
+   * Source of uniformly random u32 words; two draws (lo, then hi) make one u64 block id for
+   * `assume_kv_reuse = false` prompts and for output blocks. Required only when those occur.
+   */
+  randomU32?: () => number;
+}
+
+export interface AddRequestInput {
+  requestId: string;
+  /** Prompt length in tokens. */
+  isl: number;
+  /**
+   * The prompt's sequence hashes as (lo, hi) pairs, one per full block. Required when active-block
+   * tracking and KV reuse are both on; ignored otherwise. Copied.
+   */
+  seqHashes?: Uint32Array | null;
+  /** `cached_tokens` of the selected rank (§8.3); default 0. */
+  cachedTokens?: number;
+  /** `agent_hints.osl`: expected output tokens; drives output-block decay (§9.3). */
+  expectedOutputTokens?: number | null;
+  /** AIC-predicted prefill duration in ms; null/absent = no prediction. */
+  expectedPrefillDurationMs?: number | null;
+  /** Per-request overrides (§8.7). */
+  assumeKvReuse?: boolean | null;
+  trackPrefillTokens?: boolean | null;
+}
+
+interface RequestEntry {
+  id: string;
+  isl: number;
+  startedAt: number;
+  osl: number | null;
+  /** Prompt blocks held, (lo, hi) pairs. */
+  prompt: Uint32Array;
+  /** Output blocks held, (lo, hi) pairs in `out[0 .. 2·outLen)`. */
+  out: Uint32Array;
+  outLen: number;
+  prefill: PrefillNode | null;
+}
+
+const EMPTY_PAIRS = new Uint32Array(0);
+const NO_IDS: readonly string[] = Object.freeze([]);
+
+export class ActiveSequences {
+  readonly blockSize: number;
+  readonly trackActiveBlocks: boolean;
+  readonly assumeKvReuse: boolean;
+  readonly trackPrefillTokens: boolean;
+  readonly trackOutputBlocks: boolean;
+  readonly expiryMs: number;
+  readonly expiryCheckIntervalMs: number;
+  private readonly randomU32: (() => number) | undefined;
+  private readonly requests = new Map<string, RequestEntry>();
+  private readonly blocks = new BlockTable();
+  private readonly prefill = new PrefillTracker();
+  private lastExpiryCheck = -Infinity;
+  /** Called with each force-freed request id. */
+  onExpired: ((requestId: string) => void) | undefined;
+  /** Called after every state change (§9.2: wake the queue, republish `ActiveLoad`). */
+  onChange: (() => void) | undefined;
+
+  constructor(opts: SequenceOptions) {
+    this.blockSize = posInt('blockSize', opts.blockSize);
+    this.trackActiveBlocks = bool('trackActiveBlocks', opts.trackActiveBlocks ?? true);
+    this.assumeKvReuse = bool('assumeKvReuse', opts.assumeKvReuse ?? true);
+    this.trackPrefillTokens = bool('trackPrefillTokens', opts.trackPrefillTokens ?? true);
+    this.trackOutputBlocks = bool('trackOutputBlocks', opts.trackOutputBlocks ?? false);
+    this.expiryMs = finiteNonNeg('expiryMs', opts.expiryMs ?? DEFAULT_EXPIRY_MS);
+    this.expiryCheckIntervalMs = finiteNonNeg(
+      'expiryCheckIntervalMs',
+      opts.expiryCheckIntervalMs ?? EXPIRY_CHECK_INTERVAL_MS,
+    );
+    if (opts.randomU32 !== undefined && typeof opts.randomU32 !== 'function')
+      throw invalid('randomU32', 'must be a function');
+    this.randomU32 = opts.randomU32;
+  }
+
+  /**
+   * §9.2 AddRequest. Returns false (and changes nothing) for a duplicate request id. Runs lazy
+   * expiry first. All arguments are checked before any state changes.
+   */
+  addRequest(input: AddRequestInput, now: number): boolean {
+    finite('now', now);
+    const plan = this.plan(input);
+    this.maybeExpire(now);
+    if (this.requests.has(input.requestId)) return false;
+    this.commit(input, plan, now);
+    this.onChange?.();
+    return true;
+  }
+
+  /** @internal Checks an AddRequest and works out what it books; throws before any change. */
+  plan(input: AddRequestInput): { reuse: boolean; nBlocks: number; prefillTokens: number } {
+    if (typeof input.requestId !== 'string' || input.requestId.length === 0)
+      throw invalid('requestId', 'must be a non-empty string', input.requestId);
+    const isl = nonNegInt('isl', input.isl);
+    const cached = finiteNonNeg('cachedTokens', input.cachedTokens ?? 0);
+    if (input.expectedOutputTokens != null) nonNegInt('expectedOutputTokens', input.expectedOutputTokens);
+    if (input.expectedPrefillDurationMs != null)
+      finiteNonNeg('expectedPrefillDurationMs', input.expectedPrefillDurationMs);
+    const reuse =
+      input.assumeKvReuse != null ? bool('assumeKvReuse', input.assumeKvReuse) : this.assumeKvReuse;
+    const trackPrefill =
+      input.trackPrefillTokens != null
+        ? bool('trackPrefillTokens', input.trackPrefillTokens)
+        : this.trackPrefillTokens;
+    let nBlocks = 0;
+    if (this.trackActiveBlocks) {
+      if (reuse) {
+        const s = input.seqHashes;
+        if (!(s instanceof Uint32Array) || (s.length & 1) !== 0)
+          throw invalid('seqHashes', 'must be a Uint32Array of (lo, hi) pairs when KV reuse is assumed');
+        nBlocks = s.length >> 1;
+      } else {
+        nBlocks = Math.floor(isl / this.blockSize);
+        if (nBlocks > 0 && !this.randomU32)
+          throw invalid('randomU32', 'is required when assume_kv_reuse is false');
+      }
+    }
+    const prefillTokens = trackPrefill ? isl - Math.min(cached, isl) : 0;
+    return { reuse, nBlocks, prefillTokens };
+  }
+
+  /** @internal Applies a checked plan. */
+  commit(
+    input: AddRequestInput,
+    plan: { reuse: boolean; nBlocks: number; prefillTokens: number },
+    now: number,
+  ): void {
+    let prompt = EMPTY_PAIRS;
+    if (plan.nBlocks > 0) {
+      if (plan.reuse) prompt = input.seqHashes!.slice(0, plan.nBlocks * 2);
+      else {
+        prompt = new Uint32Array(plan.nBlocks * 2);
+        const r = this.randomU32!;
+        for (let i = 0; i < prompt.length; i++) prompt[i] = r() >>> 0;
+      }
+      const t = this.blocks;
+      for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i]!, prompt[i + 1]!);
+    }
+    let node: PrefillNode | null = null;
+    if (plan.prefillTokens > 0) {
+      node = prefillNode(plan.prefillTokens, input.expectedPrefillDurationMs ?? null);
+      this.prefill.add(node, now);
+    }
+    this.requests.set(input.requestId, {
+      id: input.requestId,
+      isl: input.isl,
+      startedAt: now,
+      osl: input.expectedOutputTokens ?? null,
+      prompt,
+      out: EMPTY_PAIRS,
+      outLen: 0,
+      prefill: node,
+    });
+  }
+
+  /** §9.2 MarkPrefillCompleted: the prefill entry goes, the blocks stay. False if unknown. */
+  markPrefillCompleted(requestId: string, now: number): boolean {
+    finite('now', now);
+    const r = this.requests.get(requestId);
+    if (!r) return false;
+    if (r.prefill) {
+      this.prefill.remove(r.prefill, now);
+      r.prefill = null;
+      this.onChange?.();
+    }
+    return true;
+  }
+
+  /**
+   * §9.3 after a response item: grow the request to `ceil((isl + outputTokens)/bs)` blocks with
+   * fresh random ids, then, if `osl` was given, write `frac = max(0, 1 − out/max(osl, 1))` to every
+   * block of the request that only it holds. No-op unless output and active-block tracking are on.
+   * False if the request is unknown.
+   */
+  addOutputTokens(requestId: string, outputTokens: number, _now?: number): boolean {
+    nonNegInt('outputTokens', outputTokens);
+    const r = this.requests.get(requestId);
+    if (!r) return false;
+    if (!this.trackOutputBlocks || !this.trackActiveBlocks) return true;
+    const total = Math.ceil((r.isl + outputTokens) / this.blockSize);
+    const held = (r.prompt.length >> 1) + r.outLen;
+    const t = this.blocks;
+    if (total > held) {
+      if (!this.randomU32) throw invalid('randomU32', 'is required for output-block tracking');
+      const need = 2 * (r.outLen + total - held);
+      if (need > r.out.length) {
+        const grown = new Uint32Array(Math.max(need, r.out.length * 2, 8));
+        grown.set(r.out.subarray(0, 2 * r.outLen));
+        r.out = grown;
+      }
+      const rnd = this.randomU32;
+      for (let k = held; k < total; k++) {
+        const lo = rnd() >>> 0;
+        const hi = rnd() >>> 0;
+        r.out[2 * r.outLen] = lo;
+        r.out[2 * r.outLen + 1] = hi;
+        r.outLen++;
+        t.inc(lo, hi);
+      }
+    }
+    if (r.osl !== null) {
+      const frac = Math.max(0, 1 - outputTokens / Math.max(r.osl, 1));
+      this.writeFrac(r.prompt, r.prompt.length, frac);
+      this.writeFrac(r.out, 2 * r.outLen, frac);
+    }
+    this.onChange?.();
+    return true;
+  }
+
+  private writeFrac(pairs: Uint32Array, len: number, frac: number): void {
+    const t = this.blocks;
+    for (let i = 0; i < len; i += 2) {
+      const s = t.find(pairs[i]!, pairs[i + 1]!);
+      if (s >= 0 && t.refAt(s) === 1) t.setFracAt(s, frac);
+    }
+  }
+
+  /** §9.2 Free: prefill entry and every block reference go. False if unknown. */
+  free(requestId: string, now: number): boolean {
+    finite('now', now);
+    if (!this.release(requestId, now)) return false;
+    this.onChange?.();
+    return true;
+  }
+
+  private release(requestId: string, now: number): boolean {
+    const r = this.requests.get(requestId);
+    if (!r) return false;
+    if (r.prefill) this.prefill.remove(r.prefill, now);
+    const t = this.blocks;
+    for (let i = 0; i < r.prompt.length; i += 2) t.dec(r.prompt[i]!, r.prompt[i + 1]!);
+    for (let i = 0; i < 2 * r.outLen; i += 2) t.dec(r.out[i]!, r.out[i + 1]!);
+    this.requests.delete(requestId);
+    return true;
+  }
+
+  /** Force-frees every request with `now − started_at > maxAgeMs`; returns their ids. */
+  expireOlderThan(now: number, maxAgeMs: number): readonly string[] {
+    finite('now', now);
+    finiteNonNeg('maxAgeMs', maxAgeMs);
+    let expired: string[] | null = null;
+    for (const r of this.requests.values()) {
+      if (now - r.startedAt > maxAgeMs) (expired ??= []).push(r.id);
+    }
+    if (!expired) return NO_IDS;
+    for (const id of expired) {
+      this.release(id, now);
+      this.onExpired?.(id);
+    }
+    this.onChange?.();
+    return expired;
+  }
+
+  /** §9.2 step 4: expiry at most once per `expiryCheckIntervalMs` (30 s). */
+  maybeExpire(now: number): readonly string[] {
+    if (now - this.lastExpiryCheck < this.expiryCheckIntervalMs) return NO_IDS;
+    this.lastExpiryCheck = now;
+    return this.expireOlderThan(now, this.expiryMs);
+  }
+
+  has(requestId: string): boolean {
+    return this.requests.has(requestId);
+  }
+
+  // --- snapshot ----------------------------------------------------------------------------
+
+  activePrefillTokens(now: number): number {
+    return this.prefill.activeTokens(now);
+  }
+
+  /** `round(|unique| − Σ_{fractional ∩ unique} (1 − fractional[h]))`. */
+  get activeDecodeBlocks(): number {
+    return Math.round(this.blocks.size - this.blocks.deficit);
+  }
+
+  get activeRequests(): number {
+    return this.requests.size;
+  }
+
+  /** Distinct blocks held (before fractional decay). */
+  get uniqueBlocks(): number {
+    return this.blocks.size;
+  }
+
+  /** Requests still in the prefill FIFO. */
+  get pendingPrefills(): number {
+    return this.prefill.count;
+  }
+
+  /**
+   * Largest k with hash k−1 of `seqPairs` held on this rank (§9.1). A sequence hash names its
+   * whole prefix, so presence is monotone in k and binary search is exact.
+   */
+  activePrefixDepth(seqPairs: Uint32Array | null | undefined): number {
+    if (!seqPairs || this.blocks.size === 0) return 0;
+    const t = this.blocks;
+    let lo = 0;
+    let hi = seqPairs.length >> 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (t.has(seqPairs[2 * mid - 2]!, seqPairs[2 * mid - 1]!)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  /** Refcount of one block (tests, debugging). */
+  refcount(lo: number, hi: number): number {
+    return this.blocks.refcount(lo, hi);
+  }
+
+  /** Fractional value of one held block, if any (tests, debugging). */
+  fractionOf(lo: number, hi: number): number | undefined {
+    return this.blocks.fracOf(lo, hi);
+  }
+
+  /** Copy of the (lo, hi) pairs a request holds, prompt first (tests, debugging). */
+  requestBlocks(requestId: string): Uint32Array | undefined {
+    const r = this.requests.get(requestId);
+    if (!r) return undefined;
+    const out = new Uint32Array(r.prompt.length + 2 * r.outLen);
+    out.set(r.prompt);
+    out.set(r.out.subarray(0, 2 * r.outLen), r.prompt.length);
+    return out;
+  }
+
+  requestIds(): IterableIterator<string> {
+    return this.requests.keys();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// All ranks (§9, `multi_worker.rs`)
+
+export interface RankLoad {
+  active_prefill_tokens: number;
+  active_decode_blocks: number;
+  active_requests: number;
+}
+
+export interface MultiWorkerOptions extends SequenceOptions {
+  /** Called after every change on a rank (republish `ActiveLoad`, wake the queue). */
+  onChange?: (w: WorkerWithDpRank) => void;
+  /** Called with each force-freed request. */
+  onExpired?: (requestId: string, w: WorkerWithDpRank) => void;
+}
+
+/**
+ * Every rank's `ActiveSequences`, with request ids routed to their rank. Ranks are created on
+ * `addWorker` or on first booking. Expiry is per rank, so "at most every 30 s" holds per rank.
+ */
+export class MultiWorkerSequences {
+  private readonly ranks = new Map<bigint, Map<number, ActiveSequences>>();
+  private readonly owner = new Map<string, ActiveSequences>();
+  private readonly opts: MultiWorkerOptions;
+  /** Checks AddRequest inputs against the shared options without touching any rank. */
+  private readonly planner: ActiveSequences;
+
+  constructor(opts: MultiWorkerOptions) {
+    this.planner = new ActiveSequences(opts);
+    this.opts = opts;
+  }
+
+  /** Registers ranks `[dpStart, dpStart + dpSize)` of a worker (existing ranks are kept). */
+  addWorker(workerId: bigint, dpStart = 0, dpSize = 1): void {
+    nonNegInt('dpStart', dpStart);
+    posInt('dpSize', dpSize);
+    for (let r = dpStart; r < dpStart + dpSize; r++) this.ensureRank(workerId, r);
+  }
+
+  /** Forgets all ranks of a worker and their requests; returns the dropped request ids. */
+  removeWorker(workerId: bigint): string[] {
+    const m = this.ranks.get(workerId);
+    if (!m) return [];
+    const dropped: string[] = [];
+    for (const seq of m.values()) this.dropRank(seq, dropped);
+    this.ranks.delete(workerId);
+    return dropped;
+  }
+
+  removeWorkerDpRank(workerId: bigint, dpRank: number): string[] {
+    const m = this.ranks.get(workerId);
+    const seq = m?.get(dpRank);
+    if (!m || !seq) return [];
+    const dropped: string[] = [];
+    this.dropRank(seq, dropped);
+    m.delete(dpRank);
+    if (m.size === 0) this.ranks.delete(workerId);
+    return dropped;
+  }
+
+  private dropRank(seq: ActiveSequences, dropped: string[]): void {
+    for (const id of seq.requestIds()) {
+      this.owner.delete(id);
+      dropped.push(id);
+    }
+  }
+
+  rank(w: WorkerWithDpRank): ActiveSequences | undefined {
+    return this.ranks.get(w.worker_id)?.get(w.dp_rank);
+  }
+
+  *workers(): IterableIterator<WorkerWithDpRank> {
+    for (const [worker_id, m] of this.ranks)
+      for (const dp_rank of m.keys()) yield { worker_id, dp_rank } as WorkerWithDpRank;
+  }
+
+  private ensureRank(workerId: bigint, dpRank: number): ActiveSequences {
+    let m = this.ranks.get(workerId);
+    if (!m) this.ranks.set(workerId, (m = new Map()));
+    let seq = m.get(dpRank);
+    if (!seq) {
+      seq = new ActiveSequences(this.opts);
+      const w = { worker_id: workerId, dp_rank: dpRank } as WorkerWithDpRank;
+      const { onChange, onExpired } = this.opts;
+      seq.onExpired = (id) => {
+        this.owner.delete(id);
+        onExpired?.(id, w);
+      };
+      if (onChange) seq.onChange = () => onChange(w);
+      m.set(dpRank, seq);
+    }
+    return seq;
+  }
+
+  /**
+   * Books a request on rank `w` (created if unknown). False for a request id already booked on
+   * any rank; nothing changes then.
+   */
+  addRequest(w: WorkerWithDpRank, input: AddRequestInput, now: number): boolean {
+    nonNegInt('dp_rank', w.dp_rank);
+    if (typeof w.worker_id !== 'bigint') throw invalid('worker_id', 'must be a bigint', w.worker_id);
+    finite('now', now);
+    const plan = this.planner.plan(input);
+    if (this.owner.has(input.requestId)) return false;
+    const seq = this.ensureRank(w.worker_id, w.dp_rank);
+    seq.maybeExpire(now);
+    seq.commit(input, plan, now);
+    this.owner.set(input.requestId, seq);
+    seq.onChange?.();
+    return true;
+  }
+
+  markPrefillCompleted(requestId: string, now: number): boolean {
+    return this.owner.get(requestId)?.markPrefillCompleted(requestId, now) ?? false;
+  }
+
+  addOutputTokens(requestId: string, outputTokens: number, now?: number): boolean {
+    return this.owner.get(requestId)?.addOutputTokens(requestId, outputTokens, now) ?? false;
+  }
+
+  free(requestId: string, now: number): boolean {
+    const seq = this.owner.get(requestId);
+    if (!seq) return false;
+    this.owner.delete(requestId);
+    return seq.free(requestId, now);
+  }
+
+  /** The periodic timer path of §9.2 step 4 over every rank. */
+  maybeExpire(now: number): string[] {
+    const out: string[] = [];
+    for (const m of this.ranks.values()) for (const seq of m.values()) out.push(...seq.maybeExpire(now));
+    return out;
+  }
+
+  expireOlderThan(now: number, maxAgeMs: number): string[] {
+    const out: string[] = [];
+    for (const m of this.ranks.values())
+      for (const seq of m.values()) out.push(...seq.expireOlderThan(now, maxAgeMs));
+    return out;
+  }
+
+  /** Which rank holds a request, if any. */
+  has(requestId: string): boolean {
+    return this.owner.has(requestId);
+  }
+
+  get activeRequestCount(): number {
+    return this.owner.size;
+  }
+
+  /** Load of one rank at `now`; zeros for an unknown rank. */
+  load(w: WorkerWithDpRank, now: number): RankLoad {
+    const seq = this.rank(w);
+    return seq
+      ? {
+          active_prefill_tokens: seq.activePrefillTokens(now),
+          active_decode_blocks: seq.activeDecodeBlocks,
+          active_requests: seq.activeRequests,
+        }
+      : { active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 };
+  }
+
+  /**
+   * Fills the load inputs of `batch` (prefill tokens, decode blocks, requests, prefix depth of
+   * `seqPairs`) for `batch.workers[0 .. n)` at one `now`. Unknown ranks get zeros (idle).
+   */
+  fillLoads(batch: CandidateBatch, seqPairs: Uint32Array | null, now: number): CandidateBatch {
+    for (let i = 0; i < batch.n; i++) {
+      const w = batch.workers[i]!;
+      const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
+      if (!seq) {
+        batch.activePrefillTokens[i] = 0;
+        batch.activeDecodeBlocks[i] = 0;
+        batch.activeRequests[i] = 0;
+        batch.activePrefixDepth[i] = 0;
+        continue;
+      }
+      batch.activePrefillTokens[i] = seq.activePrefillTokens(now);
+      batch.activeDecodeBlocks[i] = seq.activeDecodeBlocks;
+      batch.activeRequests[i] = seq.activeRequests;
+      batch.activePrefixDepth[i] = seq.activePrefixDepth(seqPairs);
+    }
+    return batch;
+  }
+}
