@@ -6,8 +6,18 @@
  *
  * Layout: parallel typed arrays indexed by slot; `ref[slot] === 0` marks an empty slot;
  * `frac[slot]` is NaN when the block has no fractional value.
+ *
+ * The deficit Σ (1 − fractional) is kept as an integer count of 2^−24 units per block: an
+ * integer sum never drifts however long the rank runs, and it does not depend on the order of
+ * updates, so `round(|unique| − deficit)` is reproducible exactly (a float running sum landed on
+ * 11.499999999999996 where the true value was 11.5). 2^−24 per block is far below what a rounded
+ * block count can show, and sums stay exact up to 2^29 blocks.
  */
 const MIN_CAPACITY = 64;
+export const FRAC_UNITS = 2 ** 24;
+
+/** Deficit of one block in 2^−24 units: round((1 − f) · 2^24). */
+export const deficitUnits = (f: number): number => Math.round((1 - f) * FRAC_UNITS);
 
 function mix(lo: number, hi: number): number {
   let h = Math.imul(lo ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(hi ^ 0xc2b2ae35, 0x27d4eb2f);
@@ -22,13 +32,19 @@ export class BlockTable {
   private hi: Uint32Array;
   private ref: Uint32Array;
   private frac: Float64Array;
+  private units: Uint32Array;
   private mask: number;
   /** Number of distinct blocks present (`|unique_blocks|`). */
   size = 0;
   /** Blocks present that carry a fractional value. */
   fracCount = 0;
-  /** Σ (1 − fractional[h]) over present blocks with a fractional value. */
-  deficit = 0;
+  /** Σ deficitUnits(fractional[h]) over present blocks with a fractional value. */
+  deficitUnits = 0;
+
+  /** Σ (1 − fractional[h]), quantised to 2^−24 per block. */
+  get deficit(): number {
+    return this.deficitUnits / FRAC_UNITS;
+  }
 
   constructor(capacity = MIN_CAPACITY) {
     let cap = MIN_CAPACITY;
@@ -37,6 +53,7 @@ export class BlockTable {
     this.hi = new Uint32Array(cap);
     this.ref = new Uint32Array(cap);
     this.frac = new Float64Array(cap).fill(NaN);
+    this.units = new Uint32Array(cap);
     this.mask = cap - 1;
   }
 
@@ -91,11 +108,14 @@ export class BlockTable {
 
   /** Sets fractional[h] for the block in `slot` (which must be occupied). */
   setFracAt(slot: number, f: number): void {
+    if (!(f >= 0 && f <= 1)) throw new RangeError(`fraction must be in [0, 1], got ${f}`);
     const old = this.frac[slot]!;
-    if (old === old) this.deficit -= 1 - old;
+    if (old === old) this.deficitUnits -= this.units[slot]!;
     else this.fracCount++;
+    const u = deficitUnits(f);
     this.frac[slot] = f;
-    this.deficit += 1 - f;
+    this.units[slot] = u;
+    this.deficitUnits += u;
   }
 
   fracOf(lo: number, hi: number): number | undefined {
@@ -109,11 +129,10 @@ export class BlockTable {
     const f = this.frac[i]!;
     if (f === f) {
       this.fracCount--;
-      // Resetting at zero stops float drift from outliving the blocks that caused it.
-      this.deficit = this.fracCount === 0 ? 0 : this.deficit - (1 - f);
+      this.deficitUnits -= this.units[i]!;
     }
     this.size--;
-    const { mask, ref, lo, hi, frac } = this;
+    const { mask, ref, lo, hi, frac, units } = this;
     let j = i;
     for (;;) {
       j = (j + 1) & mask;
@@ -126,19 +145,22 @@ export class BlockTable {
       hi[i] = hi[j]!;
       ref[i] = ref[j]!;
       frac[i] = frac[j]!;
+      units[i] = units[j]!;
       i = j;
     }
     ref[i] = 0;
     frac[i] = NaN;
+    units[i] = 0;
   }
 
   private grow(): void {
-    const { lo, hi, ref, frac } = this;
+    const { lo, hi, ref, frac, units } = this;
     const cap = ref.length * 2;
     this.lo = new Uint32Array(cap);
     this.hi = new Uint32Array(cap);
     this.ref = new Uint32Array(cap);
     this.frac = new Float64Array(cap).fill(NaN);
+    this.units = new Uint32Array(cap);
     this.mask = cap - 1;
     for (let s = 0; s < ref.length; s++) {
       if (ref[s] === 0) continue;
@@ -148,6 +170,7 @@ export class BlockTable {
       this.hi[t] = hi[s]!;
       this.ref[t] = ref[s]!;
       this.frac[t] = frac[s]!;
+      this.units[t] = units[s]!;
     }
   }
 }

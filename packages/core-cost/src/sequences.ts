@@ -388,7 +388,10 @@ export class ActiveSequences {
     return this.prefill.activeTokens(now);
   }
 
-  /** `round(|unique| − Σ_{fractional ∩ unique} (1 − fractional[h]))`. */
+  /**
+   * `round(|unique| − Σ_{fractional ∩ unique} (1 − fractional[h]))`, each term quantised to 2^−24
+   * (see `BlockTable`), halves rounded up.
+   */
   get activeDecodeBlocks(): number {
     return Math.round(this.blocks.size - this.blocks.deficit);
   }
