@@ -1,1 +1,8 @@
-export {};
+export * from './types.js';
+export { RadixIndexer, type RadixIndexerOptions, type MatchResult } from './indexer.js';
+export * as layout from './layout.js';
+export { ApproxIndexer, type ApproxOptions } from './approximate.js';
+export { SideIndexer, maxMerge, type SideOptions } from './side.js';
+export { BlockTable } from './block-table.js';
+export { ExtMap } from './ext-map.js';
+export { SlotRegistry } from './slots.js';

@@ -1,0 +1,574 @@
+import {
+  chainHashInto,
+  computeSequenceHashes,
+  u64FromParts,
+  u64sToPairs,
+  U64_MAX,
+  type RouterEvent,
+  type StorageTier,
+  type WorkerId,
+  type WorkerWithDpRank,
+} from '@kvrouter/protocols';
+import { BlockTable } from './block-table.js';
+import { ExtMap } from './ext-map.js';
+import {
+  EXT_HI,
+  EXT_LO,
+  EXT_SEQ_HI,
+  EXT_SEQ_LO,
+  HOLDERS,
+  KEY_HI,
+  KEY_LO,
+  LOCAL_HI,
+  LOCAL_LO,
+  META,
+  META_LIVE_CHILD,
+  PARENT_HI,
+  PARENT_LO,
+  holderWords,
+} from './layout.js';
+import { SlotRegistry } from './slots.js';
+import type { AppliedHook, ApplyStatus, EventKind, FindOptions, KvIndexer, OverlapScores } from './types.js';
+
+export interface RadixIndexerOptions {
+  /** Initial block-table capacity (entries); grows by doubling. */
+  initialCapacity?: number;
+  /** Initial worker-slot capacity (rounded up to 32); grows by rebuilding the table. */
+  maxSlots?: number;
+  /** Largest Stored/Removed batch accepted; larger events are rejected whole as invalid. */
+  maxBlocksPerEvent?: number;
+  /** Only events of this tier are indexed (default `device`); others are counted and skipped. */
+  tier?: StorageTier;
+  onApplied?: AppliedHook;
+  /** Keep an f64 per (slot, ext) entry (approximate mode stores expiry times there). */
+  extAux?: boolean;
+}
+
+const DEFAULT_MAX_BLOCKS = 65_536;
+
+/** Result buffers of one match walk, reused across calls (valid until the next call). */
+export interface MatchResult {
+  count: number;
+  slots: Int32Array;
+  depths: Int32Array;
+}
+
+/**
+ * The exact, single-threaded KV index (PROTOCOL §7.2-7.3): one open-addressing table of block
+ * identities with a holder bitset per block, plus the per-slot external-hash map. Queries walk the
+ * request's sequence-hash chain, AND-ing holder sets, and stop when no worker remains.
+ */
+export class RadixIndexer implements KvIndexer {
+  table: BlockTable;
+  readonly ext: ExtMap;
+  readonly slots: SlotRegistry;
+  /** Number of blocks each slot holds (|Held[w]|). */
+  treeSize: Int32Array;
+  private readonly counts = new Map<string, number>();
+  private readonly maxBlocks: number;
+  private readonly tier: StorageTier;
+  private readonly onApplied: AppliedHook | undefined;
+  // Scratch, reused: no allocation per event or per query.
+  private readonly h = new Uint32Array(2);
+  private active: Int32Array;
+  private readonly match: MatchResult;
+  private seqScratch = new Uint32Array(2 * 1024);
+
+  constructor(opts: RadixIndexerOptions = {}) {
+    const maxSlots = Math.max(32, opts.maxSlots ?? 64);
+    this.table = new BlockTable(opts.initialCapacity ?? 1 << 16, maxSlots);
+    this.ext = new ExtMap(opts.initialCapacity ?? 1 << 16, opts.extAux ?? false);
+    this.slots = new SlotRegistry(holderWords(maxSlots));
+    this.treeSize = new Int32Array(maxSlots);
+    this.maxBlocks = opts.maxBlocksPerEvent ?? DEFAULT_MAX_BLOCKS;
+    this.tier = opts.tier ?? 'device';
+    this.onApplied = opts.onApplied;
+    this.active = new Int32Array(this.table.hw);
+    this.match = { count: 0, slots: new Int32Array(maxSlots), depths: new Int32Array(maxSlots) };
+  }
+
+  // ---- mutations -------------------------------------------------------------------------------
+
+  applyEvent(ev: RouterEvent): void {
+    this.applyEventStatus(ev);
+  }
+
+  /** Applies one event and returns its status (the pool and tests use the status directly). */
+  applyEventStatus(ev: RouterEvent): ApplyStatus {
+    const kind = eventKind(ev);
+    if (kind === undefined || !validWorker(ev)) return this.count('invalid_block', kind ?? 'stored');
+    if ((ev.storage_tier ?? 'device') !== this.tier) return this.count('ok', kind); // other tiers live elsewhere
+    const data = ev.event.data;
+    const workerId = ev.worker_id as bigint;
+    const rank = ev.event.dp_rank ?? 0;
+    if (data === 'cleared') {
+      this.clearSlots(new Set(this.slots.slotsOf(workerId)), false);
+      return this.count('ok', 'cleared');
+    }
+    if ('stored' in data) {
+      const st = data.stored;
+      if (!validStored(st, this.maxBlocks)) return this.count('invalid_block', 'stored');
+      let slot = this.slots.lookup(workerId, rank);
+      let hasParent = false;
+      let pLo = 0;
+      let pHi = 0;
+      if (st.parent_hash !== null && st.parent_hash !== undefined) {
+        // A rejected event must not even register the worker: look up before acquiring.
+        const off = slot < 0 ? -1 : this.ext.find(slot, lo(st.parent_hash), hi(st.parent_hash));
+        if (off < 0) return this.count('parent_block_not_found', 'stored');
+        hasParent = true;
+        pLo = this.ext.words[off + EXT_SEQ_LO]!;
+        pHi = this.ext.words[off + EXT_SEQ_HI]!;
+      }
+      if (slot < 0) slot = this.acquireSlot(workerId, rank);
+      for (const b of st.blocks) {
+        const tLo = lo(b.tokens_hash);
+        const tHi = hi(b.tokens_hash);
+        let sLo = tLo;
+        let sHi = tHi;
+        if (hasParent) {
+          chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
+          sLo = this.h[0]!;
+          sHi = this.h[1]!;
+        }
+        this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
+        this.ext.set(slot, lo(b.block_hash), hi(b.block_hash), sLo, sHi);
+        hasParent = true;
+        pLo = sLo;
+        pHi = sHi;
+      }
+      return this.count('ok', 'stored');
+    }
+    const rm = data.removed;
+    if (!validRemoved(rm, this.maxBlocks)) return this.count('invalid_block', 'removed');
+    const slot = this.slots.lookup(workerId, rank);
+    let missing = false;
+    for (const h of rm.block_hashes) {
+      const off = slot < 0 ? -1 : this.ext.find(slot, lo(h), hi(h));
+      if (off < 0) {
+        missing = true;
+        continue;
+      }
+      const sLo = this.ext.words[off + EXT_SEQ_LO]!;
+      const sHi = this.ext.words[off + EXT_SEQ_HI]!;
+      this.ext.deleteAt(off);
+      this.unholdBlock(slot, sLo, sHi);
+    }
+    return this.count(missing ? 'block_not_found' : 'ok', 'removed');
+  }
+
+  /**
+   * Typed fast path for a Stored chain (used by approximate mode and the pool): blocks given as
+   * (lo, hi) pairs of external hashes and local hashes. Returns the status; applies nothing unless ok.
+   */
+  applyStoredPairs(
+    workerId: bigint,
+    rank: number,
+    parentExt: bigint | null,
+    extPairs: Uint32Array,
+    localPairs: Uint32Array,
+    n: number,
+  ): ApplyStatus {
+    let slot = this.slots.lookup(workerId, rank);
+    let hasParent = false;
+    let pLo = 0;
+    let pHi = 0;
+    if (parentExt !== null) {
+      const off = slot < 0 ? -1 : this.ext.find(slot, lo(parentExt), hi(parentExt));
+      if (off < 0) return this.count('parent_block_not_found', 'stored');
+      hasParent = true;
+      pLo = this.ext.words[off + EXT_SEQ_LO]!;
+      pHi = this.ext.words[off + EXT_SEQ_HI]!;
+    }
+    if (slot < 0) slot = this.acquireSlot(workerId, rank);
+    for (let i = 0; i < n; i++) {
+      const tLo = localPairs[2 * i]!;
+      const tHi = localPairs[2 * i + 1]!;
+      let sLo = tLo;
+      let sHi = tHi;
+      if (hasParent) {
+        chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
+        sLo = this.h[0]!;
+        sHi = this.h[1]!;
+      }
+      this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
+      this.ext.set(slot, extPairs[2 * i]!, extPairs[2 * i + 1]!, sLo, sHi);
+      hasParent = true;
+      pLo = sLo;
+      pHi = sHi;
+    }
+    return this.count('ok', 'stored');
+  }
+
+  /** Removes one (slot, ext) mapping and the block from the slot's holder set; false if unknown. */
+  removeExt(slot: number, extLo: number, extHi: number): boolean {
+    const off = this.ext.find(slot, extLo, extHi);
+    if (off < 0) return false;
+    const sLo = this.ext.words[off + EXT_SEQ_LO]!;
+    const sHi = this.ext.words[off + EXT_SEQ_HI]!;
+    this.ext.deleteAt(off);
+    this.unholdBlock(slot, sLo, sHi);
+    return true;
+  }
+
+  removeWorker(workerId: bigint): void {
+    this.clearSlots(new Set(this.slots.slotsOf(workerId)), true);
+  }
+
+  removeWorkerDpRank(workerId: bigint, dpRank: number): void {
+    const slot = this.slots.lookup(workerId, dpRank);
+    if (slot >= 0) this.clearSlots(new Set([slot]), true);
+  }
+
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  slotOf(workerId: bigint, dpRank: number): number {
+    return this.slots.lookup(workerId, dpRank);
+  }
+
+  acquireSlot(workerId: bigint, rank: number): number {
+    const slot = this.slots.acquire(workerId, rank);
+    if (slot >= this.table.maxSlots) this.growSlots(slot + 1);
+    return slot;
+  }
+
+  private storeBlock(
+    slot: number,
+    sLo: number,
+    sHi: number,
+    tLo: number,
+    tHi: number,
+    hasParent: boolean,
+    pLo: number,
+    pHi: number,
+  ): void {
+    const off = this.table.upsert(sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
+    const wi = off + HOLDERS + (slot >> 5);
+    const bit = 1 << (slot & 31);
+    const words = this.table.words;
+    if ((words[wi]! & bit) === 0) {
+      words[wi] = words[wi]! | bit;
+      this.treeSize[slot]!++;
+    }
+  }
+
+  private unholdBlock(slot: number, sLo: number, sHi: number): void {
+    const off = this.table.find(sLo, sHi);
+    if (off < 0) return;
+    const words = this.table.words;
+    const wi = off + HOLDERS + (slot >> 5);
+    const bit = 1 << (slot & 31);
+    if ((words[wi]! & bit) !== 0) {
+      words[wi] = words[wi]! & ~bit;
+      this.treeSize[slot]!--;
+      if (this.table.holdersEmpty(off)) this.table.remove(off);
+    }
+  }
+
+  /** Drops every block of the slots (Cleared / removeWorker); `release` also frees the slots. */
+  private clearSlots(slots: Set<number>, release: boolean): void {
+    if (slots.size === 0) return;
+    this.ext.removeSlots(slots);
+    const t = this.table;
+    const words = t.words;
+    const clear = new Int32Array(t.hw);
+    for (const s of slots) clear[s >> 5]! |= 1 << (s & 31);
+    t.forEachLive((off) => {
+      let any = false;
+      for (let k = 0; k < t.hw; k++) {
+        const v = words[off + HOLDERS + k]!;
+        if ((v & clear[k]!) !== 0) {
+          words[off + HOLDERS + k] = v & ~clear[k]!;
+          any = true;
+        }
+      }
+      if (any && t.holdersEmpty(off)) t.remove(off);
+    });
+    for (const s of slots) {
+      this.treeSize[s] = 0;
+      if (release) this.slots.release(s);
+    }
+  }
+
+  private growSlots(needed: number): void {
+    let maxSlots = this.table.maxSlots;
+    while (maxSlots < needed) maxSlots *= 2;
+    const old = this.table;
+    const t = new BlockTable(old.capacity, maxSlots);
+    old.forEachLive((off) => {
+      const w = old.words;
+      const meta = w[off + META]!;
+      const n = t.upsert(
+        w[off + KEY_LO]!,
+        w[off + KEY_HI]!,
+        w[off + LOCAL_LO]!,
+        w[off + LOCAL_HI]!,
+        meta === META_LIVE_CHILD,
+        w[off + PARENT_LO]!,
+        w[off + PARENT_HI]!,
+      );
+      for (let k = 0; k < old.hw; k++) t.words[n + HOLDERS + k] = w[off + HOLDERS + k]!;
+    });
+    this.table = t;
+    const ts = new Int32Array(maxSlots);
+    ts.set(this.treeSize);
+    this.treeSize = ts;
+    this.slots.ensureWords(t.hw);
+    this.active = new Int32Array(t.hw);
+    this.match.slots = new Int32Array(maxSlots);
+    this.match.depths = new Int32Array(maxSlots);
+  }
+
+  private count(status: ApplyStatus, kind: EventKind): ApplyStatus {
+    const key = `${status}/${kind}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    this.onApplied?.(status, kind);
+    return status;
+  }
+
+  // ---- queries ---------------------------------------------------------------------------------
+
+  /**
+   * The hot path: walks `n` sequence hashes ((lo, hi) pairs), returning for every slot holding
+   * block 0 the number of leading blocks it holds contiguously. Reuses its result buffers.
+   */
+  matchSeq(seq: Uint32Array, n = seq.length >> 1, earlyExitSingle = false): MatchResult {
+    const t = this.table;
+    const words = t.words;
+    const stride = t.stride;
+    const mask = t.mask;
+    const hw = t.hw;
+    const active = this.active;
+    const live = this.slots.liveMask;
+    const res = this.match;
+    let count = 0;
+    let remaining = 0;
+    for (let k = 0; k < hw; k++) {
+      active[k] = live[k] ?? 0;
+      if (active[k] !== 0) remaining++;
+    }
+    let d = 0;
+    for (; d < n && remaining > 0; d++) {
+      const kLo = seq[2 * d]! | 0;
+      const kHi = seq[2 * d + 1]! | 0;
+      let i = kLo & mask;
+      let off = -1;
+      for (;;) {
+        const o = i * stride;
+        const m = words[o]!;
+        if (m === 0) break;
+        if (m >= 3 && words[o + 1] === kLo && words[o + 2] === kHi) {
+          off = o + HOLDERS;
+          break;
+        }
+        i = (i + 1) & mask;
+      }
+      remaining = 0;
+      for (let k = 0; k < hw; k++) {
+        const a = active[k]!;
+        if (a === 0) continue;
+        const held = off < 0 ? 0 : words[off + k]!;
+        let dropped = a & ~held;
+        if (dropped !== 0 && d > 0) {
+          while (dropped !== 0) {
+            const b = 31 - Math.clz32(dropped & -dropped);
+            res.slots[count] = (k << 5) + b;
+            res.depths[count++] = d;
+            dropped &= dropped - 1;
+          }
+        }
+        const next = a & held;
+        active[k] = next;
+        if (next !== 0) remaining++;
+      }
+      if (earlyExitSingle && remaining === 1) {
+        // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
+        let k = 0;
+        while (active[k] === 0) k++;
+        const a = active[k]!;
+        if ((a & (a - 1)) === 0) {
+          d++;
+          break;
+        }
+      }
+    }
+    for (let k = 0; k < hw; k++) {
+      let a = active[k]!;
+      while (a !== 0) {
+        const b = 31 - Math.clz32(a & -a);
+        res.slots[count] = (k << 5) + b;
+        res.depths[count++] = d;
+        a &= a - 1;
+      }
+    }
+    res.count = count;
+    return res;
+  }
+
+  findMatchesBySeq(seq: Uint32Array, opts?: FindOptions): OverlapScores {
+    const r = this.matchSeq(seq, seq.length >> 1, opts?.earlyExitSingle ?? false);
+    return this.toScores(r);
+  }
+
+  findMatches(local: readonly bigint[] | Uint32Array, opts?: FindOptions): OverlapScores {
+    const pairs = local instanceof Uint32Array ? local : u64sToPairs(local);
+    if (this.seqScratch.length < pairs.length) this.seqScratch = new Uint32Array(pairs.length * 2);
+    const seq = computeSequenceHashes(pairs, this.seqScratch);
+    return this.findMatchesBySeq(seq, opts);
+  }
+
+  toScores(r: MatchResult): OverlapScores {
+    const scores = new Map<string, number>();
+    const workers = new Map<string, WorkerWithDpRank>();
+    for (let i = 0; i < r.count; i++) {
+      const s = r.slots[i]!;
+      const key = this.slots.keys[s]!;
+      scores.set(key, r.depths[i]!);
+      workers.set(key, this.slots.workers[s]!);
+    }
+    const treeSizes = this.treeSizes();
+    this.slots.forEach((_s, w, key) => workers.set(key, w));
+    return { scores, treeSizes, frequencies: [], workers };
+  }
+
+  treeSizes(): Map<string, number> {
+    const m = new Map<string, number>();
+    this.slots.forEach((s, _w, key) => m.set(key, this.treeSize[s]!));
+    return m;
+  }
+
+  /** Σ_w |Held[w]|: the number of (block, worker rank) pairs. */
+  totalPairs(): number {
+    let t = 0;
+    this.slots.forEach((s) => (t += this.treeSize[s]!));
+    return t;
+  }
+
+  appliedCounts(): Map<string, number> {
+    return new Map(this.counts);
+  }
+
+  bytes(): number {
+    return this.table.bytes() + this.ext.bytes();
+  }
+
+  // ---- dumps -----------------------------------------------------------------------------------
+
+  dump(): Promise<RouterEvent[]> {
+    const out: RouterEvent[] = [];
+    this.slots.forEach((slot, w) => this.dumpSlot(slot, w, out));
+    return Promise.resolve(out);
+  }
+
+  /**
+   * Single-block Stored events for one slot, parents before children; blocks whose parent the
+   * slot does not hold (transitively) are unreachable and skipped (PROTOCOL §3.7).
+   */
+  dumpSlot(slot: number, w: WorkerWithDpRank, out: RouterEvent[]): void {
+    const t = this.table;
+    const words = t.words;
+    const wi = HOLDERS + (slot >> 5);
+    const bit = 1 << (slot & 31);
+    // Block identity -> one external hash of this slot that maps to it.
+    const extOf = new Map<bigint, bigint>();
+    this.ext.forEachOf(slot, (off) => {
+      const ew = this.ext.words;
+      const seq = u64FromParts(ew[off + EXT_SEQ_LO]!, ew[off + EXT_SEQ_HI]!);
+      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO]!, ew[off + EXT_HI]!));
+    });
+    const roots: bigint[] = [];
+    const children = new Map<bigint, bigint[]>();
+    const local = new Map<bigint, bigint>();
+    t.forEachLive((off) => {
+      if ((words[off + wi]! & bit) === 0) return;
+      const seq = u64FromParts(words[off + KEY_LO]!, words[off + KEY_HI]!);
+      local.set(seq, u64FromParts(words[off + LOCAL_LO]!, words[off + LOCAL_HI]!));
+      if (words[off + META] === META_LIVE_CHILD) {
+        const p = u64FromParts(words[off + PARENT_LO]!, words[off + PARENT_HI]!);
+        const list = children.get(p);
+        if (list) list.push(seq);
+        else children.set(p, [seq]);
+      } else roots.push(seq);
+    });
+    // A held block with no external mapping (its ext hash was re-stored elsewhere) is dumped with
+    // its identity as a synthetic external hash, so the dump still reproduces its scores.
+    const extFor = (seq: bigint) => extOf.get(seq) ?? seq;
+    let queue: { seq: bigint; parent: bigint | null }[] = roots.map((seq) => ({ seq, parent: null }));
+    let id = 0n;
+    while (queue.length > 0) {
+      const next: typeof queue = [];
+      for (const { seq, parent } of queue) {
+        out.push({
+          worker_id: w.worker_id,
+          storage_tier: this.tier,
+          event: {
+            event_id: id++ as never,
+            dp_rank: w.dp_rank,
+            data: {
+              stored: {
+                parent_hash: (parent === null ? null : extFor(parent)) as never,
+                start_position: null,
+                blocks: [{ block_hash: extFor(seq) as never, tokens_hash: local.get(seq)! as never, mm_extra_info: null }],
+              },
+            },
+          },
+        } as RouterEvent);
+        for (const c of children.get(seq) ?? []) if (local.has(c)) next.push({ seq: c, parent: seq });
+      }
+      queue = next;
+    }
+  }
+}
+
+// ---- validation helpers (events are checked whole before anything is applied) -------------------
+
+const lo = (v: bigint): number => Number(v & 0xffffffffn);
+const hi = (v: bigint): number => Number((v >> 32n) & 0xffffffffn);
+const isU64 = (v: unknown): v is bigint => typeof v === 'bigint' && v >= 0n && v <= U64_MAX;
+
+function eventKind(ev: RouterEvent): EventKind | undefined {
+  const d = (ev as { event?: { data?: unknown } }).event?.data;
+  if (d === 'cleared') return 'cleared';
+  if (d && typeof d === 'object') {
+    if ('stored' in d) return 'stored';
+    if ('removed' in d) return 'removed';
+  }
+  return undefined;
+}
+
+function validWorker(ev: RouterEvent): boolean {
+  const r = ev.event.dp_rank ?? 0;
+  return isU64(ev.worker_id) && Number.isInteger(r) && r >= 0 && r <= 0xffffffff;
+}
+
+function validStored(st: unknown, maxBlocks: number): st is {
+  parent_hash: bigint | null;
+  blocks: { block_hash: bigint; tokens_hash: bigint }[];
+} {
+  if (!st || typeof st !== 'object') return false;
+  const s = st as { parent_hash?: unknown; blocks?: unknown };
+  if (s.parent_hash !== null && s.parent_hash !== undefined && !isU64(s.parent_hash)) return false;
+  if (!Array.isArray(s.blocks) || s.blocks.length > maxBlocks) return false;
+  for (const b of s.blocks as unknown[]) {
+    if (!b || typeof b !== 'object') return false;
+    const bb = b as { block_hash?: unknown; tokens_hash?: unknown };
+    if (!isU64(bb.block_hash) || !isU64(bb.tokens_hash)) return false;
+  }
+  return true;
+}
+
+function validRemoved(rm: unknown, maxBlocks: number): rm is { block_hashes: bigint[] } {
+  if (!rm || typeof rm !== 'object') return false;
+  const hs = (rm as { block_hashes?: unknown }).block_hashes;
+  if (!Array.isArray(hs) || hs.length > maxBlocks) return false;
+  for (const h of hs as unknown[]) if (!isU64(h)) return false;
+  return true;
+}
+
+export type { WorkerId };

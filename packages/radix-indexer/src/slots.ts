@@ -1,0 +1,78 @@
+import { workerKey, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
+
+/**
+ * Dense slot numbers for (worker, dp_rank) pairs: the bit position in every block's holder set.
+ * Freed slots are reused (their bits are cleared before release).
+ */
+export class SlotRegistry {
+  private readonly byKey = new Map<string, number>();
+  private readonly byWorker = new Map<bigint, Set<number>>();
+  private readonly free: number[] = [];
+  readonly workers: (WorkerWithDpRank | undefined)[] = [];
+  readonly keys: (string | undefined)[] = [];
+  /** Bitset of slots in use, `holderWords` long; grows with `ensureWords`. */
+  liveMask: Int32Array;
+
+  constructor(words: number) {
+    this.liveMask = new Int32Array(words);
+  }
+
+  get highWater(): number {
+    return this.workers.length;
+  }
+
+  lookup(workerId: bigint, dpRank: number): number {
+    return this.byKey.get(`${workerId}:${dpRank}`) ?? -1;
+  }
+
+  /** Slot for the pair, allocating one if new. */
+  acquire(workerId: bigint, dpRank: number): number {
+    const key = `${workerId}:${dpRank}`;
+    const existing = this.byKey.get(key);
+    if (existing !== undefined) return existing;
+    const slot = this.free.length > 0 ? this.free.pop()! : this.workers.length;
+    const w: WorkerWithDpRank = { worker_id: workerId as WorkerId, dp_rank: dpRank };
+    this.workers[slot] = w;
+    this.keys[slot] = key;
+    this.byKey.set(key, slot);
+    let set = this.byWorker.get(workerId);
+    if (!set) this.byWorker.set(workerId, (set = new Set()));
+    set.add(slot);
+    if ((slot >> 5) < this.liveMask.length) this.liveMask[slot >> 5]! |= 1 << (slot & 31);
+    return slot;
+  }
+
+  slotsOf(workerId: bigint): number[] {
+    return [...(this.byWorker.get(workerId) ?? [])];
+  }
+
+  release(slot: number): void {
+    const w = this.workers[slot];
+    if (!w) return;
+    this.byKey.delete(this.keys[slot]!);
+    const set = this.byWorker.get(w.worker_id);
+    set?.delete(slot);
+    if (set && set.size === 0) this.byWorker.delete(w.worker_id);
+    this.workers[slot] = undefined;
+    this.keys[slot] = undefined;
+    this.liveMask[slot >> 5]! &= ~(1 << (slot & 31));
+    this.free.push(slot);
+  }
+
+  ensureWords(words: number): void {
+    if (words <= this.liveMask.length) return;
+    const m = new Int32Array(words);
+    m.set(this.liveMask);
+    this.liveMask = m;
+    for (let s = 0; s < this.workers.length; s++) if (this.workers[s]) m[s >> 5]! |= 1 << (s & 31);
+  }
+
+  forEach(fn: (slot: number, w: WorkerWithDpRank, key: string) => void): void {
+    for (let s = 0; s < this.workers.length; s++) {
+      const w = this.workers[s];
+      if (w) fn(s, w, this.keys[s]!);
+    }
+  }
+}
+
+export { workerKey };
