@@ -1,0 +1,214 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { checkValue, cliSpellings } from './resolve.js';
+import { APPS, FLAGS, GROUPS, flagsFor, type FlagSpec } from './table.js';
+
+const DESIGN = new URL('../../../../shared/design/', import.meta.url);
+const FLAGS_MD = readFileSync(new URL('FLAGS.md', DESIGN), 'utf8');
+const PROTOCOL_MD = readFileSync(new URL('PROTOCOL.md', DESIGN), 'utf8');
+const ROWS = FLAGS as readonly FlagSpec[];
+
+/** `A_{X,Y}_{M,N}` -> A_X_M, A_X_N, A_Y_M, A_Y_N */
+function expandBraces(s: string): string[] {
+  const m = /\{([^}]*)\}/.exec(s);
+  if (!m) return [s];
+  return m[1]
+    .split(',')
+    .flatMap((alt) => expandBraces(s.slice(0, m.index) + alt + s.slice(m.index + m[0].length)));
+}
+
+function backticked(text: string): string[] {
+  return [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+}
+
+/** CLI spellings inside backticked spans, skipping templates such as `--aic-*-size` and `{flag}`. */
+function flagsIn(text: string): string[] {
+  const out: string[] = [];
+  for (const span of backticked(text))
+    for (const m of span.matchAll(/(?:^|[\s(])(--?[a-z][a-z0-9-]*[a-z0-9])(?![*{a-z0-9-])/g)) out.push(m[1]);
+  // The resolution rules speak of boolean pairs generically as `--x` / `--no-x`.
+  return out.filter((f) => f !== '--x' && f !== '--no-x');
+}
+
+function envsIn(text: string): string[] {
+  return backticked(text)
+    .filter((s) => /^(DYN|KVR|ETCD|NATS)_[A-Z0-9_{},]*$/.test(s))
+    .flatMap(expandBraces);
+}
+
+function cells(line: string): string[] {
+  return line
+    .trim()
+    .replace(/^\||\|$/g, '')
+    .split(/(?<!\\)\|/)
+    .map((c) => c.trim());
+}
+
+interface MdRow {
+  section: string;
+  flagCell: string;
+  envCell: string;
+  defaultCell: string;
+  typeCell: string;
+}
+
+/** Rows of every "| Flag | Env var | Default | Type / range | Meaning |" table in FLAGS.md. */
+function flagTableRows(): MdRow[] {
+  const rows: MdRow[] = [];
+  let section = '';
+  let inTable = false;
+  for (const line of FLAGS_MD.split('\n')) {
+    if (line.startsWith('## ')) section = line.slice(3).trim();
+    if (line.startsWith('| Flag | Env var |')) inTable = true;
+    else if (!line.startsWith('|')) inTable = false;
+    else if (inTable && !line.startsWith('|---')) {
+      const [flagCell, envCell, defaultCell, typeCell] = cells(line);
+      rows.push({ section, flagCell, envCell, defaultCell, typeCell });
+    }
+  }
+  return rows;
+}
+
+const allSpellings = new Set(APPS.flatMap((a) => cliSpellings(a)));
+const allEnvs = new Set(ROWS.flatMap((r) => r.env ?? []));
+
+describe('table covers the design documents', () => {
+  const mdRows = flagTableRows();
+
+  it('finds the FLAGS.md tables (the parser itself works)', () => {
+    // 18 flag tables in FLAGS.md (one per group section), over a hundred option rows.
+    expect(new Set(mdRows.map((r) => r.section)).size).toBe(18);
+    expect(mdRows.length).toBeGreaterThan(100);
+  });
+
+  it('has an entry for every flag and env var in the FLAGS.md tables', () => {
+    const missingFlags = mdRows.flatMap((r) => flagsIn(r.flagCell)).filter((f) => !allSpellings.has(f));
+    const missingEnvs = mdRows.flatMap((r) => envsIn(r.envCell)).filter((e) => !allEnvs.has(e));
+    expect(missingFlags).toEqual([]);
+    expect(missingEnvs).toEqual([]);
+  });
+
+  it('knows every flag and env var mentioned anywhere in FLAGS.md (prose, aliases, validation)', () => {
+    expect([...new Set(flagsIn(FLAGS_MD))].filter((f) => !allSpellings.has(f))).toEqual([]);
+    expect([...new Set(envsIn(FLAGS_MD))].filter((e) => !allEnvs.has(e))).toEqual([]);
+  });
+
+  it('gives the mocker every flag of PROTOCOL §17', () => {
+    const s17 = PROTOCOL_MD.slice(PROTOCOL_MD.indexOf('## 17.'), PROTOCOL_MD.indexOf('## 18.'));
+    // Long flags only: the heading's `python -m dynamo.mocker` is upstream's command, not a flag.
+    const flags = [...new Set(flagsIn(s17))].filter((f) => f.startsWith('--'));
+    expect(flags.length).toBeGreaterThan(30);
+    const mocker = new Set(cliSpellings('mocker'));
+    expect(flags.filter((f) => !mocker.has(f))).toEqual([]);
+    const mockerEnvs = new Set(flagsFor('mocker').flatMap((r) => r.env ?? []));
+    expect(mockerEnvs.has('DYN_MOCKER_KV_CACHE_TRACE')).toBe(true);
+  });
+
+  it('puts each FLAGS.md row in the matching group with the documented default and choices', () => {
+    const problems: string[] = [];
+    for (const r of mdRows) {
+      const flag = flagsIn(r.flagCell)[0];
+      const env = envsIn(r.envCell)[0];
+      // Longest match: "Routing — further router options" also starts with "Routing".
+      const group = [...GROUPS].sort((a, b) => b.length - a.length).find((g) => r.section.startsWith(g));
+      const spec = ROWS.find(
+        (s) => s.group === group && (flag ? s.flag === flag || s.short === flag : s.env?.includes(env)),
+      );
+      if (!spec) {
+        if (!env?.startsWith('DYN_METRICS_')) problems.push(`no row in group ${group} for ${flag ?? env}`);
+        continue;
+      }
+      const name = flag ?? env;
+      const lit = /^`([^`]*)`/.exec(r.defaultCell)?.[1];
+      const d = spec.default;
+      if (spec.computed || lit?.startsWith('$') || r.defaultCell.startsWith('per ')) {
+        // computed defaults are checked in resolve.test.ts; `per §16` in the test below
+      } else if (lit === undefined) {
+        if (d !== null && !(Array.isArray(d) && d.length === 0))
+          problems.push(`${name}: FLAGS.md has no literal default but the table has ${String(d)}`);
+      } else if (typeof d === 'boolean' || typeof d === 'string') {
+        if (String(d) !== lit) problems.push(`${name}: default ${String(d)} != ${lit}`);
+      } else if (typeof d === 'number' || typeof d === 'bigint') {
+        if (Number(d) !== Number(lit)) problems.push(`${name}: default ${String(d)} != ${lit}`);
+      } else if (Array.isArray(d)) {
+        if (d.join(',') !== lit) problems.push(`${name}: default ${d.join(',')} != ${lit}`);
+      } else problems.push(`${name}: table default null, FLAGS.md ${lit}`);
+      if (spec.type === 'enum') {
+        const doc = /^`([^`]*\\\|[^`]*)`/.exec(r.typeCell)?.[1]?.split('\\|');
+        if (doc && [...doc].sort().join() !== [...spec.choices!].sort().join())
+          problems.push(`${name}: choices ${spec.choices!.join('|')} != ${doc.join('|')}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('uses the §16 bucket parameters as DYN_METRICS_* defaults', () => {
+    // §16: request_duration log(1, 256, 10); input log(50, 128000, 12); output log(50, 32000, 10);
+    // ttft log(0.001, 480, 18); itl log(0.001, 2, 13).
+    // prettier-ignore
+    const want: Record<string, number> = {
+      REQUEST_DURATION_MIN: 1, REQUEST_DURATION_MAX: 256, REQUEST_DURATION_COUNT: 10,
+      INPUT_SEQUENCE_MIN: 50, INPUT_SEQUENCE_MAX: 128000, INPUT_SEQUENCE_COUNT: 12,
+      OUTPUT_SEQUENCE_MIN: 50, OUTPUT_SEQUENCE_MAX: 32000, OUTPUT_SEQUENCE_COUNT: 10,
+      TTFT_MIN: 0.001, TTFT_MAX: 480, TTFT_COUNT: 18,
+      ITL_MIN: 0.001, ITL_MAX: 2, ITL_COUNT: 13,
+    };
+    for (const [suffix, v] of Object.entries(want)) {
+      const spec = ROWS.find((s) => s.env?.[0] === `DYN_METRICS_${suffix}`);
+      expect(spec?.default, suffix).toBe(v);
+    }
+  });
+});
+
+describe('table invariants', () => {
+  it('keys, flags and env vars are unique within each app', () => {
+    for (const app of APPS) {
+      const rows = flagsFor(app);
+      const dup = (xs: string[]) => xs.filter((x, i) => xs.indexOf(x) !== i);
+      expect(dup(rows.map((r) => r.key)), app).toEqual([]);
+      expect(dup(cliSpellings(app)), app).toEqual([]);
+      expect(dup(rows.flatMap((r) => [...(r.env ?? [])])), app).toEqual([]);
+      // A flag spelled the same by two rows would silently shadow one of them.
+      expect(
+        dup(rows.flatMap((r) => [r.flag, r.short, ...(r.aliases ?? [])].filter((x) => x !== undefined))),
+        app,
+      ).toEqual([]);
+    }
+  });
+
+  it('every row is reachable (flag or env) and used by some app', () => {
+    for (const r of ROWS) {
+      expect(r.flag !== undefined || (r.env?.length ?? 0) > 0, r.key).toBe(true);
+      expect(r.apps.length, r.key).toBeGreaterThan(0);
+      expect(r.help.length, r.key).toBeGreaterThan(5);
+    }
+  });
+
+  it('every default passes its own row check; enums have choices', () => {
+    for (const r of ROWS) {
+      if (r.type === 'enum') expect(r.choices?.length, r.key).toBeGreaterThan(1);
+      if (r.default !== null) expect(checkValue(r, r.default), r.key).toBeUndefined();
+      if (r.required || r.computed) expect(r.default, r.key).toBeNull();
+    }
+  });
+
+  it('checkValue rejects values outside the row range (the invariant above can fail)', () => {
+    const credit = ROWS.find((r) => r.key === 'routerKvOverlapScoreCredit')!;
+    // FLAGS.md: credit outside 0..1 -> "... must be between 0.0 and 1.0, got {v}"; 1.5 formats as 1.5.
+    expect(checkValue(credit, 1.5)).toBe(
+      '--router-kv-overlap-score-credit must be between 0.0 and 1.0, got 1.5',
+    );
+    const mode = ROWS.find((r) => r.key === 'routerMode')!;
+    expect(checkValue(mode, 'fastest')).toMatch(/invalid choice: 'fastest'/);
+  });
+
+  it('the four thresholds with None = disabled are nullable', () => {
+    for (const k of [
+      'activeDecodeBlocksThreshold',
+      'activePrefillTokensThreshold',
+      'activePrefillTokensThresholdFrac',
+      'routerQueueThreshold',
+    ])
+      expect(ROWS.find((r) => r.key === k)?.nullable, k).toBe(true);
+  });
+});
