@@ -74,7 +74,7 @@ export class BlockTable {
 
   refcount(lo: number, hi: number): number {
     const s = this.find(lo, hi);
-    return s < 0 ? 0 : this.ref[s]!;
+    return s < 0 ? 0 : this.ref[s];
   }
 
   /** Adds one reference; returns the new refcount. */
@@ -103,14 +103,14 @@ export class BlockTable {
   }
 
   refAt(slot: number): number {
-    return this.ref[slot]!;
+    return this.ref[slot];
   }
 
   /** Sets fractional[h] for the block in `slot` (which must be occupied). */
   setFracAt(slot: number, f: number): void {
     if (!(f >= 0 && f <= 1)) throw new RangeError(`fraction must be in [0, 1], got ${f}`);
-    const old = this.frac[slot]!;
-    if (old === old) this.deficitUnits -= this.units[slot]!;
+    const old = this.frac[slot];
+    if (old === old) this.deficitUnits -= this.units[slot];
     else this.fracCount++;
     const u = deficitUnits(f);
     this.frac[slot] = f;
@@ -121,15 +121,15 @@ export class BlockTable {
   fracOf(lo: number, hi: number): number | undefined {
     const s = this.find(lo, hi);
     if (s < 0) return undefined;
-    const f = this.frac[s]!;
+    const f = this.frac[s];
     return f === f ? f : undefined;
   }
 
   private removeSlot(i: number): void {
-    const f = this.frac[i]!;
+    const f = this.frac[i];
     if (f === f) {
       this.fracCount--;
-      this.deficitUnits -= this.units[i]!;
+      this.deficitUnits -= this.units[i];
     }
     this.size--;
     const { mask, ref, lo, hi, frac, units } = this;
@@ -137,7 +137,7 @@ export class BlockTable {
     for (;;) {
       j = (j + 1) & mask;
       if (ref[j] === 0) break;
-      const home = mix(lo[j]!, hi[j]!) & mask;
+      const home = mix(lo[j], hi[j]) & mask;
       // Entry j may move to the hole i only if its home is not cyclically within (i, j].
       const inRange = i <= j ? home > i && home <= j : home > i || home <= j;
       if (inRange) continue;
@@ -164,7 +164,7 @@ export class BlockTable {
     this.mask = cap - 1;
     for (let s = 0; s < ref.length; s++) {
       if (ref[s] === 0) continue;
-      let t = mix(lo[s]!, hi[s]!) & this.mask;
+      let t = mix(lo[s], hi[s]) & this.mask;
       while (this.ref[t] !== 0) t = (t + 1) & this.mask;
       this.lo[t] = lo[s]!;
       this.hi[t] = hi[s]!;

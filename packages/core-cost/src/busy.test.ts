@@ -107,7 +107,10 @@ describe('worker busy and admission control', () => {
   it('promotion from none when a threshold was given explicitly', () => {
     expect(promoteAdmissionControl('none', true)).toEqual({ mode: 'token-capacity', promoted: true });
     expect(promoteAdmissionControl('none', false)).toEqual({ mode: 'none', promoted: false });
-    expect(promoteAdmissionControl('token-capacity', true)).toEqual({ mode: 'token-capacity', promoted: false });
+    expect(promoteAdmissionControl('token-capacity', true)).toEqual({
+      mode: 'token-capacity',
+      promoted: false,
+    });
   });
 
   it('validation messages (FLAGS.md)', () => {

@@ -111,7 +111,7 @@ describe('§8.9 worked example', () => {
     c.taintMultiplier[1] = m;
     const r = computeCosts(c, req, D);
     // 24 · 0.501040 = 12.0250 → 12.02 at two decimals
-    expect(Math.round(r.cost[1]! * 100) / 100).toBe(12.02);
+    expect(Math.round(r.cost[1] * 100) / 100).toBe(12.02);
     expect(r.logit[1]).toBe(24);
     expect(r.taintMultiplier[1]).toBe(m);
     expect(pickIndex(r.cost, 3, 0, () => 0.5)).toBe(1);
@@ -297,7 +297,13 @@ describe('overrides, legacy weight, preset', () => {
   });
 
   it('--load-aware preset: credit 0, no reuse, tracking on, keeps scale and tier weights', () => {
-    const custom = { ...D, prefillLoadScale: 2, hostWeight: 0.5, trackPrefillTokens: false, trackActiveBlocks: false };
+    const custom = {
+      ...D,
+      prefillLoadScale: 2,
+      hostWeight: 0.5,
+      trackPrefillTokens: false,
+      trackActiveBlocks: false,
+    };
     const p = loadAwarePreset(custom);
     expect(p).toEqual({
       ...custom,
@@ -308,7 +314,9 @@ describe('overrides, legacy weight, preset', () => {
     });
     // Cost = scale·(apt + isl)/bs + decode + floor(isl/bs) + arw·requests
     // = 2·(32 + 160)/16 + 5 + 10 + 1·2 = 24 + 5 + 10 + 2 = 41 (device overlap earns nothing at credit 0)
-    const c = CandidateBatch.of([{ deviceBlocks: 6, activePrefillTokens: 32, activeDecodeBlocks: 5, activeRequests: 2 }]);
+    const c = CandidateBatch.of([
+      { deviceBlocks: 6, activePrefillTokens: 32, activeDecodeBlocks: 5, activeRequests: 2 },
+    ]);
     const r = computeCosts(c, req, { ...p, decodeActiveRequestWeight: 1 });
     expect(r.logit[0]).toBe(41);
   });

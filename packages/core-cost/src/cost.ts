@@ -86,7 +86,9 @@ export function legacyWeightMapping(
   current: { credit: number; prefillLoadScale: number },
 ): { credit: number; prefillLoadScale: number } {
   finiteNonNeg('overlap_score_weight', weight);
-  return weight === 0 ? { credit: 0, prefillLoadScale: 0 } : { credit: current.credit, prefillLoadScale: weight };
+  return weight === 0
+    ? { credit: 0, prefillLoadScale: 0 }
+    : { credit: current.credit, prefillLoadScale: weight };
 }
 
 const has = <T>(v: T | null | undefined): v is T => v !== undefined && v !== null;
@@ -95,8 +97,11 @@ const has = <T>(v: T | null | undefined): v is T => v !== undefined && v !== nul
  * Returns `base` with the override applied (a new object; `base` when nothing is overridden).
  * Every field is checked before anything is built, so a bad override changes nothing.
  */
-export function applyOverrides(base: Readonly<CostParams>, ov: RouterConfigOverride | null | undefined): CostParams {
-  if (!ov) return base as CostParams;
+export function applyOverrides(
+  base: Readonly<CostParams>,
+  ov: RouterConfigOverride | null | undefined,
+): CostParams {
+  if (!ov) return base;
   if (has(ov.overlap_score_credit)) unitInterval('overlap_score_credit', ov.overlap_score_credit);
   if (has(ov.prefill_load_scale)) finiteNonNeg('prefill_load_scale', ov.prefill_load_scale);
   if (has(ov.router_temperature)) finiteNonNeg('router_temperature', ov.router_temperature);
@@ -105,7 +110,7 @@ export function applyOverrides(base: Readonly<CostParams>, ov: RouterConfigOverr
   if (has(ov.shared_cache_multiplier)) unitInterval('shared_cache_multiplier', ov.shared_cache_multiplier);
   if (has(ov.overlap_score_weight)) finiteNonNeg('overlap_score_weight', ov.overlap_score_weight);
 
-  if (!Object.values(ov).some(has)) return base as CostParams;
+  if (!Object.values(ov).some(has)) return base;
   const p: CostParams = { ...base };
   if (has(ov.overlap_score_credit)) p.credit = ov.overlap_score_credit;
   if (has(ov.prefill_load_scale)) p.prefillLoadScale = ov.prefill_load_scale;
@@ -304,12 +309,12 @@ export function computeCosts(
   for (let i = 0; i < n; i++) {
     // One combined test keeps the hot loop short; `!(x >= 0)` also catches NaN.
     if (
-      !(dev[i]! >= 0 && host[i]! >= 0 && disk[i]! >= 0 && shared[i]! >= 0) ||
-      !(apt[i]! >= 0 && adb[i]! >= 0 && areq[i]! >= 0 && depth[i]! >= 0) ||
-      !(taint[i]! > 0)
+      !(dev[i] >= 0 && host[i] >= 0 && disk[i] >= 0 && shared[i] >= 0) ||
+      !(apt[i] >= 0 && adb[i] >= 0 && areq[i] >= 0 && depth[i] >= 0) ||
+      !(taint[i] > 0)
     )
       throw badCandidate(c, i);
-    if (apt[i]! < minActive) minActive = apt[i]!;
+    if (apt[i] < minActive) minActive = apt[i]!;
   }
   if (n === 0) minActive = 0;
 
@@ -327,17 +332,17 @@ export function computeCosts(
   const trackBlocks = p.trackActiveBlocks;
 
   for (let i = 0; i < n; i++) {
-    const d = dev[i]!;
-    const hTier = hostWeight * host[i]!;
-    const dTier = diskWeight * disk[i]!;
+    const d = dev[i];
+    const hTier = hostWeight * host[i];
+    const dTier = diskWeight * disk[i];
     const eff = d + hTier + dTier;
-    const raw = track ? (apt[i]! + isl) / bs : 0;
-    const decay = useDecay ? 1 / (1 + (creditDecay * ((apt[i]! - minActive) / bs)) / decayDen) : 1;
-    const creditBlocks = credit * decay * d + hTier + dTier + sharedMultiplier * shared[i]!;
+    const raw = track ? (apt[i] + isl) / bs : 0;
+    const decay = useDecay ? 1 / (1 + (creditDecay * ((apt[i] - minActive) / bs)) / decayDen) : 1;
+    const creditBlocks = credit * decay * d + hTier + dTier + sharedMultiplier * shared[i];
     const prefill = prefillLoadScale * Math.max(0, raw - creditBlocks);
-    const additional = trackBlocks ? Math.max(0, fullBlocks - depth[i]!) : 0;
-    const reqTerm = arw * areq[i]!;
-    const logit = prefill + adb[i]! + additional + reqTerm;
+    const additional = trackBlocks ? Math.max(0, fullBlocks - depth[i]) : 0;
+    const reqTerm = arw * areq[i];
+    const logit = prefill + adb[i] + additional + reqTerm;
     out.effectiveOverlap[i] = eff;
     out.cachedTokens[i] = Math.round(eff * bs);
     out.rawPrefill[i] = raw;
@@ -349,21 +354,21 @@ export function computeCosts(
     out.activeRequestTerm[i] = reqTerm;
     out.logit[i] = logit;
     out.taintMultiplier[i] = taint[i]!;
-    out.cost[i] = logit * taint[i]!;
+    out.cost[i] = logit * taint[i];
   }
   return out;
 }
 
 function badCandidate(c: CandidateBatch, i: number) {
   const fields: [string, number][] = [
-    ['deviceBlocks', c.deviceBlocks[i]!],
-    ['hostExtBlocks', c.hostExtBlocks[i]!],
-    ['diskExtBlocks', c.diskExtBlocks[i]!],
-    ['sharedBeyondBlocks', c.sharedBeyondBlocks[i]!],
-    ['activePrefillTokens', c.activePrefillTokens[i]!],
-    ['activeDecodeBlocks', c.activeDecodeBlocks[i]!],
-    ['activeRequests', c.activeRequests[i]!],
-    ['activePrefixDepth', c.activePrefixDepth[i]!],
+    ['deviceBlocks', c.deviceBlocks[i]],
+    ['hostExtBlocks', c.hostExtBlocks[i]],
+    ['diskExtBlocks', c.diskExtBlocks[i]],
+    ['sharedBeyondBlocks', c.sharedBeyondBlocks[i]],
+    ['activePrefillTokens', c.activePrefillTokens[i]],
+    ['activeDecodeBlocks', c.activeDecodeBlocks[i]],
+    ['activeRequests', c.activeRequests[i]],
+    ['activePrefixDepth', c.activePrefixDepth[i]],
   ];
   for (const [f, v] of fields) if (!(v >= 0)) return invalid(`candidates[${i}].${f}`, 'must be >= 0', v);
   return invalid(`candidates[${i}].taintMultiplier`, 'must be > 0', c.taintMultiplier[i]);

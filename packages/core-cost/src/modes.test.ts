@@ -29,20 +29,20 @@ describe('round-robin', () => {
   it('cycles in ascending id order whatever the list order', () => {
     const rr = new RoundRobin();
     const xs = [inst(30), inst(10), inst(20)];
-    const ids = Array.from({ length: 5 }, () => xs[rr.select(xs)]!.id);
+    const ids = Array.from({ length: 5 }, () => xs[rr.select(xs)].id);
     expect(ids).toEqual([10n, 20n, 30n, 10n, 20n]);
   });
 
   it('skips busy instances and follows membership changes', () => {
     const rr = new RoundRobin();
     const xs = [inst(10), inst(20, { busy: true }), inst(30)];
-    expect(xs[rr.select(xs)]!.id).toBe(10n);
-    expect(xs[rr.select(xs)]!.id).toBe(30n);
-    expect(xs[rr.select(xs)]!.id).toBe(10n);
+    expect(xs[rr.select(xs)].id).toBe(10n);
+    expect(xs[rr.select(xs)].id).toBe(30n);
+    expect(xs[rr.select(xs)].id).toBe(10n);
     // 15 joins after 10 was picked: it is next
     const ys = [...xs, inst(15)];
-    expect(ys[rr.select(ys)]!.id).toBe(15n);
-    expect(ys[rr.select(ys)]!.id).toBe(30n);
+    expect(ys[rr.select(ys)].id).toBe(15n);
+    expect(ys[rr.select(ys)].id).toBe(30n);
   });
 
   it('empty → 503 no eligible workers; all busy → 503 all workers busy', () => {
@@ -67,7 +67,12 @@ describe('random', () => {
 
 describe('least-loaded', () => {
   it('fewest in-flight among free; ties by reservoir sample', () => {
-    const xs = [inst(1, { inflight: 3 }), inst(2, { inflight: 1 }), inst(3, { inflight: 1 }), inst(4, { inflight: 2 })];
+    const xs = [
+      inst(1, { inflight: 3 }),
+      inst(2, { inflight: 1 }),
+      inst(3, { inflight: 1 }),
+      inst(4, { inflight: 2 }),
+    ];
     // tie between idx 1 and 2: second tie replaces when u·2 < 1
     expect(selectLeastLoaded(xs, () => 0.3)).toBe(2);
     expect(selectLeastLoaded(xs, () => 0.7)).toBe(1);

@@ -20,7 +20,8 @@ export type RouterMode = (typeof ROUTER_MODES)[number];
 /** `DYN_ENCODER_CUDA_TO_CPU_RATIO` default. */
 export const DEFAULT_CUDA_TO_CPU_RATIO = 8;
 
-export const DIRECT_ROUTING_MESSAGE = 'direct routing requires nvext.backend_instance_id or x-worker-instance-id';
+export const DIRECT_ROUTING_MESSAGE =
+  'direct routing requires nvext.backend_instance_id or x-worker-instance-id';
 
 export interface Instance {
   id: bigint;
@@ -58,13 +59,13 @@ export class RoundRobin {
     let next = -1;
     let first = -1;
     for (let i = 0; i < instances.length; i++) {
-      const x = instances[i]!;
+      const x = instances[i];
       if (x.busy) continue;
-      if (first < 0 || x.id < instances[first]!.id) first = i;
-      if (this.last !== null && x.id > this.last && (next < 0 || x.id < instances[next]!.id)) next = i;
+      if (first < 0 || x.id < instances[first].id) first = i;
+      if (this.last !== null && x.id > this.last && (next < 0 || x.id < instances[next].id)) next = i;
     }
     const pick = next >= 0 ? next : first;
-    this.last = instances[pick]!.id;
+    this.last = instances[pick].id;
     return pick;
   }
 }
@@ -74,13 +75,14 @@ export function selectRandom(instances: readonly Instance[], u: number): number 
   const free = checkFree(instances);
   let k = Math.floor(sample(u) * free);
   for (let i = 0; i < instances.length; i++) {
-    if (instances[i]!.busy) continue;
+    if (instances[i].busy) continue;
     if (k-- === 0) return i;
   }
   return -1; // unreachable: k < free
 }
 
-const inflightOf = (x: Instance): number => (x.inflight === undefined ? 0 : nonNegInt('inflight', x.inflight));
+const inflightOf = (x: Instance): number =>
+  x.inflight === undefined ? 0 : nonNegInt('inflight', x.inflight);
 
 /** Fewest in-flight requests among free instances; ties broken by reservoir sampling (`rand`). */
 export function selectLeastLoaded(instances: readonly Instance[], rand: Uniform): number {

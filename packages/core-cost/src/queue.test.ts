@@ -134,8 +134,8 @@ describe('park rule', () => {
     const seqs = new MultiWorkerSequences({ blockSize: 16, trackActiveBlocks: false });
     const loads = () => ranks.map((r) => seqs.load(r, 0).active_prefill_tokens);
     const parked = () => shouldPark(loads(), 100, 1);
-    seqs.addRequest(ranks[0]!, { requestId: 'r1', isl: 150 }, 0); // rank 0: 150 > 100
-    seqs.addRequest(ranks[1]!, { requestId: 'r2', isl: 120 }, 0); // rank 1: 120 > 100
+    seqs.addRequest(ranks[0], { requestId: 'r1', isl: 150 }, 0); // rank 0: 150 > 100
+    seqs.addRequest(ranks[1], { requestId: 'r2', isl: 120 }, 0); // rank 1: 120 > 100
     expect(parked()).toBe(true);
 
     const q = new RouterQueue<{ id: string; isl: number }>('fcfs', 0);
@@ -145,8 +145,8 @@ describe('park rule', () => {
     const admit = (v: { id: string; isl: number }) => {
       // book on the least-loaded rank, as a router would
       const l = loads();
-      const r = l[0]! <= l[1]! ? 0 : 1;
-      seqs.addRequest(ranks[r]!, { requestId: v.id, isl: v.isl }, 0);
+      const r = l[0] <= l[1] ? 0 : 1;
+      seqs.addRequest(ranks[r], { requestId: v.id, isl: v.isl }, 0);
       admitted.push(`${v.id}@${r}`);
     };
     expect(drainQueue(q, parked, admit)).toBe(0);

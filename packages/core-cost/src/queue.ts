@@ -62,8 +62,8 @@ export function shouldPark(
   if (!single && maxBatchedTokens.length !== n)
     throw invalid('maxBatchedTokens', `must have one entry per rank (${n})`, maxBatchedTokens.length);
   for (let i = 0; i < n; i++) {
-    const mbt = single ? maxBatchedTokens : maxBatchedTokens[i]!;
-    if (!(eligibleRankPrefillTokens[i]! > threshold * mbt)) return false;
+    const mbt = single ? maxBatchedTokens : maxBatchedTokens[i];
+    if (!(eligibleRankPrefillTokens[i] > threshold * mbt)) return false;
   }
   return true;
 }
@@ -129,7 +129,9 @@ export class RouterQueue<T> {
     const isl = nonNegInt('isl', input.isl ?? 0);
     const cached = finiteNonNeg('cachedTokens', input.cachedTokens ?? 0);
     const strict =
-      this.strictPriority && input.strictPriority != null ? nonNegInt('strictPriority', input.strictPriority) : 0;
+      this.strictPriority && input.strictPriority != null
+        ? nonNegInt('strictPriority', input.strictPriority)
+        : 0;
     if (typeof input.id !== 'string') throw invalid('id', 'must be a string', input.id);
     if (this.byId.has(input.id))
       throw new KvrError('duplicate_request', `request ${input.id} is already queued`, 400, { field: 'id' });
@@ -178,7 +180,7 @@ export class RouterQueue<T> {
 
   private removeAt(i: number): void {
     const h = this.heap;
-    const node = h[i]!;
+    const node = h[i];
     this.byId.delete(node.id);
     const last = h.pop()!;
     if (i < h.length) {
@@ -191,12 +193,12 @@ export class RouterQueue<T> {
 
   private up(i: number): void {
     const h = this.heap;
-    const node = h[i]!;
+    const node = h[i];
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!higher(node, h[p]!)) break;
+      if (!higher(node, h[p])) break;
       h[i] = h[p]!;
-      h[i]!.at = i;
+      h[i].at = i;
       i = p;
     }
     h[i] = node;
@@ -206,15 +208,15 @@ export class RouterQueue<T> {
   private down(i: number): void {
     const h = this.heap;
     const n = h.length;
-    const node = h[i]!;
+    const node = h[i];
     for (;;) {
       const l = 2 * i + 1;
       if (l >= n) break;
       const r = l + 1;
-      const c = r < n && higher(h[r]!, h[l]!) ? r : l;
-      if (!higher(h[c]!, node)) break;
+      const c = r < n && higher(h[r], h[l]) ? r : l;
+      if (!higher(h[c], node)) break;
       h[i] = h[c]!;
-      h[i]!.at = i;
+      h[i].at = i;
       i = c;
     }
     h[i] = node;
@@ -233,7 +235,11 @@ function higher<T>(a: Node<T>, b: Node<T>): boolean {
  * §10 `update()`: admit from the head while the head is no longer parked; stops at the first
  * head that still is (head-of-line blocking is accepted). Returns how many were admitted.
  */
-export function drainQueue<T>(queue: RouterQueue<T>, isParked: (v: T) => boolean, admit: (v: T) => void): number {
+export function drainQueue<T>(
+  queue: RouterQueue<T>,
+  isParked: (v: T) => boolean,
+  admit: (v: T) => void,
+): number {
   let admitted = 0;
   for (;;) {
     if (queue.size === 0) return admitted;

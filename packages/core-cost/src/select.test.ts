@@ -16,7 +16,7 @@ function samples(...us: number[]) {
   let i = 0;
   const f = () => {
     if (i >= us.length) throw new Error('drew more samples than expected');
-    return us[i++]!;
+    return us[i++];
   };
   return Object.assign(f, { used: () => i });
 }
@@ -54,11 +54,11 @@ describe('argmin with reservoir tie-break', () => {
   it('is uniform over ties (seeded, 30 000 picks)', () => {
     const rng = new Rng(7);
     const hits = [0, 0, 0, 0, 0];
-    for (let t = 0; t < 30_000; t++) hits[argminReservoir(costs, 5, () => rng.next())]!++;
+    for (let t = 0; t < 30_000; t++) hits[argminReservoir(costs, 5, () => rng.next())]++;
     expect(hits[0]).toBe(0);
     expect(hits[3]).toBe(0);
     // each of the 3 ties ≈ 10 000; ±5 % is > 8 standard deviations (σ ≈ 82)
-    for (const i of [1, 2, 4]) expect(Math.abs(hits[i]! - 10_000)).toBeLessThan(500);
+    for (const i of [1, 2, 4]) expect(Math.abs(hits[i] - 10_000)).toBeLessThan(500);
   });
 
   it('skips masked candidates; −1 when nothing is left', () => {

@@ -14,7 +14,8 @@ export const ALL_WORKERS_BUSY_MESSAGE = 'All workers are busy, please retry late
 
 export const allWorkersBusy = (): KvrError =>
   new KvrError('all_workers_busy', ALL_WORKERS_BUSY_MESSAGE, 503, { error_type: 'overload' });
-export const noEligibleWorkers = (): KvrError => new KvrError('no_eligible_workers', 'no eligible workers', 503);
+export const noEligibleWorkers = (): KvrError =>
+  new KvrError('no_eligible_workers', 'no eligible workers', 503);
 export const pinnedWorkerBusy = (w: WorkerWithDpRank): KvrError =>
   new KvrError(
     'pinned_worker_busy',
@@ -44,7 +45,7 @@ export function argminReservoir(
   let ties = 0;
   for (let i = 0; i < n; i++) {
     if (skip?.[i]) continue;
-    const v = values[i]!;
+    const v = values[i];
     if (best < 0 || v < bestV || bestV !== bestV) {
       best = i;
       bestV = v;
@@ -65,14 +66,15 @@ let scratch = new Float64Array(256);
  * replaced by the largest |cost|; weights that come out NaN count as 0.
  */
 export function softmaxSample(costs: ArrayLike<number>, n: number, temperature: number, u: number): number {
-  if (!(temperature > 0) || !Number.isFinite(temperature)) throw invalid('temperature', 'must be > 0', temperature);
+  if (!(temperature > 0) || !Number.isFinite(temperature))
+    throw invalid('temperature', 'must be > 0', temperature);
   checkSample(u);
   if (n <= 0) return -1;
   let min = Infinity;
   let max = -Infinity;
   let maxAbs = 0;
   for (let i = 0; i < n; i++) {
-    const c = costs[i]!;
+    const c = costs[i];
     if (c < min) min = c;
     if (c > max) max = c;
     const a = Math.abs(c);
@@ -84,7 +86,7 @@ export function softmaxSample(costs: ArrayLike<number>, n: number, temperature: 
   if (scratch.length < n) scratch = new Float64Array(Math.max(n, scratch.length * 2));
   let total = 0;
   for (let i = 0; i < n; i++) {
-    const w = Math.exp(-(costs[i]! - min) / scale);
+    const w = Math.exp(-(costs[i] - min) / scale);
     const ww = w === w ? w : 0;
     scratch[i] = ww;
     total += ww;
@@ -92,7 +94,7 @@ export function softmaxSample(costs: ArrayLike<number>, n: number, temperature: 
   const target = u * total;
   let cum = 0;
   for (let i = 0; i < n; i++) {
-    cum += scratch[i]!;
+    cum += scratch[i];
     if (target < cum) return i;
   }
   return n - 1;
@@ -106,19 +108,19 @@ export function softmaxProbabilities(costs: ArrayLike<number>, n: number, temper
   let max = -Infinity;
   let maxAbs = 0;
   for (let i = 0; i < n; i++) {
-    min = Math.min(min, costs[i]!);
-    max = Math.max(max, costs[i]!);
-    maxAbs = Math.max(maxAbs, Math.abs(costs[i]!));
+    min = Math.min(min, costs[i]);
+    max = Math.max(max, costs[i]);
+    maxAbs = Math.max(maxAbs, Math.abs(costs[i]));
   }
   if (max === min) return p.fill(1 / n);
   const range = Number.isFinite(max - min) ? max - min : maxAbs;
   let total = 0;
   for (let i = 0; i < n; i++) {
-    const w = Math.exp(-(costs[i]! - min) / (range * temperature));
+    const w = Math.exp(-(costs[i] - min) / (range * temperature));
     p[i] = w === w ? w : 0;
-    total += p[i]!;
+    total += p[i];
   }
-  for (let i = 0; i < n; i++) p[i] = p[i]! / total;
+  for (let i = 0; i < n; i++) p[i] = p[i] / total;
   return p;
 }
 
@@ -147,16 +149,16 @@ export function pinnedShortcut(
 ): number {
   let found = -1;
   for (let i = 0; i < n; i++) {
-    const w = workers[i]!;
+    const w = workers[i];
     if (w.worker_id !== pin.worker_id) continue;
     if (pin.dp_rank !== undefined && pin.dp_rank !== null) {
       if (w.dp_rank === pin.dp_rank) {
         found = i;
         break;
       }
-    } else if (found < 0 || w.dp_rank < workers[found]!.dp_rank) found = i;
+    } else if (found < 0 || w.dp_rank < workers[found].dp_rank) found = i;
   }
-  if (found >= 0 && busy?.[found]) throw pinnedWorkerBusy(workers[found]!);
+  if (found >= 0 && busy?.[found]) throw pinnedWorkerBusy(workers[found]);
   return found;
 }
 

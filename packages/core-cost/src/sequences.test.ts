@@ -194,7 +194,7 @@ describe('ActiveSequences: output blocks (§9.3)', () => {
     expect(s.fractionOf(1, 0)).toBeUndefined();
     const out = s.requestBlocks('A')!;
     expect(out.length).toBe(6);
-    expect(s.fractionOf(out[2]!, out[3]!)).toBe(0.5);
+    expect(s.fractionOf(out[2], out[3])).toBe(0.5);
     expect(s.activeDecodeBlocks).toBe(3);
     // B leaves: h1 now refcount 1 and gets A's next fraction; 39 tokens: ceil(59/16) = 4 blocks,
     // frac = max(0, 1 − 39/26) = 0 → all four of A's blocks count 0 → 0
@@ -315,8 +315,16 @@ describe('MultiWorkerSequences', () => {
     expect([...m.workers()].length).toBe(2);
     expect(m.addRequest(w(5, 1), { requestId: 'a', isl: 32, seqHashes: chain(1, 2) }, 0)).toBe(true);
     expect(m.addRequest(w(5, 0), { requestId: 'a', isl: 32, seqHashes: chain(1, 2) }, 0)).toBe(false);
-    expect(m.load(w(5, 1), 0)).toEqual({ active_prefill_tokens: 32, active_decode_blocks: 2, active_requests: 1 });
-    expect(m.load(w(5, 0), 0)).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 });
+    expect(m.load(w(5, 1), 0)).toEqual({
+      active_prefill_tokens: 32,
+      active_decode_blocks: 2,
+      active_requests: 1,
+    });
+    expect(m.load(w(5, 0), 0)).toEqual({
+      active_prefill_tokens: 0,
+      active_decode_blocks: 0,
+      active_requests: 0,
+    });
     expect(m.load(w(6), 0).active_requests).toBe(0);
     expect(changes).toEqual(['5:1']);
     m.markPrefillCompleted('a', 1);
@@ -380,8 +388,8 @@ describe('property: random lifecycles across ranks (seeded)', () => {
       // makes the recount independent of order.
       const recount = (r: number) => {
         let units = 0;
-        for (const [k, f] of fracs[r]!) if (counts[r]!.has(k)) units += Math.round((1 - f) * 2 ** 24);
-        return Math.round(counts[r]!.size - units / 2 ** 24);
+        for (const [k, f] of fracs[r]) if (counts[r].has(k)) units += Math.round((1 - f) * 2 ** 24);
+        return Math.round(counts[r].size - units / 2 ** 24);
       };
       const check = (full: boolean) => {
         ranks.forEach((rk, r) => {
@@ -397,23 +405,23 @@ describe('property: random lifecycles across ranks (seeded)', () => {
           expect(load.active_prefill_tokens).toBe(prefill);
           expect(load.active_requests).toBe(n);
           const seq = m.rank(rk);
-          expect(seq?.uniqueBlocks ?? 0).toBe(counts[r]!.size);
+          expect(seq?.uniqueBlocks ?? 0).toBe(counts[r].size);
           if (!full) return;
           const wrong: string[] = [];
-          for (const [k, c] of counts[r]!) {
+          for (const [k, c] of counts[r]) {
             const [lo, hi] = k.split(':').map(Number);
-            if (seq!.refcount(lo!, hi!) !== c) wrong.push(k);
+            if (seq!.refcount(lo, hi) !== c) wrong.push(k);
           }
           expect(wrong).toEqual([]);
         });
       };
-      const addRef = (r: number, k: string) => counts[r]!.set(k, (counts[r]!.get(k) ?? 0) + 1);
+      const addRef = (r: number, k: string) => counts[r].set(k, (counts[r].get(k) ?? 0) + 1);
       const dropRef = (r: number, k: string) => {
-        const c = counts[r]!.get(k)! - 1;
+        const c = counts[r].get(k)! - 1;
         if (c === 0) {
-          counts[r]!.delete(k);
-          fracs[r]!.delete(k);
-        } else counts[r]!.set(k, c);
+          counts[r].delete(k);
+          fracs[r].delete(k);
+        } else counts[r].set(k, c);
       };
 
       for (let step = 0; step < 1500; step++) {
@@ -438,12 +446,19 @@ describe('property: random lifecycles across ranks (seeded)', () => {
           const osl = rng.bool(0.5) ? rng.int(0, 60) : null;
           expect(
             m.addRequest(
-              ranks[r]!,
-              { requestId: id, isl, cachedTokens: cached, seqHashes, expectedOutputTokens: osl, assumeKvReuse: reuse },
+              ranks[r],
+              {
+                requestId: id,
+                isl,
+                cachedTokens: cached,
+                seqHashes,
+                expectedOutputTokens: osl,
+                assumeKvReuse: reuse,
+              },
               0,
             ),
           ).toBe(true);
-          const held = m.rank(ranks[r]!)!.requestBlocks(id)!;
+          const held = m.rank(ranks[r])!.requestBlocks(id)!;
           // Reuse → exactly the given hashes; else fresh ids, one per full block
           if (reuse) expect([...held]).toEqual([...seqHashes]);
           else expect(held.length).toBe(2 * full);
@@ -460,7 +475,7 @@ describe('property: random lifecycles across ranks (seeded)', () => {
           } else if (op < 0.75) {
             l.out += rng.int(1, 20);
             expect(m.addOutputTokens(id, l.out, 0)).toBe(true);
-            const held = m.rank(ranks[l.rank]!)!.requestBlocks(id)!;
+            const held = m.rank(ranks[l.rank])!.requestBlocks(id)!;
             // ceil((isl + out)/bs) blocks, or the prompt blocks if that is already more
             expect(held.length / 2).toBe(Math.max(l.blocks.length, Math.ceil((l.isl + l.out) / bs)));
             for (let i = 2 * l.blocks.length; i < held.length; i += 2) {
@@ -470,7 +485,7 @@ describe('property: random lifecycles across ranks (seeded)', () => {
             }
             if (l.osl !== null) {
               const f = Math.max(0, 1 - l.out / Math.max(l.osl, 1));
-              for (const k of l.blocks) if (counts[l.rank]!.get(k) === 1) fracs[l.rank]!.set(k, f);
+              for (const k of l.blocks) if (counts[l.rank].get(k) === 1) fracs[l.rank].set(k, f);
             }
           } else {
             expect(m.free(id, 0)).toBe(true);
@@ -487,7 +502,11 @@ describe('property: random lifecycles across ranks (seeded)', () => {
       live.clear();
       check(true);
       for (const rk of ranks) {
-        expect(m.load(rk, 0)).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 });
+        expect(m.load(rk, 0)).toEqual({
+          active_prefill_tokens: 0,
+          active_decode_blocks: 0,
+          active_requests: 0,
+        });
         expect(m.rank(rk)?.uniqueBlocks ?? 0).toBe(0);
         expect(m.rank(rk)?.pendingPrefills ?? 0).toBe(0);
       }

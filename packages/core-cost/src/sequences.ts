@@ -254,7 +254,7 @@ export class ActiveSequences {
         for (let i = 0; i < prompt.length; i++) prompt[i] = r() >>> 0;
       }
       const t = this.blocks;
-      for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i]!, prompt[i + 1]!);
+      for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
     }
     let node: PrefillNode | null = null;
     if (plan.prefillTokens > 0) {
@@ -330,7 +330,7 @@ export class ActiveSequences {
   private writeFrac(pairs: Uint32Array, len: number, frac: number): void {
     const t = this.blocks;
     for (let i = 0; i < len; i += 2) {
-      const s = t.find(pairs[i]!, pairs[i + 1]!);
+      const s = t.find(pairs[i], pairs[i + 1]);
       if (s >= 0 && t.refAt(s) === 1) t.setFracAt(s, frac);
     }
   }
@@ -348,8 +348,8 @@ export class ActiveSequences {
     if (!r) return false;
     if (r.prefill) this.prefill.remove(r.prefill, now);
     const t = this.blocks;
-    for (let i = 0; i < r.prompt.length; i += 2) t.dec(r.prompt[i]!, r.prompt[i + 1]!);
-    for (let i = 0; i < 2 * r.outLen; i += 2) t.dec(r.out[i]!, r.out[i + 1]!);
+    for (let i = 0; i < r.prompt.length; i += 2) t.dec(r.prompt[i], r.prompt[i + 1]);
+    for (let i = 0; i < 2 * r.outLen; i += 2) t.dec(r.out[i], r.out[i + 1]);
     this.requests.delete(requestId);
     return true;
   }
@@ -421,7 +421,7 @@ export class ActiveSequences {
     let hi = seqPairs.length >> 1;
     while (lo < hi) {
       const mid = (lo + hi + 1) >> 1;
-      if (t.has(seqPairs[2 * mid - 2]!, seqPairs[2 * mid - 1]!)) lo = mid;
+      if (t.has(seqPairs[2 * mid - 2], seqPairs[2 * mid - 1])) lo = mid;
       else hi = mid - 1;
     }
     return lo;
@@ -530,7 +530,7 @@ export class MultiWorkerSequences {
 
   private ensureRank(workerId: bigint, dpRank: number): ActiveSequences {
     let m = this.ranks.get(workerId);
-    if (!m) this.ranks.set(workerId, (m = new Map()));
+    if (!m) this.ranks.set(workerId, (m = new Map<number, ActiveSequences>()));
     let seq = m.get(dpRank);
     if (!seq) {
       seq = new ActiveSequences(this.opts);
@@ -620,7 +620,7 @@ export class MultiWorkerSequences {
    */
   fillLoads(batch: CandidateBatch, seqPairs: Uint32Array | null, now: number): CandidateBatch {
     for (let i = 0; i < batch.n; i++) {
-      const w = batch.workers[i]!;
+      const w = batch.workers[i];
       const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
       if (!seq) {
         batch.activePrefillTokens[i] = 0;

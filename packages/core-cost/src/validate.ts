@@ -6,12 +6,21 @@
 import { KvrError } from '@kvrouter/protocols';
 
 export function invalid(field: string, reason: string, value?: unknown): KvrError {
-  const shown = value === undefined ? '' : `, got ${typeof value === 'string' ? `'${value}'` : String(value)}`;
+  const shown = value === undefined ? '' : `, got ${show(value)}`;
   return new KvrError('invalid_argument', `${field} ${reason}${shown}`, 400, { field });
 }
 
+function show(v: unknown): string {
+  if (typeof v === 'string') return `'${v}'`;
+  if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === null)
+    return String(v);
+  if (v instanceof Uint32Array) return `Uint32Array(${v.length})`;
+  return typeof v;
+}
+
 export function finiteNonNeg(field: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(field, 'must be a finite number >= 0', v);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+    throw invalid(field, 'must be a finite number >= 0', v);
   return v;
 }
 
@@ -21,12 +30,14 @@ export function unitInterval(field: string, v: unknown): number {
 }
 
 export function nonNegInt(field: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw invalid(field, 'must be an integer >= 0', v);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw invalid(field, 'must be an integer >= 0', v);
   return v;
 }
 
 export function posInt(field: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw invalid(field, 'must be an integer >= 1', v);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+    throw invalid(field, 'must be an integer >= 1', v);
   return v;
 }
 
