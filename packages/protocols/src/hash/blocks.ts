@@ -46,18 +46,14 @@ export function chainHashInto(prevLo: number, prevHi: number, localLo: number, l
   const bh = (localHi ^ BF2_HI) >>> 0;
   // 128-bit product a * b from four exact 32x32 -> 64 products.
   const l00 = Math.imul(al, bl) >>> 0;
-  const h00 = ((al * bl - l00) * TWO_NEG32 + 0.5) >>> 0;
   const l01 = Math.imul(al, bh) >>> 0;
-  const h01 = ((al * bh - l01) * TWO_NEG32 + 0.5) >>> 0;
   const l10 = Math.imul(ah, bl) >>> 0;
-  const h10 = ((ah * bl - l10) * TWO_NEG32 + 0.5) >>> 0;
   const l11 = Math.imul(ah, bh) >>> 0;
-  const h11 = ((ah * bh - l11) * TWO_NEG32 + 0.5) >>> 0;
-  const m1 = h00 + l01 + l10;
+  const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
   const w1 = m1 >>> 0;
-  const m2 = h01 + h10 + l11 + (m1 - w1) * TWO_NEG32;
+  const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
   const w2 = m2 >>> 0;
-  const w3 = (h11 + (m2 - w2) * TWO_NEG32) >>> 0;
+  const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
   // acc = 16 + swap64(a) + b + fold(a * b)
   const sl = 16 + bswap32(ah) + bl + ((l00 ^ w2) >>> 0);
   let lo = sl >>> 0;
@@ -139,14 +135,31 @@ let mmWords = new Uint32Array(1024);
 function toTokenArray(tokens: Uint32Array | readonly number[]): Uint32Array {
   if (tokens instanceof Uint32Array) return tokens;
   if (!Array.isArray(tokens)) throw invalid('tokens', 'must be a Uint32Array or an array of u32 numbers');
-  const n = tokens.length;
+  const arr: readonly unknown[] = tokens;
+  const n = arr.length;
   const t = new Uint32Array(n);
   for (let i = 0; i < n; i++) {
-    const v = tokens[i];
+    const v = arr[i];
     if (typeof v !== 'number' || v >>> 0 !== v) throw invalid(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
     t[i] = v;
   }
   return t;
+}
+
+/** Throws on a malformed mmHashes; true iff some block below `n` carries at least one hash. */
+function checkMmHashes(mm: unknown, n: number): boolean {
+  if (!Array.isArray(mm)) throw invalid('mmHashes', 'must be an array');
+  const all: readonly unknown[] = mm;
+  let any = false;
+  for (let i = 0; i < all.length; i++) {
+    const m = all[i];
+    if (m === undefined || m === null) continue;
+    if (!Array.isArray(m)) throw invalid(`mmHashes[${i}]`, 'must be an array of u64 bigints or undefined');
+    const hs: readonly unknown[] = m;
+    for (let j = 0; j < hs.length; j++) checkU64(hs[j], `mmHashes[${i}][${j}]`);
+    if (hs.length > 0 && i < n) any = true;
+  }
+  return any;
 }
 
 function blockCount(len: number, bs: number, eagle: boolean): number {
@@ -177,17 +190,7 @@ export function computeLocalBlockHashes(
   }
   const mm = opts?.mmHashes;
   // Validate everything before writing anything, so bad input never leaves `out` half-filled.
-  let anyMm = false;
-  if (mm !== undefined) {
-    if (!Array.isArray(mm)) throw invalid('mmHashes', 'must be an array');
-    for (let i = 0; i < mm.length; i++) {
-      const m = mm[i];
-      if (m === undefined || m === null) continue;
-      if (!Array.isArray(m)) throw invalid(`mmHashes[${i}]`, 'must be an array of u64 bigints or undefined');
-      for (let j = 0; j < m.length; j++) checkU64(m[j], `mmHashes[${i}][${j}]`);
-      if (m.length > 0 && i < n) anyMm = true;
-    }
-  }
+  const anyMm = mm !== undefined && checkMmHashes(mm, n);
   let C = BASE_CONTEXT;
   if (loraName !== undefined && loraName !== '') {
     const p = loraSeedPair(loraName);
@@ -201,7 +204,7 @@ export function computeLocalBlockHashes(
     return res;
   }
   for (let i = 0, s = 0; i < n; i++, s += blockSize) {
-    const m = mm![i];
+    const m = mm[i];
     if (m === undefined || m === null || m.length === 0) {
       hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
       continue;

@@ -167,18 +167,14 @@ function fold(al: number, ah: number, bl: number, bh: number): void {
   bl >>>= 0;
   bh >>>= 0;
   const l00 = Math.imul(al, bl) >>> 0;
-  const h00 = ((al * bl - l00) * TWO_NEG32 + 0.5) >>> 0;
   const l01 = Math.imul(al, bh) >>> 0;
-  const h01 = ((al * bh - l01) * TWO_NEG32 + 0.5) >>> 0;
   const l10 = Math.imul(ah, bl) >>> 0;
-  const h10 = ((ah * bl - l10) * TWO_NEG32 + 0.5) >>> 0;
   const l11 = Math.imul(ah, bh) >>> 0;
-  const h11 = ((ah * bh - l11) * TWO_NEG32 + 0.5) >>> 0;
-  const m1 = h00 + l01 + l10;
+  const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
   const w1 = m1 >>> 0;
-  const m2 = h01 + h10 + l11 + (m1 - w1) * TWO_NEG32;
+  const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
   const w2 = m2 >>> 0;
-  const w3 = h11 + (m2 - w2) * TWO_NEG32;
+  const w3 = (ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32);
   F[0] = l00 ^ w2;
   F[1] = w1 ^ w3;
 }
@@ -284,137 +280,172 @@ function len129to240(H: Uint32Array, h: number, T: Uint32Array, t: number, len: 
   avalanche(lo + F[0], hi + F[1], out, oi);
 }
 
-/*
- * Long path accumulators: 8 lanes as (lo, hi) doubles. Within one block of at most 17 stripes
- * the words are summed WITHOUT carry propagation (each stripe adds < 2^33 per word, so sums stay
- * far below 2^53 and exact); carries are resolved once per block, before the scramble.
+/**
+ * Inputs over 240 bytes: 8 accumulator lanes (kept in locals, lo/hi u32 each) absorb 64-byte
+ * stripes; every 16 stripes (one 1024-byte block) they are scrambled; the final, possibly
+ * overlapping stripe is the last 64 bytes (read from `T`) with the secret at 192 - 64 - 7.
+ * The 8 lanes are unrolled by hand: lane i adds data[i] to acc[i ^ 1] and
+ * lo32(data[i] ^ key[i]) * hi32(data[i] ^ key[i]) to acc[i] (XXH3_accumulate_512).
  */
-const A = new Float64Array(16);
-
-/** Adds one 64-byte stripe at word `w` of `W`, with the secret at byte offset `s`. */
-function stripe(W: Uint32Array, w: number, C: Uint32Array, s: number): void {
-  // Lane i: acc[i ^ 1] += data[i]; acc[i] += lo32(data ^ key) * hi32(data ^ key).
-  let dl = W[w], dh = W[w + 1];
-  let kl = (dl ^ C[s]) >>> 0, kh = (dh ^ C[s + 4]) >>> 0;
-  let pl = Math.imul(kl, kh) >>> 0;
-  A[0] += pl;
-  A[1] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[2] += dl;
-  A[3] += dh;
-  dl = W[w + 2]; dh = W[w + 3];
-  kl = (dl ^ C[s + 8]) >>> 0; kh = (dh ^ C[s + 12]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[2] += pl;
-  A[3] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[0] += dl;
-  A[1] += dh;
-  dl = W[w + 4]; dh = W[w + 5];
-  kl = (dl ^ C[s + 16]) >>> 0; kh = (dh ^ C[s + 20]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[4] += pl;
-  A[5] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[6] += dl;
-  A[7] += dh;
-  dl = W[w + 6]; dh = W[w + 7];
-  kl = (dl ^ C[s + 24]) >>> 0; kh = (dh ^ C[s + 28]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[6] += pl;
-  A[7] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[4] += dl;
-  A[5] += dh;
-  dl = W[w + 8]; dh = W[w + 9];
-  kl = (dl ^ C[s + 32]) >>> 0; kh = (dh ^ C[s + 36]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[8] += pl;
-  A[9] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[10] += dl;
-  A[11] += dh;
-  dl = W[w + 10]; dh = W[w + 11];
-  kl = (dl ^ C[s + 40]) >>> 0; kh = (dh ^ C[s + 44]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[10] += pl;
-  A[11] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[8] += dl;
-  A[9] += dh;
-  dl = W[w + 12]; dh = W[w + 13];
-  kl = (dl ^ C[s + 48]) >>> 0; kh = (dh ^ C[s + 52]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[12] += pl;
-  A[13] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[14] += dl;
-  A[15] += dh;
-  dl = W[w + 14]; dh = W[w + 15];
-  kl = (dl ^ C[s + 56]) >>> 0; kh = (dh ^ C[s + 60]) >>> 0;
-  pl = Math.imul(kl, kh) >>> 0;
-  A[14] += pl;
-  A[15] += ((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0;
-  A[12] += dl;
-  A[13] += dh;
-}
-
-/** Resolves the deferred carries of every lane. */
-function normalise(): void {
-  for (let i = 0; i < 16; i += 2) {
-    const x = A[i];
-    const lo = x >>> 0;
-    A[i] = lo;
-    A[i + 1] = (A[i + 1] + (x - lo) * TWO_NEG32) >>> 0;
-  }
-}
-
-/** XXH3_scrambleAcc with the last 64 bytes of the secret. */
-function scramble(C: Uint32Array): void {
-  normalise();
-  for (let i = 0; i < 8; i++) {
-    let lo = A[2 * i];
-    let hi = A[2 * i + 1];
-    lo = (lo ^ (hi >>> 15) ^ C[C_SEC + 128 + 8 * i]) >>> 0;
-    hi = (hi ^ C[C_SEC + 132 + 8 * i]) >>> 0;
-    const nl = Math.imul(lo, P32_1) >>> 0;
-    A[2 * i] = nl;
-    A[2 * i + 1] = ((((lo * P32_1 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(hi, P32_1)) >>> 0;
-  }
-}
-
 function hashLong(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
-  A[0] = 0xc2b2ae3d; // PRIME32_3
-  A[1] = 0;
-  A[2] = P64_1_LO;
-  A[3] = P64_1_HI;
-  A[4] = P64_2_LO;
-  A[5] = P64_2_HI;
-  A[6] = P64_3_LO;
-  A[7] = P64_3_HI;
-  A[8] = 0xc2b2ae63; // PRIME64_4
-  A[9] = 0x85ebca77;
-  A[10] = 0x85ebca77; // PRIME32_2
-  A[11] = 0;
-  A[12] = 0x165667c5; // PRIME64_5
-  A[13] = 0x27d4eb2f;
-  A[14] = P32_1;
-  A[15] = 0;
-  // A block is 16 stripes of 64 bytes (secret advances 8 bytes per stripe).
+  let a0l = 0xc2b2ae3d, a0h = 0; // PRIME32_3
+  let a1l = P64_1_LO, a1h = P64_1_HI; // PRIME64_1
+  let a2l = P64_2_LO, a2h = P64_2_HI; // PRIME64_2
+  let a3l = P64_3_LO, a3h = P64_3_HI; // PRIME64_3
+  let a4l = 0xc2b2ae63, a4h = 0x85ebca77; // PRIME64_4
+  let a5l = 0x85ebca77, a5h = 0; // PRIME32_2
+  let a6l = 0x165667c5, a6h = 0x27d4eb2f; // PRIME64_5
+  let a7l = P32_1, a7h = 0; // PRIME32_1
   const blocks = Math.floor((len - 1) / 1024);
-  let w = h;
-  for (let b = 0; b < blocks; b++) {
-    for (let s = 0; s < 16; s++) stripe(H, w + 16 * s, C, C_SEC + 8 * s);
-    scramble(C);
-    w += 256;
+  const tailStripes = (len - 1 - 1024 * blocks) >>> 6;
+  let dl: number, dh: number, kl: number, kh: number, pl: number, x: number;
+  for (let b = 0; b <= blocks; b++) {
+    const full = b < blocks;
+    const n = full ? 16 : tailStripes + 1;
+    for (let st = 0; st < n; st++) {
+      const last = !full && st === tailStripes;
+      const W = last ? T : H;
+      const w = last ? t - 16 : h + 256 * b + 16 * st;
+      const s = C_SEC + (last ? 121 : 8 * st);
+      dl = W[w + 0];
+      dh = W[w + 1];
+      kl = (dl ^ C[s + 0]) >>> 0;
+      kh = (dh ^ C[s + 4]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a0l + pl) >>> 0;
+      a0h = (a0h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a0l = x;
+      x = (a1l + dl) >>> 0;
+      a1h = (a1h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a1l = x;
+      dl = W[w + 2];
+      dh = W[w + 3];
+      kl = (dl ^ C[s + 8]) >>> 0;
+      kh = (dh ^ C[s + 12]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a1l + pl) >>> 0;
+      a1h = (a1h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a1l = x;
+      x = (a0l + dl) >>> 0;
+      a0h = (a0h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a0l = x;
+      dl = W[w + 4];
+      dh = W[w + 5];
+      kl = (dl ^ C[s + 16]) >>> 0;
+      kh = (dh ^ C[s + 20]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a2l + pl) >>> 0;
+      a2h = (a2h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a2l = x;
+      x = (a3l + dl) >>> 0;
+      a3h = (a3h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a3l = x;
+      dl = W[w + 6];
+      dh = W[w + 7];
+      kl = (dl ^ C[s + 24]) >>> 0;
+      kh = (dh ^ C[s + 28]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a3l + pl) >>> 0;
+      a3h = (a3h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a3l = x;
+      x = (a2l + dl) >>> 0;
+      a2h = (a2h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a2l = x;
+      dl = W[w + 8];
+      dh = W[w + 9];
+      kl = (dl ^ C[s + 32]) >>> 0;
+      kh = (dh ^ C[s + 36]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a4l + pl) >>> 0;
+      a4h = (a4h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a4l = x;
+      x = (a5l + dl) >>> 0;
+      a5h = (a5h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a5l = x;
+      dl = W[w + 10];
+      dh = W[w + 11];
+      kl = (dl ^ C[s + 40]) >>> 0;
+      kh = (dh ^ C[s + 44]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a5l + pl) >>> 0;
+      a5h = (a5h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a5l = x;
+      x = (a4l + dl) >>> 0;
+      a4h = (a4h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a4l = x;
+      dl = W[w + 12];
+      dh = W[w + 13];
+      kl = (dl ^ C[s + 48]) >>> 0;
+      kh = (dh ^ C[s + 52]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a6l + pl) >>> 0;
+      a6h = (a6h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a6l = x;
+      x = (a7l + dl) >>> 0;
+      a7h = (a7h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a7l = x;
+      dl = W[w + 14];
+      dh = W[w + 15];
+      kl = (dl ^ C[s + 56]) >>> 0;
+      kh = (dh ^ C[s + 60]) >>> 0;
+      pl = Math.imul(kl, kh) >>> 0;
+      x = (a7l + pl) >>> 0;
+      a7h = (a7h + (((kl * kh - pl) * TWO_NEG32 + 0.5) >>> 0) + (x < pl ? 1 : 0)) >>> 0;
+      a7l = x;
+      x = (a6l + dl) >>> 0;
+      a6h = (a6h + dh + (x < dl ? 1 : 0)) >>> 0;
+      a6l = x;
+    }
+    if (!full) break;
+    // XXH3_scrambleAcc: acc ^= acc >> 47; acc ^= key; acc *= PRIME32_1 (key = last 64 secret bytes)
+    x = (a0l ^ (a0h >>> 15) ^ C[C_SEC + 128]) >>> 0;
+    dh = (a0h ^ C[C_SEC + 132]) >>> 0;
+    a0l = Math.imul(x, P32_1) >>> 0;
+    a0h = ((((x * P32_1 - a0l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a1l ^ (a1h >>> 15) ^ C[C_SEC + 136]) >>> 0;
+    dh = (a1h ^ C[C_SEC + 140]) >>> 0;
+    a1l = Math.imul(x, P32_1) >>> 0;
+    a1h = ((((x * P32_1 - a1l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a2l ^ (a2h >>> 15) ^ C[C_SEC + 144]) >>> 0;
+    dh = (a2h ^ C[C_SEC + 148]) >>> 0;
+    a2l = Math.imul(x, P32_1) >>> 0;
+    a2h = ((((x * P32_1 - a2l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a3l ^ (a3h >>> 15) ^ C[C_SEC + 152]) >>> 0;
+    dh = (a3h ^ C[C_SEC + 156]) >>> 0;
+    a3l = Math.imul(x, P32_1) >>> 0;
+    a3h = ((((x * P32_1 - a3l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a4l ^ (a4h >>> 15) ^ C[C_SEC + 160]) >>> 0;
+    dh = (a4h ^ C[C_SEC + 164]) >>> 0;
+    a4l = Math.imul(x, P32_1) >>> 0;
+    a4h = ((((x * P32_1 - a4l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a5l ^ (a5h >>> 15) ^ C[C_SEC + 168]) >>> 0;
+    dh = (a5h ^ C[C_SEC + 172]) >>> 0;
+    a5l = Math.imul(x, P32_1) >>> 0;
+    a5h = ((((x * P32_1 - a5l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a6l ^ (a6h >>> 15) ^ C[C_SEC + 176]) >>> 0;
+    dh = (a6h ^ C[C_SEC + 180]) >>> 0;
+    a6l = Math.imul(x, P32_1) >>> 0;
+    a6h = ((((x * P32_1 - a6l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
+    x = (a7l ^ (a7h >>> 15) ^ C[C_SEC + 184]) >>> 0;
+    dh = (a7h ^ C[C_SEC + 188]) >>> 0;
+    a7l = Math.imul(x, P32_1) >>> 0;
+    a7h = ((((x * P32_1 - a7l) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(dh, P32_1)) >>> 0;
   }
-  const stripes = ((len - 1 - 1024 * blocks) >>> 6);
-  for (let s = 0; s < stripes; s++) stripe(H, w + 16 * s, C, C_SEC + 8 * s);
-  // Last (possibly overlapping) stripe: the final 64 bytes, secret at 192 - 64 - 7.
-  stripe(T, t - 16, C, C_SEC + 121);
-  normalise();
-  // Merge: start = len * PRIME64_1, then 4 folds against the secret at 11.
+  // Merge: len * PRIME64_1 + 4 folds of lane pairs against the secret at 11, then avalanche.
   let lo = Math.imul(len, P64_1_LO) >>> 0;
   let hi = ((((len * P64_1_LO - lo) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(len, P64_1_HI)) >>> 0;
-  for (let i = 0; i < 4; i++) {
-    const s = C_SEC + 11 + 16 * i;
-    fold(A[4 * i] ^ C[s], A[4 * i + 1] ^ C[s + 4], A[4 * i + 2] ^ C[s + 8], A[4 * i + 3] ^ C[s + 12]);
-    lo += F[0];
-    hi += F[1];
-  }
+  fold(a0l ^ C[C_SEC + 11], a0h ^ C[C_SEC + 15], a1l ^ C[C_SEC + 19], a1h ^ C[C_SEC + 23]);
+  lo += F[0];
+  hi += F[1];
+  fold(a2l ^ C[C_SEC + 27], a2h ^ C[C_SEC + 31], a3l ^ C[C_SEC + 35], a3h ^ C[C_SEC + 39]);
+  lo += F[0];
+  hi += F[1];
+  fold(a4l ^ C[C_SEC + 43], a4h ^ C[C_SEC + 47], a5l ^ C[C_SEC + 51], a5h ^ C[C_SEC + 55]);
+  lo += F[0];
+  hi += F[1];
+  fold(a6l ^ C[C_SEC + 59], a6h ^ C[C_SEC + 63], a7l ^ C[C_SEC + 67], a7h ^ C[C_SEC + 71]);
+  lo += F[0];
+  hi += F[1];
   avalanche(lo, hi, out, oi);
 }
 
