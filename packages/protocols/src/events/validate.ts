@@ -31,6 +31,7 @@ export function describe(v: unknown): string {
 }
 
 export function fail(path: string, expected: string, got?: unknown): never {
+  path ||= '<root>';
   const msg =
     arguments.length > 2 ? `${path}: expected ${expected}, got ${describe(got)}` : `${path}: ${expected}`;
   throw new DecodeError(msg, { field: path });
@@ -44,12 +45,12 @@ export function isObj(v: unknown): v is Obj {
 }
 
 export function obj(v: unknown, path: string): Obj {
-  if (!isObj(v)) fail(path || '<root>', 'object', v);
+  if (!isObj(v)) fail(path, 'object', v);
   return v;
 }
 
 export function arr(v: unknown, path: string, max?: number, what = 'elements'): unknown[] {
-  if (!Array.isArray(v)) fail(path || '<root>', 'array', v);
+  if (!Array.isArray(v)) fail(path, 'array', v);
   if (max !== undefined && v.length > max) fail(path, `too many ${what} (${v.length} > limit ${max})`);
   return v;
 }

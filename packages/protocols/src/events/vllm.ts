@@ -224,6 +224,7 @@ function fromArray(tag: string, a: unknown[], path: string, maxBlocks: number): 
 function readTrailer(a: unknown[], from: number, path: string, ev: VllmBlockStored | VllmBlockRemoved): void {
   const end = Math.min(a.length, from + TRAILER_SLOTS);
   let sawInt = false;
+  let sawMm = false;
   for (let i = from; i < end; i++) {
     const x = a[i];
     if (x === null || x === undefined) continue;
@@ -234,8 +235,10 @@ function readTrailer(a: unknown[], from: number, path: string, ev: VllmBlockStor
       if (!sawInt && ev.kv_cache_spec_kind === null) ev.group_idx = n;
       else if (ev.type === 'BlockStored') ev.kv_cache_spec_sliding_window = n;
       sawInt = true;
-    } else if (Array.isArray(x) && ev.type === 'BlockStored' && ev.block_mm_infos === null) {
+    } else if (Array.isArray(x) && ev.type === 'BlockStored' && !sawMm) {
+      // Explicit per-block objects win over ids recovered from extra_keys, as in the map form.
       ev.block_mm_infos = mmInfos(x, at(path, i));
+      sawMm = true;
     }
   }
 }

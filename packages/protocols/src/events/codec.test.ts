@@ -1,0 +1,727 @@
+import { encode as mpEncode } from '@msgpack/msgpack';
+import { describe, expect, it } from 'vitest';
+import { DecodeError } from '../errors.js';
+import type {
+  EventId,
+  ExternalSequenceBlockHash,
+  LocalBlockHash,
+  RouterId,
+  SequenceHash,
+  WorkerId,
+} from '../ids.js';
+import {
+  ActiveLoadCodec,
+  ActiveSequenceEventCodec,
+  LocalIndexerQueryRequestCodec,
+  LocalIndexerQueryResponseCodec,
+  RemoteIndexerQueryCodec,
+  RemoteIndexerQueryResponseCodec,
+  RemoteIndexerRecordRequestCodec,
+  RemoteIndexerRecordResponseCodec,
+  RouterEventCodec,
+  RouterEventListCodec,
+  decodeRouterEvent,
+  decodeRouterEventJson,
+  encodeRouterEvent,
+  encodeRouterEventJson,
+} from './codec.js';
+import type {
+  ActiveLoad,
+  ActiveSequenceEvent,
+  LocalIndexerQueryResponse,
+  RemoteIndexerRecordRequest,
+  RouterEvent,
+  WireOverlapScores,
+} from './types.js';
+import { eventKind } from './types.js';
+import { stringifyJson } from './json.js';
+
+const U64_MAX = 18446744073709551615n; // 2^64 − 1
+const ABOVE_2_53 = 9007199254740993n; // 2^53 + 1
+
+const ext = (v: bigint) => v as ExternalSequenceBlockHash;
+const loc = (v: bigint) => v as LocalBlockHash;
+const wid = (v: bigint) => v as WorkerId;
+const eid = (v: bigint) => v as EventId;
+
+const mp = (v: unknown): Uint8Array => mpEncode(v, { useBigInt64: true });
+
+/** Asserts a DecodeError whose message starts with `prefix` and whose detail names `field`. */
+function expectDecodeError(f: () => unknown, prefix: string, field?: string): void {
+  let err: unknown;
+  try {
+    f();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(DecodeError);
+  const d = err as DecodeError;
+  expect(d.message.startsWith(prefix), `"${d.message}" should start with "${prefix}"`).toBe(true);
+  expect(d.code).toBe('decode_error');
+  if (field !== undefined) expect(d.detail?.field).toBe(field);
+}
+
+const stored: RouterEvent = {
+  worker_id: wid(U64_MAX),
+  storage_tier: 'host_pinned',
+  event: {
+    event_id: eid(ABOVE_2_53),
+    dp_rank: 7,
+    data: {
+      stored: {
+        parent_hash: ext(U64_MAX - 1n),
+        start_position: 4294967295,
+        blocks: [
+          { block_hash: ext(0n), tokens_hash: loc(U64_MAX), mm_extra_info: null },
+          {
+            block_hash: ext(2n ** 63n),
+            tokens_hash: loc(1n),
+            mm_extra_info: { mm_objects: [{ mm_hash: U64_MAX, offsets: [[0, 3]] }] },
+          },
+        ],
+      },
+    },
+  },
+};
+const removed: RouterEvent = {
+  worker_id: wid(1n),
+  storage_tier: 'device',
+  event: {
+    event_id: eid(U64_MAX),
+    dp_rank: 0,
+    data: { removed: { block_hashes: [ext(U64_MAX), ext(ABOVE_2_53), ext(3n)] } },
+  },
+};
+const cleared: RouterEvent = {
+  worker_id: wid(ABOVE_2_53),
+  storage_tier: 'disk',
+  event: { event_id: eid(1n), dp_rank: 4294967295, data: 'cleared' },
+};
+
+describe('RouterEvent JSON', () => {
+  it('decodes the PROTOCOL.md §3.1 example exactly', () => {
+    const text = `{"worker_id": 7587872800778374919, "storage_tier": "device",
+ "event": {"event_id": 42, "dp_rank": 0,
+   "data": {"stored": {"parent_hash": 1111, "start_position": null,
+     "blocks": [{"block_hash": 2222, "tokens_hash": 14643705804678351452, "mm_extra_info": null},
+                {"block_hash": 3333, "tokens_hash": 9143094415614847814, "mm_extra_info": null}]}}}}`;
+    expect(decodeRouterEventJson(text)).toEqual({
+      worker_id: 7587872800778374919n,
+      storage_tier: 'device',
+      event: {
+        event_id: 42n,
+        dp_rank: 0,
+        data: {
+          stored: {
+            parent_hash: 1111n,
+            start_position: null,
+            blocks: [
+              { block_hash: 2222n, tokens_hash: 14643705804678351452n, mm_extra_info: null },
+              { block_hash: 3333n, tokens_hash: 9143094415614847814n, mm_extra_info: null },
+            ],
+          },
+        },
+      },
+    });
+  });
+
+  it('decodes the §3.1 removal and clear forms', () => {
+    const base =
+      '{"worker_id": 5, "storage_tier": "device", "event": {"event_id": 43, "dp_rank": 0, "data": ';
+    const r = decodeRouterEventJson(base + '{"removed": {"block_hashes": [2222, 3333]}}}}');
+    expect(r.event.data).toEqual({ removed: { block_hashes: [2222n, 3333n] } });
+    expect(eventKind(r.event.data)).toBe('removed');
+    const c = decodeRouterEventJson(base + '"cleared"}}');
+    expect(c.event.data).toBe('cleared');
+    expect(eventKind(c.event.data)).toBe('cleared');
+  });
+
+  it('writes full digits and round-trips u64 above 2^53 and at 2^64−1', () => {
+    const text = encodeRouterEventJson(stored);
+    expect(text).toContain('"worker_id":18446744073709551615');
+    expect(text).toContain('"event_id":9007199254740993');
+    for (const e of [stored, removed, cleared])
+      expect(decodeRouterEventJson(encodeRouterEventJson(e))).toEqual(e);
+  });
+
+  it('accepts decimal strings for u64 and UTF-8 bytes as input', () => {
+    const text =
+      '{"worker_id": "18446744073709551615", "event": {"event_id": "9007199254740993", "data": {"removed": {"block_hashes": ["7"]}}}}';
+    const e = decodeRouterEventJson(new TextEncoder().encode(text));
+    expect(e.worker_id).toBe(U64_MAX);
+    expect(e.event.event_id).toBe(ABOVE_2_53);
+    expect(e.event.data).toEqual({ removed: { block_hashes: [7n] } });
+  });
+
+  it('fills the §3.1 defaults: storage_tier device, dp_rank 0, parent_hash and start_position null', () => {
+    const e = decodeRouterEventJson(
+      '{"worker_id": 1, "event": {"event_id": 2, "data": {"stored": {"blocks": [{"block_hash": 3, "tokens_hash": 4}]}}}}',
+    );
+    expect(e).toEqual({
+      worker_id: 1n,
+      storage_tier: 'device',
+      event: {
+        event_id: 2n,
+        dp_rank: 0,
+        data: {
+          stored: {
+            parent_hash: null,
+            start_position: null,
+            blocks: [{ block_hash: 3n, tokens_hash: 4n, mm_extra_info: null }],
+          },
+        },
+      },
+    });
+  });
+
+  it('ignores unknown fields', () => {
+    const e = decodeRouterEventJson(
+      '{"worker_id": 1, "future": [1], "event": {"event_id": 2, "x": {}, "data": "cleared"}}',
+    );
+    expect(e.event.data).toBe('cleared');
+  });
+});
+
+describe('RouterEvent msgpack', () => {
+  it('round-trips u64 above 2^53 and at 2^64−1', () => {
+    for (const e of [stored, removed, cleared]) expect(decodeRouterEvent(encodeRouterEvent(e))).toEqual(e);
+  });
+
+  it('writes small u64 values in compact integer formats', () => {
+    const bytes = encodeRouterEvent(cleared);
+    // cleared: worker_id 2^53+1 needs uint64 (0xcf + 8 bytes); event_id 1 is a positive fixint (0x01).
+    const key = new TextEncoder().encode('event_id');
+    const i = indexOf(bytes, key);
+    expect(bytes[i + key.length]).toBe(0x01);
+    const w = indexOf(bytes, new TextEncoder().encode('worker_id'));
+    expect(bytes[w + 9]).toBe(0xcf);
+  });
+
+  it('accepts any integer width and normalises', () => {
+    // worker_id as uint8, event_id as uint64 bigint 5, dp_rank as uint16, hashes mixed.
+    const v = {
+      worker_id: 200,
+      storage_tier: 'external',
+      event: {
+        event_id: 5n,
+        dp_rank: 300,
+        data: { removed: { block_hashes: [1, 70000, 2n ** 40n, U64_MAX] } },
+      },
+    };
+    const e = decodeRouterEvent(mp(v));
+    expect(e.worker_id).toBe(200n);
+    expect(e.event.event_id).toBe(5n);
+    expect(e.event.dp_rank).toBe(300);
+    expect(e.event.data).toEqual({ removed: { block_hashes: [1n, 70000n, 1099511627776n, U64_MAX] } });
+  });
+
+  it('reinterprets signed i64 hashes bit for bit', () => {
+    // −1 → 2^64 − 1; −2 → 2^64 − 2; −2^63 → 2^63.
+    const v = {
+      worker_id: 1,
+      event: {
+        event_id: 1,
+        data: {
+          stored: {
+            parent_hash: -2,
+            blocks: [
+              {
+                block_hash: -1,
+                tokens_hash: -(2n ** 63n),
+                mm_extra_info: { mm_objects: [{ mm_hash: -1, offsets: [] }] },
+              },
+            ],
+          },
+        },
+      },
+    };
+    const d = decodeRouterEvent(mp(v)).event.data as unknown as {
+      stored: { parent_hash: bigint; blocks: Array<Record<string, unknown>> };
+    };
+    expect(d.stored.parent_hash).toBe(18446744073709551614n);
+    expect(d.stored.blocks[0]).toEqual({
+      block_hash: U64_MAX,
+      tokens_hash: 9223372036854775808n,
+      mm_extra_info: { mm_objects: [{ mm_hash: U64_MAX, offsets: [] }] },
+    });
+  });
+
+  it('does not reinterpret negative ids (only engine hashes are signed)', () => {
+    expectDecodeError(
+      () => decodeRouterEvent(mp({ worker_id: 1, event: { event_id: -1, data: 'cleared' } })),
+      'event.event_id: expected u64',
+      'event.event_id',
+    );
+    expectDecodeError(
+      () => decodeRouterEvent(mp({ worker_id: -5, event: { event_id: 1, data: 'cleared' } })),
+      'worker_id: expected u64',
+    );
+  });
+});
+
+describe('RouterEvent validation', () => {
+  const good = {
+    worker_id: 1,
+    storage_tier: 'device',
+    event: {
+      event_id: 1,
+      dp_rank: 0,
+      data: {
+        stored: {
+          parent_hash: null,
+          start_position: null,
+          blocks: [
+            { block_hash: 1, tokens_hash: 1, mm_extra_info: null },
+            { block_hash: 2, tokens_hash: 2, mm_extra_info: null },
+            { block_hash: 3, tokens_hash: 3, mm_extra_info: null },
+            { block_hash: 4, tokens_hash: 4, mm_extra_info: null },
+          ],
+        },
+      },
+    },
+  };
+  const mutate = (f: (v: typeof good & Record<string, unknown>) => void): typeof good => {
+    const v = structuredClone(good) as typeof good & Record<string, unknown>;
+    f(v);
+    return v;
+  };
+  const blocks = (v: typeof good) => v.event.data.stored.blocks as unknown as Array<Record<string, unknown>>;
+
+  it('rejects a truncated msgpack buffer', () => {
+    const bytes = mp(good);
+    for (const cut of [1, 10, bytes.length - 1])
+      expectDecodeError(() => decodeRouterEvent(bytes.subarray(0, cut)), 'router_event: malformed msgpack');
+    expectDecodeError(() => decodeRouterEvent(new Uint8Array(0)), 'router_event: empty input');
+  });
+
+  it('rejects trailing bytes after the message', () => {
+    const bytes = mp(good);
+    const more = new Uint8Array(bytes.length + 1);
+    more.set(bytes);
+    expectDecodeError(() => decodeRouterEvent(more), 'router_event: malformed msgpack');
+  });
+
+  it('rejects malformed JSON text', () => {
+    expectDecodeError(() => decodeRouterEventJson('{"worker_id": 1, "event": '), 'router_event: json:');
+    expectDecodeError(
+      () => decodeRouterEventJson(new Uint8Array([0x7b, 0xff, 0x7d])),
+      'router_event: invalid UTF-8',
+    );
+  });
+
+  it('names the path of a wrong type deep inside', () => {
+    const v = mutate((x) => (blocks(x)[3].tokens_hash = 'abc'));
+    const f = 'event.data.stored.blocks[3].tokens_hash';
+    expectDecodeError(() => decodeRouterEvent(mp(v)), `${f}: expected u64`, f);
+    expectDecodeError(() => decodeRouterEventJson(JSON.stringify(v)), `${f}: expected u64`, f);
+  });
+
+  it.each([
+    [
+      'block hash above 2^64−1',
+      (x: typeof good) => (blocks(x)[0].block_hash = 2n ** 64n),
+      'event.data.stored.blocks[0].block_hash: expected u64',
+    ],
+    ['fractional id', (x: typeof good) => (x.event.event_id = 1.5), 'event.event_id: expected u64'],
+    ['dp_rank above u32', (x: typeof good) => (x.event.dp_rank = 2 ** 32), 'event.dp_rank: expected u32'],
+    [
+      'negative start_position',
+      (x: typeof good) => ((x.event.data.stored as Record<string, unknown>).start_position = -1),
+      'event.data.stored.start_position: expected u32',
+    ],
+    [
+      'unknown tier',
+      (x: typeof good) => (x.storage_tier = 'gpu'),
+      'storage_tier: expected one of device, host_pinned, disk, external',
+    ],
+    [
+      'prototype key as tier',
+      (x: typeof good) => (x.storage_tier = 'constructor'),
+      'storage_tier: expected one of',
+    ],
+    [
+      'blocks not an array',
+      (x: typeof good) => ((x.event.data.stored as Record<string, unknown>).blocks = {}),
+      'event.data.stored.blocks: expected array',
+    ],
+    [
+      'block not an object',
+      (x: typeof good) => ((x.event.data.stored.blocks as unknown[])[1] = 5),
+      'event.data.stored.blocks[1]: expected object',
+    ],
+    [
+      'mm_extra_info without mm_objects',
+      (x: typeof good) => (blocks(x)[2].mm_extra_info = {}),
+      'event.data.stored.blocks[2].mm_extra_info.mm_objects: expected array',
+    ],
+  ])('rejects %s', (_name, f, prefix) => {
+    // JSON carries every case exactly (the msgpack encoder would wrap 2^64 to 0).
+    const v = mutate(f);
+    expectDecodeError(() => decodeRouterEventJson(stringifyJson(v)), prefix);
+    if (!_name.includes('2^64')) expectDecodeError(() => decodeRouterEvent(mp(v)), prefix);
+  });
+
+  it.each([
+    ['worker_id', (x: Record<string, unknown>) => delete x.worker_id, 'worker_id: expected u64, got nothing'],
+    ['event', (x: Record<string, unknown>) => delete x.event, 'event: expected object, got nothing'],
+    [
+      'event.event_id',
+      (x: Record<string, unknown>) => delete (x.event as Record<string, unknown>).event_id,
+      'event.event_id: expected u64',
+    ],
+    [
+      'event.data',
+      (x: Record<string, unknown>) => delete (x.event as Record<string, unknown>).data,
+      'event.data: expected one of cleared, stored, removed',
+    ],
+    [
+      'blocks',
+      (x: Record<string, unknown>) =>
+        delete ((x.event as typeof good.event).data.stored as Record<string, unknown>).blocks,
+      'event.data.stored.blocks: expected array',
+    ],
+    [
+      'block_hash',
+      (x: Record<string, unknown>) => delete blocks(x as typeof good)[0].block_hash,
+      'event.data.stored.blocks[0].block_hash: expected u64',
+    ],
+  ])('rejects a missing required field %s', (_name, f, prefix) => {
+    expectDecodeError(() => decodeRouterEvent(mp(mutate(f))), prefix);
+  });
+
+  it('rejects unknown event kinds and ambiguous variants', () => {
+    expectDecodeError(
+      () =>
+        decodeRouterEvent(mp(mutate((x) => ((x.event as Record<string, unknown>).data = { evicted: {} })))),
+      'event.data: unknown kind "evicted"',
+      'event.data',
+    );
+    expectDecodeError(
+      () => decodeRouterEvent(mp(mutate((x) => ((x.event as Record<string, unknown>).data = 'flushed')))),
+      'event.data: unknown kind "flushed"',
+    );
+    expectDecodeError(
+      () =>
+        decodeRouterEvent(
+          mp(
+            mutate(
+              (x) =>
+                ((x.event as Record<string, unknown>).data = {
+                  stored: { blocks: [] },
+                  removed: { block_hashes: [] },
+                }),
+            ),
+          ),
+        ),
+      'event.data: exactly one variant key',
+    );
+    expectDecodeError(
+      () => decodeRouterEvent(mp(mutate((x) => ((x.event as Record<string, unknown>).data = 'stored')))),
+      'event.data: variant "stored" needs a body',
+    );
+  });
+
+  it('rejects a u64 that JSON.parse-style lossy producers would send', () => {
+    // 1e19 is a float in JSON and not an exact integer of our range; 2^60 written as a double is not safe.
+    expectDecodeError(
+      () => decodeRouterEventJson('{"worker_id": 1e19, "event": {"event_id": 1, "data": "cleared"}}'),
+      'worker_id: expected u64',
+    );
+    expectDecodeError(
+      () => decodeRouterEvent(mp({ worker_id: 2 ** 60, event: { event_id: 1, data: 'cleared' } })),
+      'worker_id: expected u64',
+    );
+  });
+
+  it('enforces maxBlocks per event (stored blocks and removed hashes)', () => {
+    expectDecodeError(
+      () => decodeRouterEvent(mp(good), { maxBlocks: 3 }),
+      'event.data.stored.blocks: too many blocks (4 > limit 3)',
+    );
+    expect(decodeRouterEvent(mp(good), { maxBlocks: 4 }).event.event_id).toBe(1n);
+    const rm = { worker_id: 1, event: { event_id: 1, data: { removed: { block_hashes: [1, 2, 3] } } } };
+    expectDecodeError(
+      () => decodeRouterEventJson(JSON.stringify(rm), { maxBlocks: 2 }),
+      'event.data.removed.block_hashes: too many blocks',
+    );
+  });
+
+  it('enforces the default maxBlocks of 65536', () => {
+    const many = {
+      worker_id: 1,
+      event: { event_id: 1, data: { removed: { block_hashes: new Array<number>(65_537).fill(1) } } },
+    };
+    expectDecodeError(
+      () => decodeRouterEvent(mp(many)),
+      'event.data.removed.block_hashes: too many blocks (65537 > limit 65536)',
+    );
+  });
+
+  it('enforces the byte limit before decoding', () => {
+    const bytes = mp(good);
+    expectDecodeError(
+      () => decodeRouterEvent(bytes, { maxBytes: bytes.length - 1 }),
+      `router_event: input too large (${bytes.length} >`,
+    );
+    expect(decodeRouterEvent(bytes, { maxBytes: bytes.length }).worker_id).toBe(1n);
+    expectDecodeError(
+      () => decodeRouterEventJson(JSON.stringify(good), { maxBytes: 10 }),
+      'router_event: input too large',
+    );
+  });
+
+  it('rejects an array length header larger than the input', () => {
+    // fixmap(1) "worker_id" → 1, then key "event" → array32 claiming 2^32−1 elements with nothing after.
+    const head = mp({ worker_id: 1 });
+    const bytes = new Uint8Array([
+      0x82,
+      ...head.subarray(1),
+      0xa5,
+      ...new TextEncoder().encode('event'),
+      0xdd,
+      0xff,
+      0xff,
+      0xff,
+      0xff,
+    ]);
+    expectDecodeError(() => decodeRouterEvent(bytes), 'router_event: malformed msgpack');
+  });
+});
+
+describe('RouterEvent lists (dumps, snapshots)', () => {
+  it('round-trips a JSON array and names the index of a bad element', () => {
+    const list = [stored, removed, cleared];
+    expect(RouterEventListCodec.decodeJson(RouterEventListCodec.encodeJson(list))).toEqual(list);
+    const bad = JSON.parse(RouterEventListCodec.encodeJson([cleared, cleared])) as Array<
+      Record<string, unknown>
+    >;
+    (bad[1].event as Record<string, unknown>).event_id = 'x';
+    expectDecodeError(
+      () => RouterEventListCodec.decodeJson(JSON.stringify(bad)),
+      '[1].event.event_id: expected u64',
+    );
+  });
+});
+
+describe('ActiveSequenceEvent (§5.4)', () => {
+  const add: ActiveSequenceEvent = {
+    request_id: 'r-1',
+    worker: { worker_id: wid(U64_MAX), dp_rank: 2 },
+    data: {
+      AddRequest: {
+        token_sequence: [U64_MAX as SequenceHash, ABOVE_2_53 as SequenceHash, 5n as SequenceHash],
+        track_prefill_tokens: false,
+        expected_output_tokens: 128,
+        prefill_load_hint: {
+          initial_effective_prefill_tokens: 4096,
+          expected_prefill_duration: { secs: 1, nanos: 500_000_000 },
+        },
+      },
+    },
+    router_id: ABOVE_2_53 as RouterId,
+    lora_name: 'my-lora',
+  };
+
+  it('round-trips every variant in both codecs', () => {
+    const free: ActiveSequenceEvent = {
+      request_id: 'r-2',
+      worker: { worker_id: wid(3n), dp_rank: 0 },
+      data: 'Free',
+      router_id: 1n as RouterId,
+    };
+    const mark: ActiveSequenceEvent = { ...free, data: 'MarkPrefillCompleted' };
+    for (const e of [add, free, mark]) {
+      expect(ActiveSequenceEventCodec.decodeMsgpack(ActiveSequenceEventCodec.encodeMsgpack(e))).toEqual(e);
+      expect(ActiveSequenceEventCodec.decodeJson(ActiveSequenceEventCodec.encodeJson(e))).toEqual(e);
+    }
+    expect(ActiveSequenceEventCodec.encodeJson(free)).toBe(
+      '{"request_id":"r-2","worker":{"worker_id":3,"dp_rank":0},"data":"Free","router_id":1}',
+    );
+  });
+
+  it('defaults track_prefill_tokens to true and optional members to null', () => {
+    const e = ActiveSequenceEventCodec.decodeJson(
+      '{"request_id": "x", "worker": {"worker_id": 9}, "data": {"AddRequest": {"token_sequence": null}}, "router_id": 2}',
+    );
+    expect(e.data).toEqual({
+      AddRequest: {
+        token_sequence: null,
+        track_prefill_tokens: true,
+        expected_output_tokens: null,
+        prefill_load_hint: null,
+      },
+    });
+    expect(e.worker).toEqual({ worker_id: 9n, dp_rank: 0 });
+    expect(e.lora_name).toBeUndefined();
+  });
+
+  it('rejects bad members with their path', () => {
+    const text = (data: string) =>
+      `{"request_id": "x", "worker": {"worker_id": 9}, "data": ${data}, "router_id": 2}`;
+    expectDecodeError(
+      () => ActiveSequenceEventCodec.decodeJson(text('"Evict"')),
+      'data: unknown kind "Evict"',
+    );
+    expectDecodeError(
+      () => ActiveSequenceEventCodec.decodeJson(text('{"AddRequest": {"token_sequence": [1, -1]}}')),
+      'data.AddRequest.token_sequence[1]: expected u64',
+    );
+    expectDecodeError(
+      () =>
+        ActiveSequenceEventCodec.decodeJson(
+          text(
+            '{"AddRequest": {"prefill_load_hint": {"initial_effective_prefill_tokens": 1, "expected_prefill_duration": {"secs": 1, "nanos": 1000000000}}}}',
+          ),
+        ),
+      'data.AddRequest.prefill_load_hint.expected_prefill_duration.nanos: expected nanos below 1e9',
+    );
+    expectDecodeError(
+      () =>
+        ActiveSequenceEventCodec.decodeJson('{"worker": {"worker_id": 9}, "data": "Free", "router_id": 2}'),
+      'request_id: expected string',
+    );
+  });
+});
+
+describe('ActiveLoad (§5.5)', () => {
+  it('round-trips with nulls and exact ids', () => {
+    const l: ActiveLoad = {
+      worker_id: wid(U64_MAX),
+      dp_rank: 1,
+      active_decode_blocks: 12,
+      active_prefill_tokens: null,
+      kv_used_blocks: 0,
+    };
+    expect(ActiveLoadCodec.decodeMsgpack(ActiveLoadCodec.encodeMsgpack(l))).toEqual(l);
+    expect(ActiveLoadCodec.decodeJson(ActiveLoadCodec.encodeJson(l))).toEqual(l);
+  });
+
+  it('rejects a count that a JS number cannot hold exactly', () => {
+    expectDecodeError(
+      () => ActiveLoadCodec.decodeMsgpack(mp({ worker_id: 1, dp_rank: 0, active_decode_blocks: ABOVE_2_53 })),
+      'active_decode_blocks: expected u64 below 2^53',
+    );
+  });
+});
+
+describe('local indexer query (§3.5)', () => {
+  it('round-trips the request with null bounds', () => {
+    const r = { worker_id: wid(U64_MAX), start_event_id: null, end_event_id: eid(ABOVE_2_53) };
+    expect(LocalIndexerQueryRequestCodec.decodeJson(LocalIndexerQueryRequestCodec.encodeJson(r))).toEqual(r);
+    expect(LocalIndexerQueryRequestCodec.encodeJson(r)).toBe(
+      '{"worker_id":18446744073709551615,"start_event_id":null,"end_event_id":9007199254740993}',
+    );
+  });
+
+  it('round-trips every response variant', () => {
+    const rs: LocalIndexerQueryResponse[] = [
+      { Events: { events: [stored, removed], last_event_id: eid(U64_MAX) } },
+      { TreeDump: { events: [cleared], last_event_id: eid(3n) } },
+      { TooNew: { requested_start: eid(10n), requested_end: null, newest_available: eid(ABOVE_2_53) } },
+      { InvalidRange: { start_id: eid(5n), end_id: eid(4n) } },
+      { Error: 'wrong worker_id' },
+    ];
+    for (const r of rs) {
+      expect(
+        LocalIndexerQueryResponseCodec.decodeMsgpack(LocalIndexerQueryResponseCodec.encodeMsgpack(r)),
+      ).toEqual(r);
+      expect(LocalIndexerQueryResponseCodec.decodeJson(LocalIndexerQueryResponseCodec.encodeJson(r))).toEqual(
+        r,
+      );
+    }
+  });
+
+  it('names the failing event inside a response', () => {
+    expectDecodeError(
+      () =>
+        LocalIndexerQueryResponseCodec.decodeJson(
+          '{"Events": {"events": [{"worker_id": 1, "event": {"event_id": 1, "data": 7}}], "last_event_id": 1}}',
+        ),
+      'Events.events[0].event.data: expected one of cleared, stored, removed',
+    );
+    expectDecodeError(
+      () => LocalIndexerQueryResponseCodec.decodeJson('{"Gone": 1}'),
+      '<root>: unknown kind "Gone"',
+    );
+  });
+});
+
+describe('overlap scores and the remote indexer (§7.1, §7.7)', () => {
+  const scores: WireOverlapScores = {
+    scores: [[{ worker_id: wid(U64_MAX), dp_rank: 1 }, 8]],
+    frequencies: [],
+    tree_sizes: [
+      [{ worker_id: wid(U64_MAX), dp_rank: 1 }, 100],
+      [{ worker_id: wid(2n), dp_rank: 0 }, 0],
+    ],
+  };
+
+  it('round-trips the flattened wire form', () => {
+    expect(
+      RemoteIndexerQueryResponseCodec.decodeJson(
+        RemoteIndexerQueryResponseCodec.encodeJson({ Scores: scores }),
+      ),
+    ).toEqual({ Scores: scores });
+    expect(RemoteIndexerQueryResponseCodec.encodeJson({ Error: 'no index' })).toBe('{"Error":"no index"}');
+    expect(RemoteIndexerQueryResponseCodec.encodeJson({ Scores: scores })).toBe(
+      '{"Scores":{"scores":[[{"worker_id":18446744073709551615,"dp_rank":1},8]],"frequencies":[],' +
+        '"tree_sizes":[[{"worker_id":18446744073709551615,"dp_rank":1},100],[{"worker_id":2,"dp_rank":0},0]]}}',
+    );
+  });
+
+  it('round-trips queries and record requests, and checks hash counts agree', () => {
+    const q = { model_name: 'm', block_hashes: [loc(U64_MAX), loc(1n)] };
+    expect(RemoteIndexerQueryCodec.decodeMsgpack(RemoteIndexerQueryCodec.encodeMsgpack(q))).toEqual(q);
+    const rec: RemoteIndexerRecordRequest = {
+      model_name: 'm',
+      worker: { worker_id: wid(4n), dp_rank: 0 },
+      local_hashes: [loc(1n), loc(2n)],
+      sequence_hashes: [1n as SequenceHash, U64_MAX as SequenceHash],
+    };
+    expect(
+      RemoteIndexerRecordRequestCodec.decodeJson(RemoteIndexerRecordRequestCodec.encodeJson(rec)),
+    ).toEqual(rec);
+    expectDecodeError(
+      () =>
+        RemoteIndexerRecordRequestCodec.decodeJson(
+          '{"model_name": "m", "worker": {"worker_id": 1}, "local_hashes": [1, 2], "sequence_hashes": [1]}',
+        ),
+      'sequence_hashes: expected 2 hashes (one per local hash)',
+    );
+    expect(RemoteIndexerRecordResponseCodec.decodeJson('"Recorded"')).toBe('Recorded');
+    expect(RemoteIndexerRecordResponseCodec.decodeJson('{"Error": "x"}')).toEqual({ Error: 'x' });
+    expectDecodeError(
+      () => RemoteIndexerRecordResponseCodec.decodeJson('"Done"'),
+      '<root>: unknown kind "Done"',
+    );
+  });
+
+  it('rejects a malformed score pair', () => {
+    expectDecodeError(
+      () =>
+        RemoteIndexerQueryResponseCodec.decodeJson(
+          '{"Scores": {"scores": [[{"worker_id": 1}]], "tree_sizes": []}}',
+        ),
+      'Scores.scores[0]: expected [worker, value] pair',
+    );
+  });
+});
+
+describe('codec.fromValue', () => {
+  it('validates an already decoded tree (request-plane payloads)', () => {
+    expect(RouterEventCodec.fromValue({ worker_id: 1n, event: { event_id: 2, data: 'cleared' } })).toEqual({
+      worker_id: 1n,
+      storage_tier: 'device',
+      event: { event_id: 2n, dp_rank: 0, data: 'cleared' },
+    });
+    expectDecodeError(() => RouterEventCodec.fromValue(null), '<root>: expected object');
+  });
+});
+
+function indexOf(hay: Uint8Array, needle: Uint8Array): number {
+  outer: for (let i = 0; i + needle.length <= hay.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
+    return i;
+  }
+  return -1;
+}

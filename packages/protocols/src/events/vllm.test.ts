@@ -1,0 +1,646 @@
+import { encode as mpEncode } from '@msgpack/msgpack';
+import { xxh3 } from '@node-rs/xxhash';
+import { describe, expect, it } from 'vitest';
+import { DecodeError } from '../errors.js';
+import { type KvCacheEventData, type KvCacheStoreData, isStored } from './types.js';
+import {
+  VLLM_REPLAY_END_SEQ,
+  VllmGroupFilter,
+  VllmKvEventDecoder,
+  type VllmRawEvent,
+  convertVllmEvent,
+  decodeVllmBatch,
+  encodeVllmReplayRequest,
+  mediumToTier,
+  parseVllmMultipart,
+  parseVllmReplayReply,
+} from './vllm.js';
+
+// Expected local hashes: PROTOCOL.md §2.4 test vectors (bs = 4).
+const H_1234 = 14643705804678351452n; // tokens [1,2,3,4]
+const H_0123 = 9143094415614847814n; // tokens [0,1,2,3]
+const H_4567 = 12124091508212882195n; // tokens [4,5,6,7]
+const H_1234_LORA = 15671544057904749233n; // tokens [1,2,3,4], lora "my-lora"
+const H_1234_MM = 6295130183325757331n; // tokens [1,2,3,4] + mm hashes {42, 7}
+const U64_MAX = 18446744073709551615n;
+
+const mp = (v: unknown): Uint8Array => mpEncode(v, { useBigInt64: true });
+
+/** Independent reference (Rust xxhash via N-API): XXH3-64 of the tokens as u32 LE, seed 1337 (§2.1). */
+function refLocalHash(tokens: number[]): bigint {
+  const b = new Uint8Array(tokens.length * 4);
+  const dv = new DataView(b.buffer);
+  tokens.forEach((t, i) => dv.setUint32(i * 4, t, true));
+  return xxh3.xxh64(b, 1337n);
+}
+
+function storedOf(d: KvCacheEventData | undefined): KvCacheStoreData {
+  if (d === undefined || !isStored(d)) throw new Error(`expected a stored event, got ${JSON.stringify(d)}`);
+  return d.stored;
+}
+
+function expectDecodeError(f: () => unknown, prefix: string): void {
+  let err: unknown;
+  try {
+    f();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(DecodeError);
+  const m = (err as DecodeError).message;
+  expect(m.startsWith(prefix), `"${m}" should start with "${prefix}"`).toBe(true);
+}
+
+const decoder = (kvBlockSize = 4, dpRank = 0) => new VllmKvEventDecoder({ kvBlockSize, dpRank });
+
+describe('vLLM batch shapes', () => {
+  it('decodes an old array batch with the oldest BlockStored layout (no medium, no lora_name)', () => {
+    // [ts, [event...]] — data_parallel_rank omitted; event = [tag, hashes, parent, tokens, block_size, lora_id]
+    const payload = mp([1.5, [['BlockStored', [11, 12], null, [0, 1, 2, 3, 4, 5, 6, 7], 4, null]]]);
+    const out = decoder(4, 5).decodePayload(payload);
+    expect(out).toEqual([
+      {
+        dp_rank: 5,
+        storage_tier: 'device',
+        issue: null,
+        data: {
+          stored: {
+            parent_hash: null,
+            start_position: null,
+            blocks: [
+              { block_hash: 11n, tokens_hash: H_0123, mm_extra_info: null },
+              { block_hash: 12n, tokens_hash: H_4567, mm_extra_info: null },
+            ],
+          },
+        },
+      },
+    ]);
+  });
+
+  it('decodes a map batch with map events; a non-null data_parallel_rank overrides the configured one', () => {
+    const payload = mp({
+      ts: 2,
+      events: [
+        {
+          type: 'BlockStored',
+          block_hashes: [7],
+          parent_block_hash: 3,
+          token_ids: [1, 2, 3, 4],
+          block_size: 4,
+          lora_id: null,
+          medium: 'GPU',
+          lora_name: null,
+        },
+      ],
+      data_parallel_rank: 3,
+    });
+    const [e] = decoder(4, 1).decodePayload(payload);
+    expect(e.dp_rank).toBe(3);
+    expect(e.data).toEqual({
+      stored: {
+        parent_hash: 3n,
+        start_position: null,
+        blocks: [{ block_hash: 7n, tokens_hash: H_1234, mm_extra_info: null }],
+      },
+    });
+  });
+
+  it('uses the configured rank when the rank is null or omitted (array and map)', () => {
+    const ev = ['BlockRemoved', [1], null];
+    expect(decoder(4, 2).decodePayload(mp([0, [ev], null]))[0].dp_rank).toBe(2);
+    expect(decoder(4, 2).decodePayload(mp({ ts: 0, events: [ev] }))[0].dp_rank).toBe(2);
+    // Upstream also accepts the short alias dp_rank in the map form.
+    expect(decoder(4, 2).decodePayload(mp({ ts: 0, events: [ev], dp_rank: 6 }))[0].dp_rank).toBe(6);
+  });
+
+  it('accepts a tagged-array event and the same event as a tagged map', () => {
+    const arr = ['BlockStored', [9], null, [1, 2, 3, 4], 4, null, null, null];
+    const map = {
+      type: 'BlockStored',
+      block_hashes: [9],
+      parent_block_hash: null,
+      token_ids: [1, 2, 3, 4],
+      block_size: 4,
+    };
+    const a = decoder().decodePayload(mp([0, [arr]]));
+    const m = decoder().decodePayload(mp([0, [map]]));
+    expect(a).toEqual(m);
+    expect(a[0].data).toEqual({
+      stored: {
+        parent_hash: null,
+        start_position: null,
+        blocks: [{ block_hash: 9n, tokens_hash: H_1234, mm_extra_info: null }],
+      },
+    });
+  });
+
+  it('ignores trailing extra positional fields, unknown map keys and extra batch elements', () => {
+    const arr = [
+      'BlockStored',
+      [9],
+      null,
+      [1, 2, 3, 4],
+      4,
+      null,
+      null,
+      null,
+      null,
+      0,
+      'full_attention',
+      null,
+      'future',
+      { x: 1 },
+      [1, 2],
+    ];
+    const map = { type: 'BlockRemoved', block_hashes: [9], medium: null, brand_new: [1, 2, 3] };
+    const out = decoder().decodePayload(
+      mp([0, [arr, map, ['AllBlocksCleared', 'extra', 1]], 0, 'future-batch-field']),
+    );
+    expect(out.map((e) => e.data)).toEqual([
+      {
+        stored: {
+          parent_hash: null,
+          start_position: null,
+          blocks: [{ block_hash: 9n, tokens_hash: H_1234, mm_extra_info: null }],
+        },
+      },
+      { removed: { block_hashes: [9n] } },
+      'cleared',
+    ]);
+  });
+
+  it('decodes BlockRemoved and AllBlocksCleared in both forms', () => {
+    const out = decoder().decodePayload(
+      mp([0, [['BlockRemoved', [1, 2]], { type: 'AllBlocksCleared' }, ['AllBlocksCleared']]]),
+    );
+    expect(out.map((e) => e.data)).toEqual([{ removed: { block_hashes: [1n, 2n] } }, 'cleared', 'cleared']);
+    expect(out[1].storage_tier).toBe('device');
+  });
+});
+
+describe('vLLM block hashes', () => {
+  it('takes unsigned 64-bit ints exactly and reinterprets signed ones bit for bit', () => {
+    // −1 → 2^64−1; −2 → 2^64−2; −2^63 (int64) → 2^63; 2^64−1 (uint64) stays.
+    const payload = mp([0, [['BlockRemoved', [-1, -2, -(2n ** 63n), U64_MAX, 2n ** 63n + 5n], null]]]);
+    expect(decoder().decodePayload(payload)[0].data).toEqual({
+      removed: { block_hashes: [U64_MAX, U64_MAX - 1n, 9223372036854775808n, U64_MAX, 9223372036854775813n] },
+    });
+  });
+
+  it('maps bytes hashes (SHA-256, 32 bytes) to XXH3-64 seed 0, deterministically, parents included', () => {
+    const h1 = new Uint8Array(32).map((_, i) => i);
+    const h2 = new Uint8Array(32).map((_, i) => 255 - i);
+    const parent = new Uint8Array(32).fill(7);
+    const payload = mp([
+      0,
+      [['BlockStored', [h1, h2], parent, [0, 1, 2, 3, 4, 5, 6, 7], 4, null, null, null]],
+    ]);
+    const [e] = decoder().decodePayload(payload);
+    const s = storedOf(e.data);
+    expect(s.parent_hash).toBe(xxh3.xxh64(parent, 0n));
+    expect(s.blocks.map((b) => b.block_hash)).toEqual([xxh3.xxh64(h1, 0n), xxh3.xxh64(h2, 0n)]);
+    // The same bytes in a later Removed give the same key, so the removal finds the block.
+    const [r] = decoder().decodePayload(mp([0, [['BlockRemoved', [h2.slice()], null]]]));
+    expect(r.data).toEqual({ removed: { block_hashes: [xxh3.xxh64(h2, 0n)] } });
+  });
+
+  it('rejects floats, strings and out-of-range ints as hashes', () => {
+    expectDecodeError(
+      () => decodeVllmBatch(mp([0, [['BlockRemoved', [1, 1.5]]]])),
+      'batch.events[0][1][1]: expected int or bytes block hash, got 1.5',
+    );
+    expectDecodeError(
+      () => decodeVllmBatch(mp([0, [{ type: 'BlockRemoved', block_hashes: ['ab'] }]])),
+      'batch.events[0].block_hashes[0]: expected int or bytes block hash',
+    );
+    expectDecodeError(
+      () => decodeVllmBatch(mp([0, [['BlockStored', [1], 'p', [1, 2, 3, 4], 4]]])),
+      'batch.events[0][2]: expected int or bytes block hash',
+    );
+  });
+});
+
+describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
+  const stored = (hash: number, group: number | null, kind: string | null, window: number | null) => [
+    'BlockStored',
+    [hash],
+    null,
+    [1, 2, 3, 4],
+    4,
+    null,
+    null,
+    null,
+    null,
+    group,
+    kind,
+    window,
+  ];
+
+  it('skips and counts sliding-window groups, keeps full attention', () => {
+    const d = decoder();
+    const out = d.decodePayload(
+      mp([
+        0,
+        [
+          stored(1, 0, 'full_attention', null),
+          stored(2, 1, 'sliding_window', 4096),
+          stored(3, 2, 'mamba', null),
+        ],
+      ]),
+    );
+    expect(out).toHaveLength(1);
+    expect(storedOf(out[0].data).blocks[0].block_hash).toBe(1n);
+    expect(d.stats.skippedGroupEvents).toBe(2);
+  });
+
+  it('applies what Stored events taught about a group to Removed events (which carry only group_idx)', () => {
+    const d = decoder();
+    // Group 0 is sliding window and group 1 full attention: the reverse of the unlearned default.
+    d.decodePayload(mp([0, [stored(1, 0, 'sliding_window', 128), stored(2, 1, 'mla_attention', null)]]));
+    const out = d.decodePayload(
+      mp([
+        0,
+        [
+          ['BlockRemoved', [1], null, 0],
+          ['BlockRemoved', [2], null, 1],
+        ],
+      ]),
+    );
+    expect(out.map((e) => e.data)).toEqual([{ removed: { block_hashes: [2n] } }]);
+    expect(d.stats.skippedGroupEvents).toBe(2);
+  });
+
+  it('without knowledge, only group 0 (or no group) is indexed', () => {
+    const f = new VllmGroupFilter();
+    const rm = (g: number | null): VllmRawEvent => ({
+      type: 'BlockRemoved',
+      block_hashes: [],
+      medium: null,
+      group_idx: g,
+      kv_cache_spec_kind: null,
+    });
+    expect([f.accepts(rm(null)), f.accepts(rm(0)), f.accepts(rm(3))]).toEqual([true, true, false]);
+    expect(f.skipped).toBe(1);
+  });
+
+  it('reads the metadata from map events and from the trailing positions of array events', () => {
+    const d = decoder();
+    const out = d.decodePayload(
+      mp([
+        0,
+        [
+          {
+            type: 'BlockStored',
+            block_hashes: [5],
+            token_ids: [1, 2, 3, 4],
+            block_size: 4,
+            group_idx: 1,
+            kv_cache_spec_kind: 'sliding_window',
+            kv_cache_spec_sliding_window: 512,
+          },
+          { type: 'BlockRemoved', block_hashes: [5], group_idx: 1 },
+          // Kind without group, window in the last slot: [.., extra_keys, null, kind, window]
+          stored(6, null, 'sliding_window', 1024),
+        ],
+      ]),
+    );
+    expect(out).toEqual([]);
+    expect(d.stats.skippedGroupEvents).toBe(3);
+    const b = decodeVllmBatch(mp([0, [stored(6, 3, 'chunked_local_attention', 64)]])).events[0];
+    expect(b).toMatchObject({
+      group_idx: 3,
+      kv_cache_spec_kind: 'chunked_local_attention',
+      kv_cache_spec_sliding_window: 64,
+    });
+  });
+});
+
+describe('vLLM medium -> storage tier', () => {
+  it.each([
+    ['GPU', 'device'],
+    ['DEVICE', 'device'],
+    ['CPU_PINNED', 'host_pinned'],
+    ['CPU_TIER1', 'host_pinned'],
+    ['CPU_TIER2', 'disk'],
+    ['DISK', 'disk'],
+    ['NVME', 'disk'],
+    ['EXTERNAL', 'external'],
+    ['NETWORK', 'external'],
+    ['REMOTE', 'external'],
+    ['SHARED', 'external'],
+  ])('%s -> %s', (medium, tier) => {
+    expect(mediumToTier(medium)).toBe(tier);
+    const out = decoder().decodePayload(mp([0, [['BlockRemoved', [1], medium]]]));
+    expect(out[0].storage_tier).toBe(tier);
+  });
+
+  it('null, unknown media and prototype keys are the device tier', () => {
+    expect(mediumToTier(null)).toBe('device');
+    expect(mediumToTier('QUANTUM')).toBe('device');
+    expect(mediumToTier('constructor')).toBe('device');
+  });
+});
+
+describe('vLLM token ids: Eagle pairs, LoRA, multimodal extra_keys', () => {
+  it('flattens Eagle (u32, u32) pairs and hashes windows of bs+1 tokens', () => {
+    // 8 pairs (t, t+1) for t = 10..17 -> flat [10..18] (9 tokens); bs = 4 -> floor((9−1)/4) = 2 blocks:
+    // block 0 = tokens [10,11,12,13,14], block 1 = [14,15,16,17,18] (windows overlap by one token).
+    const pairs = Array.from({ length: 8 }, (_, i) => [10 + i, 11 + i]);
+    const batch = decodeVllmBatch(mp([0, [['BlockStored', [1, 2], null, pairs, 4, null, null, null]]]));
+    const raw = batch.events[0] as Extract<VllmRawEvent, { type: 'BlockStored' }>;
+    expect(raw.is_eagle).toBe(true);
+    expect([...raw.token_ids]).toEqual([10, 11, 12, 13, 14, 15, 16, 17, 18]);
+    const c = convertVllmEvent(raw, { kvBlockSize: 4 });
+    expect(c.issue).toBeNull();
+    expect(storedOf(c.data).blocks.map((b) => b.tokens_hash)).toEqual([
+      refLocalHash([10, 11, 12, 13, 14]),
+      refLocalHash([14, 15, 16, 17, 18]),
+    ]);
+  });
+
+  it('seeds with the LoRA name; an empty name is no LoRA', () => {
+    const ev = (lora: string | null) => ['BlockStored', [1], null, [1, 2, 3, 4], 4, 99, null, lora];
+    const out = decoder().decodePayload(mp([0, [ev('my-lora'), ev(''), ev(null)]]));
+    const th = out.map((e) => storedOf(e.data).blocks[0].tokens_hash);
+    expect(th).toEqual([H_1234_LORA, H_1234, H_1234]);
+  });
+
+  it('reads multimodal ids from extra_keys: 64-hex strings and [hash, offset] pairs, first 16 hex chars', () => {
+    const hex42 = '000000000000002a' + 'f'.repeat(48); // first 16 hex chars = 42
+    const hex7 = '0000000000000007' + 'AB'.repeat(24); // = 7, upper case accepted
+    const extraKeys = [
+      [hex42, 'my-lora', 'salt-xyz', [hex7, 3], 12345, 'abc'], // lora names, salts and ints are not mm ids
+      null,
+    ];
+    const payload = mp([
+      0,
+      [['BlockStored', [1, 2], null, [1, 2, 3, 4, 0, 1, 2, 3], 4, null, null, null, extraKeys]],
+    ]);
+    const [e] = decoder().decodePayload(payload);
+    const blocks = storedOf(e.data).blocks;
+    expect(blocks[0]).toEqual({
+      block_hash: 1n,
+      tokens_hash: H_1234_MM,
+      mm_extra_info: {
+        mm_objects: [
+          { mm_hash: 42n, offsets: [] },
+          { mm_hash: 7n, offsets: [] },
+        ],
+      },
+    });
+    expect(blocks[1]).toEqual({ block_hash: 2n, tokens_hash: H_0123, mm_extra_info: null });
+  });
+
+  it('extra_keys without any multimodal id change nothing', () => {
+    const payload = mp([
+      0,
+      [['BlockStored', [1], null, [1, 2, 3, 4], 4, null, null, null, [['my-lora', 'x'.repeat(63)]]]],
+    ]);
+    const [e] = decoder().decodePayload(payload);
+    expect(storedOf(e.data).blocks[0]).toEqual({
+      block_hash: 1n,
+      tokens_hash: H_1234,
+      mm_extra_info: null,
+    });
+  });
+
+  it('prefers explicit block_mm_infos (map key or trailing list) over extra_keys', () => {
+    const infos = [
+      {
+        mm_objects: [
+          { mm_hash: 42, offsets: [[0, 2]] },
+          { mm_hash: 7, offsets: [] },
+        ],
+      },
+    ];
+    const ignored = [['0000000000000001' + '0'.repeat(48)]];
+    const fromMap = {
+      type: 'BlockStored',
+      block_hashes: [1],
+      token_ids: [1, 2, 3, 4],
+      block_size: 4,
+      extra_keys: ignored,
+      block_mm_infos: infos,
+    };
+    const fromArr = ['BlockStored', [1], null, [1, 2, 3, 4], 4, null, null, null, ignored, infos];
+    for (const ev of [fromMap, fromArr]) {
+      const [e] = decoder().decodePayload(mp([0, [ev]]));
+      expect(storedOf(e.data).blocks[0]).toEqual({
+        block_hash: 1n,
+        tokens_hash: H_1234_MM,
+        mm_extra_info: {
+          mm_objects: [
+            { mm_hash: 42n, offsets: [[0, 2]] },
+            { mm_hash: 7n, offsets: [] },
+          ],
+        },
+      });
+    }
+  });
+});
+
+describe('vLLM conversion rules (§4 "Conversion")', () => {
+  it('turns duplicate hashes or a self-parent into an empty Removed', () => {
+    const d = decoder();
+    const out = d.decodePayload(
+      mp([
+        0,
+        [
+          ['BlockStored', [5, 6, 5], null, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 4],
+          ['BlockStored', [8], 8, [1, 2, 3, 4], 4],
+        ],
+      ]),
+    );
+    expect(out).toEqual([
+      {
+        dp_rank: 0,
+        storage_tier: 'device',
+        data: { removed: { block_hashes: [] } },
+        issue: { kind: 'self_reference' },
+      },
+      {
+        dp_rank: 0,
+        storage_tier: 'device',
+        data: { removed: { block_hashes: [] } },
+        issue: { kind: 'self_reference' },
+      },
+    ]);
+    expect(d.stats.selfReferenceStores).toBe(2);
+  });
+
+  it('stops where the tokens run out and reports it', () => {
+    // 3 blocks of 4 need 12 tokens; 9 given -> blocks 0 and 1 convert, block 2 needs tokens [8, 12).
+    const [e] = decoder().decodePayload(
+      mp([0, [['BlockStored', [1, 2, 3], null, [0, 1, 2, 3, 4, 5, 6, 7, 8], 4]]]),
+    );
+    expect(e.issue).toEqual({ kind: 'tokens_exhausted', block_index: 2, needed: 12, available: 9 });
+    expect(storedOf(e.data).blocks.map((b) => b.tokens_hash)).toEqual([H_0123, H_4567]);
+  });
+
+  it('converts no block whose block_size differs from the worker kv_cache_block_size, and warns at most 3 times', () => {
+    const warnings: string[] = [];
+    const d = new VllmKvEventDecoder({ kvBlockSize: 4, onWarning: (m) => warnings.push(m) });
+    const ev = ['BlockStored', [1, 2], 77, [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7], 8];
+    for (let i = 0; i < 5; i++) {
+      const [e] = d.decodePayload(mp([0, [ev]]));
+      expect(e.issue).toEqual({ kind: 'block_size_mismatch', block_index: 0, block_size: 8, expected: 4 });
+      expect(e.data).toEqual({ stored: { parent_hash: 77n, start_position: null, blocks: [] } });
+    }
+    expect(warnings).toHaveLength(3);
+    expect(warnings[0]).toBe('vLLM block not published: block size must be 4 tokens, got 8');
+    expect(d.stats.truncatedStores).toBe(5);
+  });
+
+  it('does not assign event ids: the result carries data, rank and tier only', () => {
+    const [e] = decoder().decodePayload(mp([0, [['AllBlocksCleared']]]));
+    expect(Object.keys(e).sort()).toEqual(['data', 'dp_rank', 'issue', 'storage_tier']);
+  });
+
+  it('rejects a non-positive block size configuration', () => {
+    expect(() => new VllmKvEventDecoder({ kvBlockSize: 0 })).toThrow(RangeError);
+  });
+});
+
+describe('vLLM malformed input', () => {
+  it.each([
+    [
+      'truncated payload',
+      () => mp([0, [['BlockRemoved', [1, 2, 3]]]]).subarray(0, 6),
+      'batch: malformed msgpack',
+    ],
+    ['batch not a container', () => mp(5), 'batch: expected array or map, got 5'],
+    ['short array batch', () => mp([0]), 'batch: expected [ts, events, data_parallel_rank?]'],
+    ['ts not a number', () => mp(['now', []]), 'batch.ts: expected number'],
+    ['events not a list', () => mp({ ts: 0, events: 3 }), 'batch.events: expected array, got 3'],
+    ['negative rank', () => mp([0, [], -1]), 'batch.data_parallel_rank: expected u32'],
+    ['event not tagged', () => mp([0, [5]]), 'batch.events[0]: expected tagged array or tagged map'],
+    ['tag not a string', () => mp([0, [[3, [1]]]]), 'batch.events[0][0]: expected event type name'],
+    [
+      'map without type',
+      () => mp([0, [{ block_hashes: [1] }]]),
+      'batch.events[0].type: expected event type name',
+    ],
+    [
+      'unknown kind (array)',
+      () => mp([0, [['BlockEvicted', [1]]]]),
+      'batch.events[0][0]: unknown event kind "BlockEvicted"',
+    ],
+    [
+      'unknown kind (map)',
+      () => mp([0, [{ type: 'Evicted' }]]),
+      'batch.events[0].type: unknown event kind "Evicted"',
+    ],
+    [
+      'stored too short',
+      () => mp([0, [['BlockStored', [1], null, [1, 2, 3, 4]]]]),
+      'batch.events[0]: expected BlockStored with',
+    ],
+    [
+      'missing block_size (map)',
+      () => mp([0, [{ type: 'BlockStored', block_hashes: [1], token_ids: [] }]]),
+      'batch.events[0].block_size: required field missing',
+    ],
+    [
+      'missing block_hashes (map)',
+      () => mp([0, [{ type: 'BlockRemoved' }]]),
+      'batch.events[0].block_hashes: required field missing',
+    ],
+    [
+      'negative token id',
+      () => mp([0, [['BlockStored', [1], null, [1, 2, -3, 4], 4]]]),
+      'batch.events[0][3][2]: expected u32, got -3',
+    ],
+    [
+      'token id above u32',
+      () => mp([0, [['BlockStored', [1], null, [2 ** 32], 4]]]),
+      'batch.events[0][3][0]: expected u32',
+    ],
+    [
+      'ragged Eagle pair',
+      () => mp([0, [['BlockStored', [1], null, [[1, 2], [3]], 4]]]),
+      'batch.events[0][3][1]: expected (u32, u32) token pair',
+    ],
+    [
+      'medium not a string',
+      () => mp([0, [['BlockRemoved', [1], 5]]]),
+      'batch.events[0][2]: expected string, got 5',
+    ],
+    [
+      'extra_keys not a list',
+      () => mp([0, [['BlockStored', [1], null, [1, 2, 3, 4], 4, null, null, null, 'x']]]),
+      'batch.events[0][8]: expected array',
+    ],
+    [
+      'too many blocks',
+      () => mp([0, [['BlockRemoved', new Array<number>(65_537).fill(1)]]]),
+      'batch.events[0][1]: too many blocks (65537 > limit 65536)',
+    ],
+  ])('%s', (_name, payload, prefix) => {
+    expectDecodeError(() => decodeVllmBatch(payload()), prefix);
+  });
+
+  it('applies a byte limit', () => {
+    const p = mp([0, [['BlockRemoved', [1, 2, 3]]]]);
+    expectDecodeError(() => decodeVllmBatch(p, { maxBytes: p.length - 1 }), 'batch: input too large');
+  });
+
+  it('changes no decoder state on a bad batch', () => {
+    const d = decoder();
+    d.decodePayload(
+      mp([0, [['BlockStored', [1], null, [1, 2, 3, 4], 4, null, null, null, null, 0, 'sliding_window', 8]]]),
+    );
+    const before = d.stats;
+    // The first event would be skipped (counted), but the second is malformed: nothing may be counted.
+    const bad = mp([
+      0,
+      [['BlockStored', [2], null, [1, 2, 3, 4], 4, null, null, null, null, 0, 'sliding_window', 8], ['Nope']],
+    ]);
+    expect(() => d.decodePayload(bad)).toThrow(DecodeError);
+    expect(d.stats).toEqual(before);
+  });
+});
+
+describe('vLLM multipart and replay framing', () => {
+  const seq = (n: bigint) => {
+    const b = new Uint8Array(8);
+    new DataView(b.buffer).setBigUint64(0, n);
+    return b;
+  };
+
+  it('accepts exactly 3 frames [topic, 8-byte big-endian seq, payload]', () => {
+    const payload = mp([0, [['AllBlocksCleared']]]);
+    const m = parseVllmMultipart([
+      new TextEncoder().encode('kv'),
+      new Uint8Array([0, 0, 0, 0, 0, 0, 1, 2]),
+      payload,
+    ]);
+    expect(m).toEqual({ topic: 'kv', seq: 258n, payload }); // 1·256 + 2
+    const out = decoder().decodeMultipart([new Uint8Array(), seq(U64_MAX - 1n), payload]);
+    expect(out.seq).toBe(U64_MAX - 1n);
+    expect(out.events.map((e) => e.data)).toEqual(['cleared']);
+  });
+
+  it('rejects other frame counts and bad seq frames', () => {
+    const p = mp([0, []]);
+    expectDecodeError(() => parseVllmMultipart([new Uint8Array(), p]), 'vllm_message: expected 3 frames');
+    expectDecodeError(
+      () => parseVllmMultipart([new Uint8Array(), seq(1n), p, p]),
+      'vllm_message: expected 3 frames',
+    );
+    expectDecodeError(
+      () => parseVllmMultipart([new Uint8Array(), new Uint8Array(7), p]),
+      'frames[1].seq: expected 8 bytes, got 7',
+    );
+  });
+
+  it('encodes replay requests and parses replies with the -1 end marker', () => {
+    expect([...encodeVllmReplayRequest(258n)]).toEqual([0, 0, 0, 0, 0, 0, 1, 2]);
+    const p = mp([0, []]);
+    expect(parseVllmReplayReply([seq(5n), p])).toEqual({ seq: 5n, payload: p });
+    expect(parseVllmReplayReply([new Uint8Array(), seq(6n), p])).toEqual({ seq: 6n, payload: p });
+    // vLLM's END_SEQ is (-1).to_bytes(8, "big", signed=True) = eight 0xff bytes.
+    expect(parseVllmReplayReply([new Uint8Array(8).fill(0xff), new Uint8Array()])).toBeNull();
+    expect(VLLM_REPLAY_END_SEQ).toBe(U64_MAX);
+    expectDecodeError(() => parseVllmReplayReply([p]), 'vllm_replay: expected 2 frames');
+  });
+});
