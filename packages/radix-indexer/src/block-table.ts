@@ -115,9 +115,10 @@ export class BlockTable {
 
   /** Rehash into a table sized for the live entries (drops tombstones). */
   grow(): void {
-    const needed = (this.live + 1) / MAX_LOAD;
+    // Double while live entries would fill more than half: growth stays amortised and a table
+    // full of tombstones is rebuilt at the same size.
     let cap = this.capacity;
-    while (cap * 0.5 < needed) cap *= 2; // leave room so growth is amortised
+    while (this.live + 1 > cap * 0.5) cap *= 2;
     this.rehash(cap);
   }
 
@@ -136,7 +137,8 @@ export class BlockTable {
       if (old[src + META]! < META_LIVE_ROOT) continue;
       let i = old[src + KEY_LO]! & mask;
       while (w[i * stride + META] !== META_EMPTY) i = (i + 1) & mask;
-      w.set(old.subarray(src, src + stride), i * stride);
+      const dst = i * stride;
+      for (let k = 0; k < stride; k++) w[dst + k] = old[src + k]!;
     }
   }
 

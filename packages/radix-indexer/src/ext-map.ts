@@ -28,8 +28,12 @@ export class ExtMap {
     this.aux = withAux ? new Float64Array(this.capacity) : undefined;
   }
 
+  /** Engines' external hashes can be sequential ids, so mix before masking (murmur3 finaliser). */
   private home(slot: number, lo: number): number {
-    return ((lo ^ Math.imul(slot + 1, 0x9e3779b1)) >>> 0) & this.mask;
+    let h = lo ^ Math.imul(slot + 1, 0x9e3779b1);
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+    return (h ^ (h >>> 16)) & this.mask;
   }
 
   /** Entry offset for (slot, ext) or -1. */
@@ -117,7 +121,8 @@ export class ExtMap {
       if (s === 0) continue;
       let i = this.home(s - 1, old[src + EXT_LO]!);
       while (w[i * EXT_WORDS + EXT_SLOT1] !== 0) i = (i + 1) & this.mask;
-      w.set(old.subarray(src, src + EXT_WORDS), i * EXT_WORDS);
+      const dst = i * EXT_WORDS;
+      for (let k = 0; k < EXT_WORDS; k++) w[dst + k] = old[src + k]!;
       if (oldAux) this.aux![i] = oldAux[j]!;
     }
   }

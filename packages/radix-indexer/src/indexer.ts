@@ -45,6 +45,8 @@ export interface RadixIndexerOptions {
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
+const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
+const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
 
 /** Result buffers of one match walk, reused across calls (valid until the next call). */
 export interface MatchResult {
@@ -64,7 +66,8 @@ export class RadixIndexer implements KvIndexer {
   readonly slots: SlotRegistry;
   /** Number of blocks each slot holds (|Held[w]|). */
   treeSize: Int32Array;
-  private readonly counts = new Map<string, number>();
+  /** Applied-event counters indexed by STATUSES × KINDS (no allocation per event). */
+  private readonly counts = new Float64Array(STATUSES.length * KINDS.length);
   private readonly maxBlocks: number;
   private readonly tier: StorageTier;
   private readonly onApplied: AppliedHook | undefined;
@@ -326,8 +329,7 @@ export class RadixIndexer implements KvIndexer {
   }
 
   private count(status: ApplyStatus, kind: EventKind): ApplyStatus {
-    const key = `${status}/${kind}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    this.counts[STATUSES.indexOf(status) * KINDS.length + KINDS.indexOf(kind)]!++;
     this.onApplied?.(status, kind);
     return status;
   }
@@ -450,8 +452,16 @@ export class RadixIndexer implements KvIndexer {
     return t;
   }
 
+  /** Non-zero counters as `${status}/${event_type}` -> count. */
   appliedCounts(): Map<string, number> {
-    return new Map(this.counts);
+    const m = new Map<string, number>();
+    STATUSES.forEach((st, i) =>
+      KINDS.forEach((k, j) => {
+        const v = this.counts[i * KINDS.length + j]!;
+        if (v > 0) m.set(`${st}/${k}`, v);
+      }),
+    );
+    return m;
   }
 
   bytes(): number {
@@ -528,8 +538,17 @@ export class RadixIndexer implements KvIndexer {
 
 // ---- validation helpers (events are checked whole before anything is applied) -------------------
 
-const lo = (v: bigint): number => Number(v & 0xffffffffn);
-const hi = (v: bigint): number => Number((v >> 32n) & 0xffffffffn);
+// bigint -> (lo, hi) through a shared 8-byte view: no BigInt allocation per conversion.
+const cvt64 = new BigUint64Array(1);
+const cvt32 = new Uint32Array(cvt64.buffer);
+const lo = (v: bigint): number => {
+  cvt64[0] = v;
+  return cvt32[0]!;
+};
+const hi = (v: bigint): number => {
+  cvt64[0] = v;
+  return cvt32[1]!;
+};
 const isU64 = (v: unknown): v is bigint => typeof v === 'bigint' && v >= 0n && v <= U64_MAX;
 
 function eventKind(ev: RouterEvent): EventKind | undefined {
