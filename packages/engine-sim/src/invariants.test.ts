@@ -112,6 +112,16 @@ function workload(partial: Partial<EngineConfig>, seed: number, ticks: number) {
   for (let tick = 0; tick < ticks; tick++) {
     now += rng.int(0, 30);
     for (let k = rng.int(0, 2); k > 0; k--) {
+      // Some requests repeat an earlier prompt verbatim (retries, identical calls).
+      if (all.length > 0 && rng.bool(0.2)) {
+        const prev = rng.pick(all);
+        const q: Live = { ...prev, out: [], rank: rng.int(0, dp - 1), first: false, done: false };
+        const id = `r${nextId++}`;
+        eng.enqueue({ id, tokenIds: q.prompt, maxTokens: q.maxTokens, dpRank: q.rank }, now);
+        live.set(id, q);
+        all.push(q);
+        continue;
+      }
       const pre = rng.pick(prefixes);
       // Prompts stay under half the pool so every request can run alone.
       const n = Math.max(0, Math.min(rng.int(0, 3 * unit), (maxKv >> 1) - pre.length - 1));
