@@ -6,6 +6,7 @@ export {
   dumpConfigJson,
   effectiveBusyThresholds,
   formatFloat,
+  mapLegacyOverlapWeight,
   resolveConfig,
   type Resolution,
   type ResolveOptions,

@@ -4,6 +4,7 @@ import {
   ConfigError,
   dumpConfigJson,
   effectiveBusyThresholds,
+  mapLegacyOverlapWeight,
   resolveConfig,
   type ResolveOptions,
 } from './resolve.js';
@@ -308,6 +309,12 @@ describe('legacy overlap-score weight (PROTOCOL §8.4)', () => {
         .routerPrefillLoadScale,
     ).toBe(5);
     expect(fe(['--router-kv-overlap-score-weight', '7'], both).config.routerPrefillLoadScale).toBe(7);
+  });
+
+  it('the exported mapping gives the same table for the per-request JSON field', () => {
+    expect(mapLegacyOverlapWeight(2)).toEqual({ prefillLoadScale: 2 });
+    expect(mapLegacyOverlapWeight(0.5)).toEqual({ prefillLoadScale: 0.5 });
+    expect(mapLegacyOverlapWeight(0)).toEqual({ prefillLoadScale: 0, overlapScoreCredit: 0 });
   });
 
   it('unset weight changes nothing; a negative weight is rejected', () => {

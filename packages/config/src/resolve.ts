@@ -344,15 +344,25 @@ function applyLoadAware(
   }
 }
 
+/**
+ * PROTOCOL §8.4 legacy `overlap_score_weight`: w != 0 -> prefill_load_scale = w (credit unchanged);
+ * w = 0 -> scale 0 and credit 0. Exported so the per-request JSON field maps the same way.
+ */
+export function mapLegacyOverlapWeight(w: number): { prefillLoadScale: number; overlapScoreCredit?: number } {
+  // A legacy 0 meant "ignore prefix overlap entirely", which in the new model is also credit 0.
+  return w === 0 ? { prefillLoadScale: 0, overlapScoreCredit: 0 } : { prefillLoadScale: w };
+}
+
 function applyLegacyWeight(cfg: Cfg, sources: Record<string, Source>, warnings: string[]) {
   const w = cfg.routerKvOverlapScoreWeight as number | null | undefined;
   if (w === null || w === undefined) return;
-  const targets: Array<[string, string, number]> = [
-    ['routerPrefillLoadScale', '--router-prefill-load-scale', w],
+  const mapped = mapLegacyOverlapWeight(w);
+  const targets: Array<[string, string, number | undefined]> = [
+    ['routerPrefillLoadScale', '--router-prefill-load-scale', mapped.prefillLoadScale],
+    ['routerKvOverlapScoreCredit', '--router-kv-overlap-score-credit', mapped.overlapScoreCredit],
   ];
-  // A legacy 0 means "no prefix credit at all" (§8.4), so it also zeroes the credit.
-  if (w === 0) targets.push(['routerKvOverlapScoreCredit', '--router-kv-overlap-score-credit', 0]);
   for (const [key, flag, v] of targets) {
+    if (v === undefined) continue;
     if (explicit(sources[key]) && cfg[key] !== v)
       warnings.push(`--router-kv-overlap-score-weight ${formatFloat(w)} overrides ${flag}=${fmt(cfg[key])}`);
     cfg[key] = v;

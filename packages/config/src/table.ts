@@ -171,7 +171,7 @@ export const FLAGS = [
 
   // ---- AIC prefill load model (required-ness is cross-field: only with --router-prefill-load-model aic)
   { key: 'aicBackend', flag: '--aic-backend', env: ['DYN_AIC_BACKEND'], type: 'string', default: null, defaultText: '— (required with aic)', group: 'AIC prefill load model', apps: FR, help: 'Backend family to model, e.g. vllm, sglang.' },
-  { key: 'aicSystem', flag: '--aic-system', env: ['DYN_AIC_SYSTEM'], type: 'string', default: null, defaultText: '— (required with aic)', group: 'AIC prefill load model', apps: ['frontend', 'router', 'mocker'], help: 'Hardware/system identifier, e.g. h200_sxm.' },
+  { key: 'aicSystem', flag: '--aic-system', env: ['DYN_AIC_SYSTEM'], type: 'string', default: null, group: 'AIC prefill load model', apps: ['frontend', 'router', 'mocker'], help: 'Hardware/system identifier, e.g. h200_sxm; required with --router-prefill-load-model aic (the mocker uses it with --aic-perf-model).' },
   { key: 'aicModelPath', flag: '--aic-model-path', env: ['DYN_AIC_MODEL_PATH'], type: 'string', default: null, defaultText: '— (required with aic)', group: 'AIC prefill load model', apps: FR, help: 'Model path or id for the performance lookup.' },
   { key: 'aicBackendVersion', flag: '--aic-backend-version', env: ['DYN_AIC_BACKEND_VERSION'], type: 'string', default: null, defaultText: 'backend-specific', group: 'AIC prefill load model', apps: FR, help: 'Pinned version of the performance database.' },
   { key: 'aicTpSize', flag: '--aic-tp-size', env: ['DYN_AIC_TP_SIZE'], type: 'u32', default: 1, range: GE1, group: 'AIC prefill load model', apps: FR, help: 'Tensor-parallel size modelled.' },
