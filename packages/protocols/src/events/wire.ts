@@ -125,7 +125,10 @@ export interface Codec<T> {
   decodeJson(input: string | Uint8Array, limits?: DecodeLimits): T;
   /** Plain value tree (bigints above 2^53 kept) for embedding in a larger message. */
   toValue(x: T): unknown;
-  /** Validates an already decoded tree (e.g. a request-plane payload). */
+  /**
+   * Validates an already decoded tree (e.g. a request-plane payload) under the msgpack rules:
+   * negative i64 engine hashes are reinterpreted as u64.
+   */
   fromValue(v: unknown, limits?: DecodeLimits): T;
 }
 
