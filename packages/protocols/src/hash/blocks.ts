@@ -44,7 +44,7 @@ export function chainHashInto(prevLo: number, prevHi: number, localLo: number, l
   const ah = (prevHi ^ BF1_HI) >>> 0;
   const bl = (localLo ^ BF2_LO) >>> 0;
   const bh = (localHi ^ BF2_HI) >>> 0;
-  // 128-bit product a * b from four exact 32x32 -> 64 products.
+  // 128-bit product a * b, same column scheme as `fold` in xxh3.ts.
   const l00 = Math.imul(al, bl) >>> 0;
   const l01 = Math.imul(al, bh) >>> 0;
   const l10 = Math.imul(ah, bl) >>> 0;

@@ -160,7 +160,14 @@ export const BASE_CONTEXT: Uint32Array = slotCtx[0];
 /** Scratch for 64-bit results of helpers: [0] lo, [1] hi. */
 const F = new Uint32Array(2);
 
-/** F = fold64(a * b) = lo64 ^ hi64 of the 128-bit product (XXH3_mul128_fold64). */
+/**
+ * F = fold64(a * b) = lo64 ^ hi64 of the 128-bit product (XXH3_mul128_fold64).
+ * Words w0..w3 of the product come from the four 32x32 partial products. Each partial's high
+ * word is left as the unrounded double (a*b - lo) / 2^32 = hi + e, |e| < 2^-21, and the +0.5
+ * is added once per column sum, so one truncation per column replaces one per product: the
+ * column sums stay below 2^35, where the accumulated rounding error (< 2^-15) is far from the
+ * 0.5 margin.
+ */
 function fold(al: number, ah: number, bl: number, bh: number): void {
   al >>>= 0;
   ah >>>= 0;
@@ -307,9 +314,9 @@ function hashLong(H: Uint32Array, h: number, T: Uint32Array, t: number, len: num
       const W = last ? T : H;
       const w = last ? t - 16 : h + 256 * b + 16 * st;
       const s = C_SEC + (last ? 121 : 8 * st);
-      dl = W[w + 0];
+      dl = W[w];
       dh = W[w + 1];
-      kl = (dl ^ C[s + 0]) >>> 0;
+      kl = (dl ^ C[s]) >>> 0;
       kh = (dh ^ C[s + 4]) >>> 0;
       pl = Math.imul(kl, kh) >>> 0;
       x = (a0l + pl) >>> 0;
