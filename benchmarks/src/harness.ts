@@ -54,10 +54,10 @@ export interface LatencyStats {
 export function stats(samples: Float64Array | number[]): LatencyStats {
   const s = Float64Array.from(samples).sort();
   const n = s.length;
-  const at = (q: number) => (n === 0 ? NaN : s[Math.min(n - 1, Math.floor(q * n))]!);
+  const at = (q: number) => (n === 0 ? NaN : s[Math.min(n - 1, Math.floor(q * n))]);
   let sum = 0;
   for (const v of s) sum += v;
-  return { n, mean: n ? sum / n : NaN, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: n ? s[n - 1]! : NaN };
+  return { n, mean: n ? sum / n : NaN, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: n ? s[n - 1] : NaN };
 }
 
 /**
@@ -84,7 +84,7 @@ export function medianMs(fn: () => void, reps = 5): number {
     t.push(performance.now() - t0);
   }
   t.sort((a, b) => a - b);
-  return t[Math.floor(t.length / 2)]!;
+  return t[Math.floor(t.length / 2)];
 }
 
 export const fmt = (v: number, digits = 3): string =>

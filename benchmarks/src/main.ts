@@ -67,8 +67,8 @@ function printTable(rows: Row[]): void {
       return v === undefined ? '' : typeof v === 'number' ? fmt(v) : v;
     }),
   ]);
-  const widths = header.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
-  const line = (cells: string[]) => '  ' + cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]!) : s.padStart(widths[c]!))).join('  ');
+  const widths = header.map((h, c) => Math.max(h.length, ...body.map((b) => b[c].length)));
+  const line = (cells: string[]) => '  ' + cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]) : s.padStart(widths[c]))).join('  ');
   console.log(line(header));
   console.log('  ' + widths.map((w) => '-'.repeat(w)).join('  '));
   for (const b of body) console.log(line(b));

@@ -32,19 +32,19 @@ function build(chainsPerWorker: number, seed: number): Built {
   for (let w = 0; w < WORKERS; w++) {
     const worker = 1000n + BigInt(w);
     for (let c = 0; c < chainsPerWorker; c++) {
-      const local = [...prefixes[(w + c) % 8]!];
+      const local = [...prefixes[(w + c) % 8]];
       while (local.length < CHAIN) local.push(rng.u64());
       chains.push(local);
       let parent: bigint | null = null;
       for (let s = 0; s < CHAIN; s += EVENT_BLOCKS) {
         const bl = [];
-        for (let i = s; i < s + EVENT_BLOCKS; i++) bl.push({ block_hash: ext++, tokens_hash: local[i]!, mm_extra_info: null });
+        for (let i = s; i < s + EVENT_BLOCKS; i++) bl.push({ block_hash: ext++, tokens_hash: local[i], mm_extra_info: null });
         events.push({
           worker_id: worker,
           storage_tier: 'device',
           event: { event_id: BigInt(events.length + 1), dp_rank: 0, data: { stored: { parent_hash: parent, start_position: null, blocks: bl } } },
         } as unknown as RouterEvent);
-        parent = bl[bl.length - 1]!.block_hash;
+        parent = bl[bl.length - 1].block_hash;
         blocks += bl.length;
       }
     }
@@ -55,7 +55,7 @@ function build(chainsPerWorker: number, seed: number): Built {
 export const suite: Suite = {
   name: 'indexer',
   description: 'single-threaded KV index: apply throughput and findMatches latency (64 workers)',
-  async run(ctx) {
+  run(ctx) {
     const rows: Row[] = [];
     const scales = ctx.quick ? [{ label: '100k', chains: 3 }] : [{ label: '100k', chains: 3 }, { label: '1M', chains: 32 }];
     for (const scale of scales) {
@@ -69,7 +69,7 @@ export const suite: Suite = {
         ix = new RadixIndexer({ initialCapacity: 1 << 16, maxSlots: 64 });
         const t0 = performance.now();
         for (let i = 0; i < events.length; i++) {
-          ix.applyEvent(events[i]!);
+          ix.applyEvent(events[i]);
           if ((i & 8191) === 0) ctx.progress(`apply ${scale.label} rep ${rep + 1}/3`, i, events.length);
         }
         const ms = performance.now() - t0;
@@ -79,7 +79,7 @@ export const suite: Suite = {
       const ok = ix.appliedCounts().get('ok/stored') ?? 0;
       rows.push({
         name: `applyEvent ${scale.label} pairs (${EVENT_BLOCKS}-block Stored)`,
-        value: rates[1]!,
+        value: rates[1],
         unit: 'block-events/s',
         extra: { pairs: ix.totalPairs(), events_ok: ok, MiB: Math.round(ix.bytes() / 2 ** 20), bytes_per_pair: Math.round(ix.bytes() / ix.totalPairs()) },
       });
@@ -89,10 +89,10 @@ export const suite: Suite = {
         const qs = Array.from({ length: 256 }, () => computeSequenceHashes(u64sToPairs(rng.pick(chains).slice(0, depth))));
         const iters = ctx.quick ? 5000 : 20000;
         const hot = measureLatencyUs((i) => {
-          ix.matchSeq(qs[i & 255]!);
+          ix.matchSeq(qs[i & 255]);
         }, iters);
         const full = measureLatencyUs((i) => {
-          ix.findMatchesBySeq(qs[i & 255]!);
+          ix.findMatchesBySeq(qs[i & 255]);
         }, iters / 4);
         rows.push({
           name: `findMatches ${scale.label} depth=${depth} workers=${WORKERS}`,
@@ -103,6 +103,6 @@ export const suite: Suite = {
         ctx.progress(`findMatches ${scale.label}`, depth, 512);
       }
     }
-    return rows;
+    return Promise.resolve(rows);
   },
 };

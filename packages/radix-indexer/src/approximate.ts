@@ -58,9 +58,9 @@ export class ApproxIndexer implements KvIndexer {
     const slot = ix.slotOf(worker.worker_id, worker.dp_rank);
     const expiry = now + this.ttlMs;
     for (let i = 0; i < n; i++) {
-      const off = ix.ext.find(slot, seq[2 * i]!, seq[2 * i + 1]!);
+      const off = ix.ext.find(slot, seq[2 * i], seq[2 * i + 1]);
       ix.ext.aux![off / EXT_WORDS] = expiry;
-      this.push(expiry, i, slot, seq[2 * i]! | 0, seq[2 * i + 1]! | 0);
+      this.push(expiry, i, slot, seq[2 * i] | 0, seq[2 * i + 1] | 0);
     }
     if (ix.totalPairs() > this.maxTreeSize) this.prune(this.target);
     if (this.hSize > 64 && this.hSize > 50 * ix.ext.size) this.rebuildHeap();
@@ -69,7 +69,7 @@ export class ApproxIndexer implements KvIndexer {
   /** Removes every block whose expiry is <= now; returns how many. */
   expire(now = this.now()): number {
     let n = 0;
-    while (this.hSize > 0 && this.hExp[0]! <= now) if (this.popAndRemove()) n++;
+    while (this.hSize > 0 && this.hExp[0] <= now) if (this.popAndRemove()) n++;
     return n;
   }
 
@@ -79,10 +79,10 @@ export class ApproxIndexer implements KvIndexer {
 
   /** Pops the heap top; removes its block if the entry is current. */
   private popAndRemove(): boolean {
-    const exp = this.hExp[0]!;
-    const slot = this.hSlot[0]!;
-    const lo = this.hLo[0]!;
-    const hi = this.hHi[0]!;
+    const exp = this.hExp[0];
+    const slot = this.hSlot[0];
+    const lo = this.hLo[0];
+    const hi = this.hHi[0];
     this.popTop();
     const ix = this.inner;
     const off = ix.ext.find(slot, lo, hi);
@@ -93,17 +93,17 @@ export class ApproxIndexer implements KvIndexer {
   // ---- heap on (expiry asc, position desc) ------------------------------------------------------
 
   private less(a: number, b: number): boolean {
-    const ea = this.hExp[a]!;
-    const eb = this.hExp[b]!;
-    return ea < eb || (ea === eb && this.hPos[a]! > this.hPos[b]!);
+    const ea = this.hExp[a];
+    const eb = this.hExp[b];
+    return ea < eb || (ea === eb && this.hPos[a] > this.hPos[b]);
   }
 
   private swap(a: number, b: number): void {
-    const e = this.hExp[a]!;
+    const e = this.hExp[a];
     this.hExp[a] = this.hExp[b]!;
     this.hExp[b] = e;
     for (const col of [this.hPos, this.hSlot, this.hLo, this.hHi]) {
-      const t = col[a]!;
+      const t = col[a];
       col[a] = col[b]!;
       col[b] = t;
     }
@@ -160,14 +160,14 @@ export class ApproxIndexer implements KvIndexer {
     const ix = this.inner;
     const keep: number[] = [];
     for (let i = 0; i < this.hSize; i++) {
-      const off = ix.ext.find(this.hSlot[i]!, this.hLo[i]!, this.hHi[i]!);
+      const off = ix.ext.find(this.hSlot[i], this.hLo[i], this.hHi[i]);
       if (off >= 0 && ix.ext.aux![off / EXT_WORDS] === this.hExp[i]) keep.push(i);
     }
     const cols = [this.hExp, this.hPos, this.hSlot, this.hLo, this.hHi] as const;
-    const copies = cols.map((c) => keep.map((i) => c[i]!));
+    const copies = cols.map((c) => keep.map((i) => c[i]));
     this.hSize = 0;
     for (let k = 0; k < keep.length; k++)
-      this.push(copies[0]![k]!, copies[1]![k]!, copies[2]![k]!, copies[3]![k]!, copies[4]![k]!);
+      this.push(copies[0][k], copies[1][k], copies[2][k], copies[3][k], copies[4][k]);
   }
 
   /** Live timers and heap entries, for tests of the rebuild rule. */

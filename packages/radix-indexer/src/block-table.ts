@@ -52,7 +52,7 @@ export class BlockTable {
     let i = lo & mask;
     for (;;) {
       const off = i * stride;
-      const m = w[off + META]!;
+      const m = w[off + META];
       if (m === META_EMPTY) return -1;
       if (m >= META_LIVE_ROOT && w[off + KEY_LO] === lo && w[off + KEY_HI] === hi) return off;
       i = (i + 1) & mask;
@@ -74,7 +74,7 @@ export class BlockTable {
     let firstTomb = -1;
     for (;;) {
       const off = i * stride;
-      const m = w[off + META]!;
+      const m = w[off + META];
       if (m === META_EMPTY) break;
       if (m === META_TOMBSTONE) {
         if (firstTomb < 0) firstTomb = off;
@@ -134,8 +134,8 @@ export class BlockTable {
     const mask = this.mask;
     for (let j = 0; j < oldCap; j++) {
       const src = j * stride;
-      if (old[src + META]! < META_LIVE_ROOT) continue;
-      let i = old[src + KEY_LO]! & mask;
+      if (old[src + META] < META_LIVE_ROOT) continue;
+      let i = old[src + KEY_LO] & mask;
       while (w[i * stride + META] !== META_EMPTY) i = (i + 1) & mask;
       const dst = i * stride;
       for (let k = 0; k < stride; k++) w[dst + k] = old[src + k]!;
@@ -148,7 +148,7 @@ export class BlockTable {
     const stride = this.stride;
     for (let j = 0; j < this.capacity; j++) {
       const off = j * stride;
-      if (w[off + META]! >= META_LIVE_ROOT) fn(off);
+      if (w[off + META] >= META_LIVE_ROOT) fn(off);
     }
   }
 

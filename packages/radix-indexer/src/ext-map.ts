@@ -45,7 +45,7 @@ export class ExtMap {
     let i = this.home(slot, lo);
     for (;;) {
       const off = i * EXT_WORDS;
-      const s = w[off + EXT_SLOT1]!;
+      const s = w[off + EXT_SLOT1];
       if (s === 0) return -1;
       if (s === s1 && w[off + EXT_LO] === lo && w[off + EXT_HI] === hi) return off;
       i = (i + 1) & this.mask;
@@ -62,7 +62,7 @@ export class ExtMap {
     let i = this.home(slot, lo);
     for (;;) {
       const off = i * EXT_WORDS;
-      const s = w[off + EXT_SLOT1]!;
+      const s = w[off + EXT_SLOT1];
       if (s === 0) {
         w[off + EXT_SLOT1] = s1;
         w[off + EXT_LO] = lo;
@@ -91,9 +91,9 @@ export class ExtMap {
     for (;;) {
       j = (j + 1) & mask;
       const jo = j * EXT_WORDS;
-      const s = w[jo + EXT_SLOT1]!;
+      const s = w[jo + EXT_SLOT1];
       if (s === 0) break;
-      const h = this.home(s - 1, w[jo + EXT_LO]!);
+      const h = this.home(s - 1, w[jo + EXT_LO]);
       // Move j back into the hole if its home is not in the cyclic range (hole, j].
       const inRange = hole <= j ? h > hole && h <= j : h > hole || h <= j;
       if (!inRange) {
@@ -117,9 +117,9 @@ export class ExtMap {
     const w = this.words;
     for (let j = 0; j < oldCap; j++) {
       const src = j * EXT_WORDS;
-      const s = old[src + EXT_SLOT1]!;
+      const s = old[src + EXT_SLOT1];
       if (s === 0) continue;
-      let i = this.home(s - 1, old[src + EXT_LO]!);
+      let i = this.home(s - 1, old[src + EXT_LO]);
       while (w[i * EXT_WORDS + EXT_SLOT1] !== 0) i = (i + 1) & this.mask;
       const dst = i * EXT_WORDS;
       for (let k = 0; k < EXT_WORDS; k++) w[dst + k] = old[src + k]!;
@@ -140,7 +140,7 @@ export class ExtMap {
     let removed = 0;
     for (let j = 0; j < this.capacity; j++) {
       const off = j * EXT_WORDS;
-      const s = w[off + EXT_SLOT1]!;
+      const s = w[off + EXT_SLOT1];
       if (s !== 0 && slots.has(s - 1)) {
         fn?.(off);
         w[off + EXT_SLOT1] = -1; // marked; dropped by the rebuild below

@@ -152,8 +152,8 @@ export class RadixIndexer implements KvIndexer {
         missing = true;
         continue;
       }
-      const sLo = this.ext.words[off + EXT_SEQ_LO]!;
-      const sHi = this.ext.words[off + EXT_SEQ_HI]!;
+      const sLo = this.ext.words[off + EXT_SEQ_LO];
+      const sHi = this.ext.words[off + EXT_SEQ_HI];
       this.ext.deleteAt(off);
       this.unholdBlock(slot, sLo, sHi);
     }
@@ -185,8 +185,8 @@ export class RadixIndexer implements KvIndexer {
     }
     if (slot < 0) slot = this.acquireSlot(workerId, rank);
     for (let i = 0; i < n; i++) {
-      const tLo = localPairs[2 * i]!;
-      const tHi = localPairs[2 * i + 1]!;
+      const tLo = localPairs[2 * i];
+      const tHi = localPairs[2 * i + 1];
       let sLo = tLo;
       let sHi = tHi;
       if (hasParent) {
@@ -195,7 +195,7 @@ export class RadixIndexer implements KvIndexer {
         sHi = this.h[1]!;
       }
       this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-      this.ext.set(slot, extPairs[2 * i]!, extPairs[2 * i + 1]!, sLo, sHi);
+      this.ext.set(slot, extPairs[2 * i], extPairs[2 * i + 1], sLo, sHi);
       hasParent = true;
       pLo = sLo;
       pHi = sHi;
@@ -207,8 +207,8 @@ export class RadixIndexer implements KvIndexer {
   removeExt(slot: number, extLo: number, extHi: number): boolean {
     const off = this.ext.find(slot, extLo, extHi);
     if (off < 0) return false;
-    const sLo = this.ext.words[off + EXT_SEQ_LO]!;
-    const sHi = this.ext.words[off + EXT_SEQ_HI]!;
+    const sLo = this.ext.words[off + EXT_SEQ_LO];
+    const sHi = this.ext.words[off + EXT_SEQ_HI];
     this.ext.deleteAt(off);
     this.unholdBlock(slot, sLo, sHi);
     return true;
@@ -255,9 +255,9 @@ export class RadixIndexer implements KvIndexer {
     const wi = off + HOLDERS + (slot >> 5);
     const bit = 1 << (slot & 31);
     const words = this.table.words;
-    if ((words[wi]! & bit) === 0) {
-      words[wi] = words[wi]! | bit;
-      this.treeSize[slot]!++;
+    if ((words[wi] & bit) === 0) {
+      words[wi] = words[wi] | bit;
+      this.treeSize[slot]++;
     }
   }
 
@@ -267,9 +267,9 @@ export class RadixIndexer implements KvIndexer {
     const words = this.table.words;
     const wi = off + HOLDERS + (slot >> 5);
     const bit = 1 << (slot & 31);
-    if ((words[wi]! & bit) !== 0) {
-      words[wi] = words[wi]! & ~bit;
-      this.treeSize[slot]!--;
+    if ((words[wi] & bit) !== 0) {
+      words[wi] = words[wi] & ~bit;
+      this.treeSize[slot]--;
       if (this.table.holdersEmpty(off)) this.table.remove(off);
     }
   }
@@ -281,13 +281,13 @@ export class RadixIndexer implements KvIndexer {
     const t = this.table;
     const words = t.words;
     const clear = new Int32Array(t.hw);
-    for (const s of slots) clear[s >> 5]! |= 1 << (s & 31);
+    for (const s of slots) clear[s >> 5] |= 1 << (s & 31);
     t.forEachLive((off) => {
       let any = false;
       for (let k = 0; k < t.hw; k++) {
-        const v = words[off + HOLDERS + k]!;
-        if ((v & clear[k]!) !== 0) {
-          words[off + HOLDERS + k] = v & ~clear[k]!;
+        const v = words[off + HOLDERS + k];
+        if ((v & clear[k]) !== 0) {
+          words[off + HOLDERS + k] = v & ~clear[k];
           any = true;
         }
       }
@@ -306,15 +306,15 @@ export class RadixIndexer implements KvIndexer {
     const t = new BlockTable(old.capacity, maxSlots);
     old.forEachLive((off) => {
       const w = old.words;
-      const meta = w[off + META]!;
+      const meta = w[off + META];
       const n = t.upsert(
-        w[off + KEY_LO]!,
-        w[off + KEY_HI]!,
-        w[off + LOCAL_LO]!,
-        w[off + LOCAL_HI]!,
+        w[off + KEY_LO],
+        w[off + KEY_HI],
+        w[off + LOCAL_LO],
+        w[off + LOCAL_HI],
         meta === META_LIVE_CHILD,
-        w[off + PARENT_LO]!,
-        w[off + PARENT_HI]!,
+        w[off + PARENT_LO],
+        w[off + PARENT_HI],
       );
       for (let k = 0; k < old.hw; k++) t.words[n + HOLDERS + k] = w[off + HOLDERS + k]!;
     });
@@ -329,7 +329,7 @@ export class RadixIndexer implements KvIndexer {
   }
 
   private count(status: ApplyStatus, kind: EventKind): ApplyStatus {
-    this.counts[STATUSES.indexOf(status) * KINDS.length + KINDS.indexOf(kind)]!++;
+    this.counts[STATUSES.indexOf(status) * KINDS.length + KINDS.indexOf(kind)]++;
     this.onApplied?.(status, kind);
     return status;
   }
@@ -357,13 +357,13 @@ export class RadixIndexer implements KvIndexer {
     }
     let d = 0;
     for (; d < n && remaining > 0; d++) {
-      const kLo = seq[2 * d]! | 0;
-      const kHi = seq[2 * d + 1]! | 0;
+      const kLo = seq[2 * d] | 0;
+      const kHi = seq[2 * d + 1] | 0;
       let i = kLo & mask;
       let off = -1;
       for (;;) {
         const o = i * stride;
-        const m = words[o]!;
+        const m = words[o];
         if (m === 0) break;
         if (m >= 3 && words[o + 1] === kLo && words[o + 2] === kHi) {
           off = o + HOLDERS;
@@ -373,9 +373,9 @@ export class RadixIndexer implements KvIndexer {
       }
       remaining = 0;
       for (let k = 0; k < hw; k++) {
-        const a = active[k]!;
+        const a = active[k];
         if (a === 0) continue;
-        const held = off < 0 ? 0 : words[off + k]!;
+        const held = off < 0 ? 0 : words[off + k];
         let dropped = a & ~held;
         if (dropped !== 0 && d > 0) {
           while (dropped !== 0) {
@@ -393,7 +393,7 @@ export class RadixIndexer implements KvIndexer {
         // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
         let k = 0;
         while (active[k] === 0) k++;
-        const a = active[k]!;
+        const a = active[k];
         if ((a & (a - 1)) === 0) {
           d++;
           break;
@@ -401,7 +401,7 @@ export class RadixIndexer implements KvIndexer {
       }
     }
     for (let k = 0; k < hw; k++) {
-      let a = active[k]!;
+      let a = active[k];
       while (a !== 0) {
         const b = 31 - Math.clz32(a & -a);
         res.slots[count] = (k << 5) + b;
@@ -429,9 +429,9 @@ export class RadixIndexer implements KvIndexer {
     const scores = new Map<string, number>();
     const workers = new Map<string, WorkerWithDpRank>();
     for (let i = 0; i < r.count; i++) {
-      const s = r.slots[i]!;
+      const s = r.slots[i];
       const key = this.slots.keys[s]!;
-      scores.set(key, r.depths[i]!);
+      scores.set(key, r.depths[i]);
       workers.set(key, this.slots.workers[s]!);
     }
     const treeSizes = this.treeSizes();
@@ -441,14 +441,14 @@ export class RadixIndexer implements KvIndexer {
 
   treeSizes(): Map<string, number> {
     const m = new Map<string, number>();
-    this.slots.forEach((s, _w, key) => m.set(key, this.treeSize[s]!));
+    this.slots.forEach((s, _w, key) => m.set(key, this.treeSize[s]));
     return m;
   }
 
   /** Σ_w |Held[w]|: the number of (block, worker rank) pairs. */
   totalPairs(): number {
     let t = 0;
-    this.slots.forEach((s) => (t += this.treeSize[s]!));
+    this.slots.forEach((s) => (t += this.treeSize[s]));
     return t;
   }
 
@@ -457,7 +457,7 @@ export class RadixIndexer implements KvIndexer {
     const m = new Map<string, number>();
     STATUSES.forEach((st, i) =>
       KINDS.forEach((k, j) => {
-        const v = this.counts[i * KINDS.length + j]!;
+        const v = this.counts[i * KINDS.length + j];
         if (v > 0) m.set(`${st}/${k}`, v);
       }),
     );
@@ -489,18 +489,18 @@ export class RadixIndexer implements KvIndexer {
     const extOf = new Map<bigint, bigint>();
     this.ext.forEachOf(slot, (off) => {
       const ew = this.ext.words;
-      const seq = u64FromParts(ew[off + EXT_SEQ_LO]!, ew[off + EXT_SEQ_HI]!);
-      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO]!, ew[off + EXT_HI]!));
+      const seq = u64FromParts(ew[off + EXT_SEQ_LO], ew[off + EXT_SEQ_HI]);
+      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO], ew[off + EXT_HI]));
     });
     const roots: bigint[] = [];
     const children = new Map<bigint, bigint[]>();
     const local = new Map<bigint, bigint>();
     t.forEachLive((off) => {
-      if ((words[off + wi]! & bit) === 0) return;
-      const seq = u64FromParts(words[off + KEY_LO]!, words[off + KEY_HI]!);
-      local.set(seq, u64FromParts(words[off + LOCAL_LO]!, words[off + LOCAL_HI]!));
+      if ((words[off + wi] & bit) === 0) return;
+      const seq = u64FromParts(words[off + KEY_LO], words[off + KEY_HI]);
+      local.set(seq, u64FromParts(words[off + LOCAL_LO], words[off + LOCAL_HI]));
       if (words[off + META] === META_LIVE_CHILD) {
-        const p = u64FromParts(words[off + PARENT_LO]!, words[off + PARENT_HI]!);
+        const p = u64FromParts(words[off + PARENT_LO], words[off + PARENT_HI]);
         const list = children.get(p);
         if (list) list.push(seq);
         else children.set(p, [seq]);
@@ -528,7 +528,7 @@ export class RadixIndexer implements KvIndexer {
               },
             },
           },
-        } as RouterEvent);
+        });
         for (const c of children.get(seq) ?? []) if (local.has(c)) next.push({ seq: c, parent: seq });
       }
       queue = next;
@@ -543,11 +543,11 @@ const cvt64 = new BigUint64Array(1);
 const cvt32 = new Uint32Array(cvt64.buffer);
 const lo = (v: bigint): number => {
   cvt64[0] = v;
-  return cvt32[0]!;
+  return cvt32[0];
 };
 const hi = (v: bigint): number => {
   cvt64[0] = v;
-  return cvt32[1]!;
+  return cvt32[1];
 };
 const isU64 = (v: unknown): v is bigint => typeof v === 'bigint' && v >= 0n && v <= U64_MAX;
 

@@ -38,7 +38,7 @@ export class SlotRegistry {
     let set = this.byWorker.get(workerId);
     if (!set) this.byWorker.set(workerId, (set = new Set()));
     set.add(slot);
-    if ((slot >> 5) < this.liveMask.length) this.liveMask[slot >> 5]! |= 1 << (slot & 31);
+    if ((slot >> 5) < this.liveMask.length) this.liveMask[slot >> 5] |= 1 << (slot & 31);
     return slot;
   }
 
@@ -55,7 +55,7 @@ export class SlotRegistry {
     if (set && set.size === 0) this.byWorker.delete(w.worker_id);
     this.workers[slot] = undefined;
     this.keys[slot] = undefined;
-    this.liveMask[slot >> 5]! &= ~(1 << (slot & 31));
+    this.liveMask[slot >> 5] &= ~(1 << (slot & 31));
     this.free.push(slot);
   }
 
@@ -64,7 +64,7 @@ export class SlotRegistry {
     const m = new Int32Array(words);
     m.set(this.liveMask);
     this.liveMask = m;
-    for (let s = 0; s < this.workers.length; s++) if (this.workers[s]) m[s >> 5]! |= 1 << (s & 31);
+    for (let s = 0; s < this.workers.length; s++) if (this.workers[s]) m[s >> 5] |= 1 << (s & 31);
   }
 
   forEach(fn: (slot: number, w: WorkerWithDpRank, key: string) => void): void {

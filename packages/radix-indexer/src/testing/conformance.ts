@@ -169,7 +169,7 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
         const d = ev.event.data as { stored: { parent_hash: bigint | null; blocks: { block_hash: bigint }[] } };
         const k = `${ev.worker_id}:${ev.event.dp_rank}`;
         if (d.stored.parent_hash !== null) expect(seen.has(`${k}/${d.stored.parent_hash}`)).toBe(true);
-        seen.add(`${k}/${d.stored.blocks[0]!.block_hash}`);
+        seen.add(`${k}/${d.stored.blocks[0].block_hash}`);
       }
       const copy = await make();
       for (const ev of events) copy.applyEvent(ev);

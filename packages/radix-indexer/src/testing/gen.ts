@@ -77,8 +77,8 @@ export class Workload {
   /** Deterministic external hash of a prompt prefix on a rank (engines hash content the same way). */
   extOf(worker: bigint, dp: number, prompt: number, depth: number): bigint {
     let h = (worker * 31n + BigInt(dp) * 1_000_003n) & ((1n << 64n) - 1n);
-    const path = this.prompts[prompt]!;
-    for (let i = 0; i <= depth; i++) h = (h * 6364136223846793005n + path[i]!) & ((1n << 64n) - 1n);
+    const path = this.prompts[prompt];
+    for (let i = 0; i <= depth; i++) h = (h * 6364136223846793005n + path[i]) & ((1n << 64n) - 1n);
     return h;
   }
 
@@ -90,7 +90,7 @@ export class Workload {
     const list = this.held.get(key) ?? [];
     if (r < 0.55) {
       const prompt = this.rng.int(0, this.prompts.length - 1);
-      const path = this.prompts[prompt]!;
+      const path = this.prompts[prompt];
       const start = this.rng.bool(0.4) ? 0 : this.rng.int(0, path.length - 1);
       const end = this.rng.int(start + 1, path.length);
       let parent: bigint | null = start === 0 ? null : this.extOf(worker, dp, prompt, start - 1);
@@ -99,7 +99,7 @@ export class Workload {
       for (let d = start; d < end; d++) {
         // Rarely an engine re-uses an external hash for other content.
         const ext = this.rng.bool(0.02) && list.length > 0 ? this.rng.pick(list).ext : this.extOf(worker, dp, prompt, d);
-        blocks.push({ ext, local: path[d]! });
+        blocks.push({ ext, local: path[d] });
         list.push({ ext, depth: d, prompt });
       }
       this.held.set(key, list);
@@ -111,7 +111,7 @@ export class Workload {
       for (let i = 0; i < n; i++) {
         if (list.length > 0 && this.rng.bool(0.9)) {
           const j = this.rng.int(0, list.length - 1);
-          exts.push(list[j]!.ext);
+          exts.push(list[j].ext);
           list.splice(j, 1);
         } else exts.push(this.rng.u64());
       }

@@ -17,7 +17,7 @@ export function refChain(prev: bigint, local: bigint): bigint {
 
 export function refSequence(local: readonly bigint[]): bigint[] {
   const out: bigint[] = [];
-  for (let i = 0; i < local.length; i++) out.push(i === 0 ? local[0]! : refChain(out[i - 1]!, local[i]!));
+  for (let i = 0; i < local.length; i++) out.push(i === 0 ? local[0] : refChain(out[i - 1], local[i]));
   return out;
 }
 
@@ -33,8 +33,8 @@ export class ReferenceIndex {
     const k = `${worker}:${dp}`;
     let h = this.held.get(k);
     let e = this.ext.get(k);
-    if (!h) this.held.set(k, (h = new Set()));
-    if (!e) this.ext.set(k, (e = new Map()));
+    if (!h) this.held.set(k, (h = new Set<bigint>()));
+    if (!e) this.ext.set(k, (e = new Map<bigint, bigint>()));
     return { h, e };
   }
 
@@ -62,9 +62,9 @@ export class ReferenceIndex {
       }
       const { h, e } = this.rank(worker, dp);
       for (const b of data.stored.blocks) {
-        const id: bigint = prev === null ? (b.tokens_hash as bigint) : refChain(prev, b.tokens_hash as bigint);
+        const id: bigint = prev === null ? (b.tokens_hash) : refChain(prev, b.tokens_hash);
         h.add(id);
-        e.set(b.block_hash as bigint, id);
+        e.set(b.block_hash, id);
         prev = id;
       }
       return 'ok';
@@ -74,13 +74,13 @@ export class ReferenceIndex {
     const h = this.held.get(k);
     let missing = false;
     for (const x of data.removed.block_hashes) {
-      const id = e?.get(x as bigint);
+      const id = e?.get(x);
       if (id === undefined) {
         missing = true;
         continue;
       }
       h!.delete(id);
-      e!.delete(x as bigint);
+      e!.delete(x);
     }
     return missing ? 'block_not_found' : 'ok';
   }
@@ -105,7 +105,7 @@ export class ReferenceIndex {
     const out = new Map<string, number>();
     for (const [k, h] of this.held) {
       let n = 0;
-      while (n < seq.length && h.has(seq[n]!)) n++;
+      while (n < seq.length && h.has(seq[n])) n++;
       if (n > 0) out.set(k, n);
     }
     return out;
