@@ -93,7 +93,9 @@ describe('rank busy predicates', () => {
     s.observe({ active_prefill_tokens: 5 });
     expect(() => s.observe({ active_prefill_tokens: -1 })).toThrow(KvrError);
     expect(() => s.observe({ active_prefill_tokens: 7, kv_used_blocks: -1 })).toThrow(KvrError);
+    expect(() => s.observe({ active_decode_blocks: 70, kv_used_blocks: NaN })).toThrow(KvrError);
     expect(s.activePrefillTokens).toBe(5);
+    expect(s.latch.lastDecodeBlocks).toBeNull();
   });
 });
 

@@ -98,8 +98,10 @@ export class DecodeLatch {
   lastKvUsedBlocks: number | null = null;
 
   observe(decodeBlocks: number | null | undefined, kvUsedBlocks: number | null | undefined): void {
-    if (decodeBlocks != null) this.lastDecodeBlocks = checkCount('active_decode_blocks', decodeBlocks);
-    if (kvUsedBlocks != null) this.lastKvUsedBlocks = checkCount('kv_used_blocks', kvUsedBlocks);
+    if (decodeBlocks != null) checkCount('active_decode_blocks', decodeBlocks);
+    if (kvUsedBlocks != null) checkCount('kv_used_blocks', kvUsedBlocks);
+    if (decodeBlocks != null) this.lastDecodeBlocks = decodeBlocks;
+    if (kvUsedBlocks != null) this.lastKvUsedBlocks = kvUsedBlocks;
   }
 
   /** Updates and returns the latch; false (check skipped) without a threshold or a block total. */
@@ -126,6 +128,7 @@ export class RankBusyState {
   observe(s: LoadSignals): void {
     const p = s.active_prefill_tokens;
     if (p != null) checkCount('active_prefill_tokens', p);
+    // Both latch signals are checked inside before either is stored.
     this.latch.observe(s.active_decode_blocks, s.kv_used_blocks);
     if (p != null) this.activePrefillTokens = p;
   }

@@ -4,4 +4,4 @@ export * from './sequences.js';
 export * from './queue.js';
 export * from './busy.js';
 export * from './modes.js';
-export { BlockTable } from './block-table.js';
+export { BlockTable, FRAC_UNITS } from './block-table.js';

@@ -329,6 +329,8 @@ describe('MultiWorkerSequences', () => {
     expect(changes).toEqual(['5:1']);
     m.markPrefillCompleted('a', 1);
     expect(m.load(w(5, 1), 1).active_prefill_tokens).toBe(0);
+    expect(field(() => m.free('a', NaN))).toBe('now');
+    expect(m.has('a')).toBe(true);
     expect(m.free('a', 2)).toBe(true);
     expect(m.free('a', 2)).toBe(false);
     expect(changes).toEqual(['5:1', '5:1', '5:1']);

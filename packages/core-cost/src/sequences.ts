@@ -486,6 +486,7 @@ export class MultiWorkerSequences {
 
   /** Registers ranks `[dpStart, dpStart + dpSize)` of a worker (existing ranks are kept). */
   addWorker(workerId: bigint, dpStart = 0, dpSize = 1): void {
+    if (typeof workerId !== 'bigint') throw invalid('worker_id', 'must be a bigint', workerId);
     nonNegInt('dpStart', dpStart);
     posInt('dpSize', dpSize);
     for (let r = dpStart; r < dpStart + dpSize; r++) this.ensureRank(workerId, r);
@@ -573,6 +574,7 @@ export class MultiWorkerSequences {
   }
 
   free(requestId: string, now: number): boolean {
+    finite('now', now);
     const seq = this.owner.get(requestId);
     if (!seq) return false;
     this.owner.delete(requestId);
