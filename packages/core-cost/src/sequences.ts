@@ -415,9 +415,11 @@ export class ActiveSequences {
    * whole prefix, so presence is monotone in k and binary search is exact.
    */
   activePrefixDepth(seqPairs: Uint32Array | null | undefined): number {
-    if (!seqPairs || this.blocks.size === 0) return 0;
+    if (!seqPairs || seqPairs.length < 2 || this.blocks.size === 0) return 0;
     const t = this.blocks;
-    let lo = 0;
+    // Most ranks share no prefix with a new request: one probe settles that.
+    if (!t.has(seqPairs[0], seqPairs[1])) return 0;
+    let lo = 1;
     let hi = seqPairs.length >> 1;
     while (lo < hi) {
       const mid = (lo + hi + 1) >> 1;
