@@ -1,4 +1,5 @@
 import {
+  KvrError,
   chainHashInto,
   computeSequenceHashes,
   u64FromParts,
@@ -22,7 +23,9 @@ import {
   LOCAL_HI,
   LOCAL_LO,
   META,
+  META_EMPTY,
   META_LIVE_CHILD,
+  META_LIVE_ROOT,
   PARENT_HI,
   PARENT_LO,
   holderWords,
@@ -42,6 +45,10 @@ export interface RadixIndexerOptions {
   onApplied?: AppliedHook;
   /** Keep an f64 per (slot, ext) entry (approximate mode stores expiry times there). */
   extAux?: boolean;
+  /** Injected parts (the pool): a shared block table, the slot registry and per-slot sizes. */
+  table?: BlockTable;
+  slots?: SlotRegistry;
+  treeSize?: Int32Array;
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
@@ -78,11 +85,11 @@ export class RadixIndexer implements KvIndexer {
   private seqScratch = new Uint32Array(2 * 1024);
 
   constructor(opts: RadixIndexerOptions = {}) {
-    const maxSlots = Math.max(32, opts.maxSlots ?? 64);
-    this.table = new BlockTable(opts.initialCapacity ?? 1 << 16, maxSlots);
-    this.ext = new ExtMap(opts.initialCapacity ?? 1 << 16, opts.extAux ?? false);
-    this.slots = new SlotRegistry(holderWords(maxSlots));
-    this.treeSize = new Int32Array(maxSlots);
+    const maxSlots = opts.table?.maxSlots ?? Math.max(32, opts.maxSlots ?? 64);
+    this.table = opts.table ?? new BlockTable(opts.initialCapacity ?? 1 << 16, maxSlots);
+    this.ext = new ExtMap(opts.table ? 1 << 12 : (opts.initialCapacity ?? 1 << 16), opts.extAux ?? false);
+    this.slots = opts.slots ?? new SlotRegistry(holderWords(maxSlots));
+    this.treeSize = opts.treeSize ?? new Int32Array(maxSlots);
     this.maxBlocks = opts.maxBlocksPerEvent ?? DEFAULT_MAX_BLOCKS;
     this.tier = opts.tier ?? 'device';
     this.onApplied = opts.onApplied;
@@ -252,47 +259,21 @@ export class RadixIndexer implements KvIndexer {
     pHi: number,
   ): void {
     const off = this.table.upsert(sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-    const wi = off + HOLDERS + (slot >> 5);
-    const bit = 1 << (slot & 31);
-    const words = this.table.words;
-    if ((words[wi] & bit) === 0) {
-      words[wi] = words[wi] | bit;
-      this.treeSize[slot]++;
-    }
+    if (this.table.setBit(off, slot)) this.treeSize[slot]!++;
   }
 
   private unholdBlock(slot: number, sLo: number, sHi: number): void {
     const off = this.table.find(sLo, sHi);
-    if (off < 0) return;
-    const words = this.table.words;
-    const wi = off + HOLDERS + (slot >> 5);
-    const bit = 1 << (slot & 31);
-    if ((words[wi] & bit) !== 0) {
-      words[wi] = words[wi] & ~bit;
-      this.treeSize[slot]--;
-      if (this.table.holdersEmpty(off)) this.table.remove(off);
-    }
+    if (off >= 0 && this.table.clearBit(off, slot)) this.treeSize[slot]!--;
   }
 
   /** Drops every block of the slots (Cleared / removeWorker); `release` also frees the slots. */
-  private clearSlots(slots: Set<number>, release: boolean): void {
+  clearSlots(slots: Set<number>, release: boolean): void {
     if (slots.size === 0) return;
     this.ext.removeSlots(slots);
-    const t = this.table;
-    const words = t.words;
-    const clear = new Int32Array(t.hw);
-    for (const s of slots) clear[s >> 5] |= 1 << (s & 31);
-    t.forEachLive((off) => {
-      let any = false;
-      for (let k = 0; k < t.hw; k++) {
-        const v = words[off + HOLDERS + k];
-        if ((v & clear[k]) !== 0) {
-          words[off + HOLDERS + k] = v & ~clear[k];
-          any = true;
-        }
-      }
-      if (any && t.holdersEmpty(off)) t.remove(off);
-    });
+    const mask = new Int32Array(this.table.hw);
+    for (const s of slots) mask[s >> 5]! |= 1 << (s & 31);
+    this.table.clearMask(mask);
     for (const s of slots) {
       this.treeSize[s] = 0;
       if (release) this.slots.release(s);
@@ -300,6 +281,9 @@ export class RadixIndexer implements KvIndexer {
   }
 
   private growSlots(needed: number): void {
+    if (this.table.shared) {
+      throw new KvrError('slots_exhausted', `worker slot ${needed - 1} is beyond the shared table's ${this.table.maxSlots} slots`);
+    }
     let maxSlots = this.table.maxSlots;
     while (maxSlots < needed) maxSlots *= 2;
     const old = this.table;

@@ -35,8 +35,14 @@ export const META_LIVE_CHILD = 4;
 export const holderWords = (maxSlots: number): number => Math.max(1, Math.ceil(maxSlots / 32));
 export const entryWords = (maxSlots: number): number => FIXED_WORDS + holderWords(maxSlots);
 
-/** Grow when live + tombstone entries exceed this fraction of capacity. */
+/** Grow when occupied entries exceed this fraction of capacity. */
 export const MAX_LOAD = 0.75;
+/** A shared table refuses inserts past this load (the pool grows it well before). */
+export const HARD_LOAD = 0.95;
+
+/** Shared counters beside a shared table (Int32Array words). */
+export const CTRL_ENTRIES = 0; // occupied entries (claimed + live + empty-held)
+export const CTRL_WORDS = 4;
 
 /**
  * External-hash map (private to whoever applies a worker's events): key (slot, ext lo, ext hi) ->
