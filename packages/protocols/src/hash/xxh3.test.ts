@@ -1,6 +1,7 @@
 import { Rng } from '@kvrouter/testkit';
 import xxhash from '@node-rs/xxhash';
 import { describe, expect, it } from 'vitest';
+import { KvrError } from '../errors.js';
 import { hashTokenBlock, xxh3_64, xxh3_64Into } from './index.js';
 
 const oracle = (b: Uint8Array, seed: bigint): bigint => xxhash.xxh3.xxh64(b, seed);
@@ -131,6 +132,7 @@ describe('xxh3_64 vs @node-rs/xxhash', () => {
 
   it('rejects a seed that is not a u64', () => {
     const b = new Uint8Array(4);
+    expect(() => xxh3_64(b, -1n)).toThrow(KvrError);
     expect(() => xxh3_64(b, -1n)).toThrow(/seed/);
     expect(() => xxh3_64(b, 1n << 64n)).toThrow(/seed/);
     expect(() => xxh3_64(b, 5 as unknown as bigint)).toThrow(/seed/);

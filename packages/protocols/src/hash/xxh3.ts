@@ -17,6 +17,8 @@
  * and cached, so hashing with a fixed seed does no per-call seed work.
  */
 
+import { KvrError } from '../errors.js';
+
 /** The 192-byte default secret (XXH3_kSecret). */
 const K_SECRET = Uint8Array.from([
   0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
@@ -506,7 +508,9 @@ const tailWords = new Uint32Array(16);
 /** Allocation-free XXH3-64 of bytes with a seed given as (lo, hi) u32 words. */
 export function xxh3_64Into(input: Uint8Array, seedLo: number, seedHi: number, out: Uint32Array, outIdx: number): void {
   const len = input.length;
-  if (len > 0xffffffff) throw new RangeError(`xxh3_64: input of ${len} bytes exceeds 4 GiB`);
+  if (len > 0xffffffff) {
+    throw new KvrError('invalid_argument', `input of ${len} bytes exceeds 4 GiB`, 400, { field: 'input' });
+  }
   const C = seedContext(seedLo, seedHi);
   if (len > 0 && len < 4) {
     // combined = c1 << 16 | c2 << 24 | c3 | len << 8, xor (k32[0]^k32[4]) + seed
@@ -532,7 +536,9 @@ const OUT = new Uint32Array(2);
 
 /** XXH3-64 of `input` with a u64 seed (default 0). Convenience form; the hot paths use pairs. */
 export function xxh3_64(input: Uint8Array, seed: bigint = 0n): bigint {
-  if (typeof seed !== 'bigint' || seed < 0n || seed > M64) throw new RangeError(`xxh3_64: seed must be a u64 bigint, got ${String(seed)}`);
+  if (typeof seed !== 'bigint' || seed < 0n || seed > M64) {
+    throw new KvrError('invalid_argument', `seed must be a u64 bigint, got ${String(seed)}`, 400, { field: 'seed' });
+  }
   xxh3_64Into(input, Number(seed & 0xffffffffn), Number(seed >> 32n), OUT, 0);
   return (BigInt(OUT[1]) << 32n) | BigInt(OUT[0]);
 }
