@@ -83,6 +83,7 @@ export class RadixIndexer implements KvIndexer {
   private active: Int32Array;
   private readonly match: MatchResult;
   private seqScratch = new Uint32Array(2 * 1024);
+  private raw = new Uint32Array(4 * 1024);
 
   constructor(opts: RadixIndexerOptions = {}) {
     const maxSlots = opts.table?.maxSlots ?? Math.max(32, opts.maxSlots ?? 64);
@@ -103,73 +104,92 @@ export class RadixIndexer implements KvIndexer {
     this.applyEventStatus(ev);
   }
 
-  /** Applies one event and returns its status (the pool and tests use the status directly). */
+  /** Applies one event and returns its status (tests and the approximate index use it directly). */
   applyEventStatus(ev: RouterEvent): ApplyStatus {
-    const kind = eventKind(ev);
-    if (kind === undefined || !validWorker(ev)) return this.count('invalid_block', kind ?? 'stored');
-    if ((ev.storage_tier ?? 'device') !== this.tier) return this.count('ok', kind); // other tiers live elsewhere
-    const data = ev.event.data;
+    const c = classifyEvent(ev, this.maxBlocks, this.tier);
+    if (c.status !== undefined) return this.count(c.status, c.kind);
     const workerId = ev.worker_id as bigint;
     const rank = ev.event.dp_rank ?? 0;
-    if (data === 'cleared') {
+    if (c.kind === 'cleared') {
       this.clearSlots(new Set(this.slots.slotsOf(workerId)), false);
       return this.count('ok', 'cleared');
     }
-    if ('stored' in data) {
-      const st = data.stored;
-      if (!validStored(st, this.maxBlocks)) return this.count('invalid_block', 'stored');
-      let slot = this.slots.lookup(workerId, rank);
-      let hasParent = false;
-      let pLo = 0;
-      let pHi = 0;
-      if (st.parent_hash !== null && st.parent_hash !== undefined) {
-        // A rejected event must not even register the worker: look up before acquiring.
-        const off = slot < 0 ? -1 : this.ext.find(slot, lo(st.parent_hash), hi(st.parent_hash));
-        if (off < 0) return this.count('parent_block_not_found', 'stored');
-        hasParent = true;
-        pLo = this.ext.words[off + EXT_SEQ_LO]!;
-        pHi = this.ext.words[off + EXT_SEQ_HI]!;
-      }
-      if (slot < 0) slot = this.acquireSlot(workerId, rank);
-      for (const b of st.blocks) {
-        const tLo = lo(b.tokens_hash);
-        const tHi = hi(b.tokens_hash);
-        let sLo = tLo;
-        let sHi = tHi;
-        if (hasParent) {
-          chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
-          sLo = this.h[0]!;
-          sHi = this.h[1]!;
-        }
-        this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-        this.ext.set(slot, lo(b.block_hash), hi(b.block_hash), sLo, sHi);
-        hasParent = true;
-        pLo = sLo;
-        pHi = sHi;
-      }
-      return this.count('ok', 'stored');
+    if (this.raw.length < c.words) this.raw = new Uint32Array(c.words * 2);
+    encodeBlocks(ev, this.raw, 0);
+    if (c.kind === 'stored') {
+      const parent = (ev.event.data as { stored: { parent_hash: bigint | null } }).stored.parent_hash ?? null;
+      const slot = this.slots.lookup(workerId, rank);
+      return this.applyStoredRaw(
+        slot,
+        workerId,
+        rank,
+        parent !== null,
+        parent === null ? 0 : lo(parent),
+        parent === null ? 0 : hi(parent),
+        this.raw,
+        0,
+        c.blocks,
+      );
     }
-    const rm = data.removed;
-    if (!validRemoved(rm, this.maxBlocks)) return this.count('invalid_block', 'removed');
-    const slot = this.slots.lookup(workerId, rank);
-    let missing = false;
-    for (const h of rm.block_hashes) {
-      const off = slot < 0 ? -1 : this.ext.find(slot, lo(h), hi(h));
-      if (off < 0) {
-        missing = true;
-        continue;
+    return this.applyRemovedRaw(this.slots.lookup(workerId, rank), this.raw, 0, c.blocks);
+  }
+
+  /**
+   * The one Stored implementation (single-threaded index and pool writers): `data[at..]` holds
+   * `n` blocks as (ext lo, ext hi, local lo, local hi). `slot` < 0 means the rank is not known yet;
+   * it is acquired only once the event is accepted, so a rejected event leaves no trace.
+   */
+  applyStoredRaw(
+    slot: number,
+    workerId: bigint,
+    rank: number,
+    hasParent: boolean,
+    pExtLo: number,
+    pExtHi: number,
+    data: Uint32Array | Int32Array,
+    at: number,
+    n: number,
+  ): ApplyStatus {
+    let pLo = 0;
+    let pHi = 0;
+    if (hasParent) {
+      const off = slot < 0 ? -1 : this.ext.find(slot, pExtLo, pExtHi);
+      if (off < 0) return this.count('parent_block_not_found', 'stored');
+      pLo = this.ext.words[off + EXT_SEQ_LO]!;
+      pHi = this.ext.words[off + EXT_SEQ_HI]!;
+    }
+    if (slot < 0) slot = this.acquireSlot(workerId, rank);
+    for (let i = 0, k = at; i < n; i++, k += 4) {
+      const tLo = data[k + 2]! >>> 0;
+      const tHi = data[k + 3]! >>> 0;
+      let sLo = tLo;
+      let sHi = tHi;
+      if (hasParent) {
+        chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
+        sLo = this.h[0]!;
+        sHi = this.h[1]!;
       }
-      const sLo = this.ext.words[off + EXT_SEQ_LO];
-      const sHi = this.ext.words[off + EXT_SEQ_HI];
-      this.ext.deleteAt(off);
-      this.unholdBlock(slot, sLo, sHi);
+      this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
+      this.ext.set(slot, data[k]!, data[k + 1]!, sLo, sHi);
+      hasParent = true;
+      pLo = sLo;
+      pHi = sHi;
+    }
+    return this.count('ok', 'stored');
+  }
+
+  /** The one Removed implementation: `data[at..]` holds `n` external hashes as (lo, hi, _, _). */
+  applyRemovedRaw(slot: number, data: Uint32Array | Int32Array, at: number, n: number): ApplyStatus {
+    let missing = false;
+    for (let i = 0, k = at; i < n; i++, k += 4) {
+      if (slot < 0 || !this.removeExt(slot, data[k]!, data[k + 1]!)) missing = true;
     }
     return this.count(missing ? 'block_not_found' : 'ok', 'removed');
   }
 
   /**
-   * Typed fast path for a Stored chain (used by approximate mode and the pool): blocks given as
-   * (lo, hi) pairs of external hashes and local hashes. Returns the status; applies nothing unless ok.
+   * Typed fast path for a Stored chain (approximate mode): blocks given as (lo, hi) pairs of
+   * external hashes and local hashes.
    */
   applyStoredPairs(
     workerId: bigint,
@@ -179,35 +199,24 @@ export class RadixIndexer implements KvIndexer {
     localPairs: Uint32Array,
     n: number,
   ): ApplyStatus {
-    let slot = this.slots.lookup(workerId, rank);
-    let hasParent = false;
-    let pLo = 0;
-    let pHi = 0;
-    if (parentExt !== null) {
-      const off = slot < 0 ? -1 : this.ext.find(slot, lo(parentExt), hi(parentExt));
-      if (off < 0) return this.count('parent_block_not_found', 'stored');
-      hasParent = true;
-      pLo = this.ext.words[off + EXT_SEQ_LO]!;
-      pHi = this.ext.words[off + EXT_SEQ_HI]!;
-    }
-    if (slot < 0) slot = this.acquireSlot(workerId, rank);
+    if (this.raw.length < 4 * n) this.raw = new Uint32Array(8 * n);
     for (let i = 0; i < n; i++) {
-      const tLo = localPairs[2 * i];
-      const tHi = localPairs[2 * i + 1];
-      let sLo = tLo;
-      let sHi = tHi;
-      if (hasParent) {
-        chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
-        sLo = this.h[0]!;
-        sHi = this.h[1]!;
-      }
-      this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-      this.ext.set(slot, extPairs[2 * i], extPairs[2 * i + 1], sLo, sHi);
-      hasParent = true;
-      pLo = sLo;
-      pHi = sHi;
+      this.raw[4 * i] = extPairs[2 * i]!;
+      this.raw[4 * i + 1] = extPairs[2 * i + 1]!;
+      this.raw[4 * i + 2] = localPairs[2 * i]!;
+      this.raw[4 * i + 3] = localPairs[2 * i + 1]!;
     }
-    return this.count('ok', 'stored');
+    return this.applyStoredRaw(
+      this.slots.lookup(workerId, rank),
+      workerId,
+      rank,
+      parentExt !== null,
+      parentExt === null ? 0 : lo(parentExt),
+      parentExt === null ? 0 : hi(parentExt),
+      this.raw,
+      0,
+      n,
+    );
   }
 
   /** Removes one (slot, ext) mapping and the block from the slot's holder set; false if unknown. */
@@ -277,6 +286,21 @@ export class RadixIndexer implements KvIndexer {
     for (const s of slots) {
       this.treeSize[s] = 0;
       if (release) this.slots.release(s);
+    }
+  }
+
+  /**
+   * Switches to another table (and per-slot size array): the pool publishes a grown shared table
+   * this way to its reader and writers. Scratch buffers follow the new slot width.
+   */
+  adoptTable(table: BlockTable, treeSize: Int32Array): void {
+    this.table = table;
+    this.treeSize = treeSize;
+    this.slots.ensureWords(table.hw);
+    if (this.active.length !== table.hw) this.active = new Int32Array(table.hw);
+    if (this.match.slots.length < table.maxSlots) {
+      this.match.slots = new Int32Array(table.maxSlots);
+      this.match.depths = new Int32Array(table.maxSlots);
     }
   }
 
@@ -436,6 +460,39 @@ export class RadixIndexer implements KvIndexer {
     return t;
   }
 
+  countsSnapshot(): Float64Array {
+    return this.counts.slice();
+  }
+
+  countsSince(before: Float64Array): Float64Array {
+    const d = this.counts.slice();
+    for (let i = 0; i < d.length; i++) d[i]! -= before[i]!;
+    return d;
+  }
+
+  /** Adds counters applied elsewhere (pool writers), firing the hook once per event. */
+  addCounts(delta: Float64Array): void {
+    for (let i = 0; i < delta.length; i++) {
+      const n = delta[i]!;
+      if (n === 0) continue;
+      this.counts[i]! += n;
+      if (this.onApplied) {
+        const st = STATUSES[Math.floor(i / KINDS.length)]!;
+        const k = KINDS[i % KINDS.length]!;
+        for (let j = 0; j < n; j++) this.onApplied(st, k);
+      }
+    }
+  }
+
+  countCleared(): void {
+    this.count('ok', 'cleared');
+  }
+
+  /** Counts an event settled without applying (invalid, other tier, unknown rank). */
+  countStatus(status: ApplyStatus, kind: EventKind): void {
+    this.count(status, kind);
+  }
+
   /** Non-zero counters as `${status}/${event_type}` -> count. */
   appliedCounts(): Map<string, number> {
     const m = new Map<string, number>();
@@ -534,6 +591,61 @@ const hi = (v: bigint): number => {
   return cvt32[1];
 };
 const isU64 = (v: unknown): v is bigint => typeof v === 'bigint' && v >= 0n && v <= U64_MAX;
+
+/** Result of checking an event before anything is applied. */
+export interface Classified {
+  kind: EventKind;
+  /** Set when the event is settled without applying (invalid, or another tier). */
+  status?: ApplyStatus;
+  blocks: number;
+  /** Raw words `encodeBlocks` writes. */
+  words: number;
+}
+
+/** Validates an event whole (types, ranges, size) without touching any state. */
+export function classifyEvent(ev: RouterEvent, maxBlocks: number, tier: StorageTier): Classified {
+  const kind = eventKind(ev);
+  if (kind === undefined || !validWorker(ev)) return { kind: kind ?? 'stored', status: 'invalid_block', blocks: 0, words: 0 };
+  const data = ev.event.data;
+  if (kind === 'stored' && !validStored((data as { stored: unknown }).stored, maxBlocks))
+    return { kind, status: 'invalid_block', blocks: 0, words: 0 };
+  if (kind === 'removed' && !validRemoved((data as { removed: unknown }).removed, maxBlocks))
+    return { kind, status: 'invalid_block', blocks: 0, words: 0 };
+  if ((ev.storage_tier ?? 'device') !== tier) return { kind, status: 'ok', blocks: 0, words: 0 };
+  if (kind === 'cleared') return { kind, blocks: 0, words: 0 };
+  const n =
+    kind === 'stored'
+      ? (data as { stored: { blocks: unknown[] } }).stored.blocks.length
+      : (data as { removed: { block_hashes: unknown[] } }).removed.block_hashes.length;
+  return { kind, blocks: n, words: 4 * n };
+}
+
+/** Writes a validated Stored/Removed event's blocks at `out[at..]` as (ext lo, ext hi, local lo, local hi). */
+export function encodeBlocks(ev: RouterEvent, out: Uint32Array | Int32Array, at: number): void {
+  const data = ev.event.data as
+    | { stored: { blocks: { block_hash: bigint; tokens_hash: bigint }[] } }
+    | { removed: { block_hashes: bigint[] } };
+  if ('stored' in data) {
+    for (const b of data.stored.blocks) {
+      cvt64[0] = b.block_hash;
+      out[at] = cvt32[0]!;
+      out[at + 1] = cvt32[1]!;
+      cvt64[0] = b.tokens_hash;
+      out[at + 2] = cvt32[0]!;
+      out[at + 3] = cvt32[1]!;
+      at += 4;
+    }
+  } else {
+    for (const h of data.removed.block_hashes) {
+      cvt64[0] = h;
+      out[at] = cvt32[0]!;
+      out[at + 1] = cvt32[1]!;
+      at += 4;
+    }
+  }
+}
+
+export const u64Parts = { lo, hi };
 
 function eventKind(ev: RouterEvent): EventKind | undefined {
   const d = (ev as { event?: { data?: unknown } }).event?.data;

@@ -8,6 +8,7 @@ export class SlotRegistry {
   private readonly byKey = new Map<string, number>();
   private readonly byWorker = new Map<bigint, Set<number>>();
   private readonly free: number[] = [];
+  private readonly hidden = new Set<number>();
   readonly workers: (WorkerWithDpRank | undefined)[] = [];
   readonly keys: (string | undefined)[] = [];
   /** Bitset of slots in use, `holderWords` long; grows with `ensureWords`. */
@@ -42,20 +43,66 @@ export class SlotRegistry {
     return slot;
   }
 
+  /** Registers the pair at a given slot (a pool writer mirrors the main thread's numbering). */
+  assign(slot: number, workerId: bigint, dpRank: number): void {
+    const key = `${workerId}:${dpRank}`;
+    if (this.byKey.get(key) === slot) return;
+    const prev = this.byKey.get(key);
+    if (prev !== undefined) this.release(prev);
+    if (this.workers[slot]) this.release(slot);
+    const fi = this.free.indexOf(slot);
+    if (fi >= 0) this.free.splice(fi, 1);
+    while (this.workers.length < slot) {
+      this.free.push(this.workers.length);
+      this.workers.push(undefined);
+      this.keys.push(undefined);
+    }
+    this.workers[slot] = { worker_id: workerId as WorkerId, dp_rank: dpRank };
+    this.keys[slot] = key;
+    this.byKey.set(key, slot);
+    let set = this.byWorker.get(workerId);
+    if (!set) this.byWorker.set(workerId, (set = new Set()));
+    set.add(slot);
+    if (slot >> 5 < this.liveMask.length) this.liveMask[slot >> 5]! |= 1 << (slot & 31);
+  }
+
+  /** Stops reporting the slot in queries at once (its bits are cleared later by its owner). */
+  hide(slot: number): void {
+    this.hidden.add(slot);
+    if (slot >> 5 < this.liveMask.length) this.liveMask[slot >> 5]! &= ~(1 << (slot & 31));
+  }
+
   slotsOf(workerId: bigint): number[] {
     return [...(this.byWorker.get(workerId) ?? [])];
   }
 
   release(slot: number): void {
+    if (!this.workers[slot]) return;
+    this.retire(slot);
+    this.recycle(slot);
+  }
+
+  /**
+   * Forgets the pair at once (lookups miss, queries stop reporting it) but keeps the number
+   * reserved until `recycle`, while its owner still clears its bits.
+   */
+  retire(slot: number): void {
     const w = this.workers[slot];
-    if (!w) return;
+    if (!w || this.hidden.has(slot)) return;
     this.byKey.delete(this.keys[slot]!);
     const set = this.byWorker.get(w.worker_id);
     set?.delete(slot);
     if (set && set.size === 0) this.byWorker.delete(w.worker_id);
+    this.hide(slot);
+  }
+
+  /** Makes a retired slot number available again. */
+  recycle(slot: number): void {
+    if (!this.workers[slot]) return;
     this.workers[slot] = undefined;
     this.keys[slot] = undefined;
-    this.liveMask[slot >> 5] &= ~(1 << (slot & 31));
+    this.liveMask[slot >> 5]! &= ~(1 << (slot & 31));
+    this.hidden.delete(slot);
     this.free.push(slot);
   }
 

@@ -1,0 +1,1 @@
+export { PoolIndexer, createKvIndexer, type PoolOptions } from './pool.js';
