@@ -1,0 +1,231 @@
+/**
+ * etcd discovery (§6.2 `etcd`): one lease per process (TTL 10 s, kept alive by etcd3 at ttl/3),
+ * every key written under it; list-then-watch from the listing's revision so no change between
+ * the two is lost.
+ */
+// Must run before etcd3 (and so protobufjs) is evaluated.
+import './long-shim.js';
+import { Etcd3, type Lease, type Watcher } from 'etcd3';
+import { KvrError } from '@kvrouter/protocols';
+import { invalidArg } from '../errors.js';
+import {
+  KeyMatcher,
+  checkKey,
+  checkTtl,
+  checkValue,
+  discoveryClosed,
+  type Discovery,
+  type DiscoveryWatch,
+  type KvEntry,
+  type NamespaceFilter,
+} from './types.js';
+import { WatchChannel } from './watch.js';
+
+export interface EtcdDiscoveryOptions {
+  /** Default `ETCD_ENDPOINTS` (comma-separated), else `http://localhost:2379`. */
+  endpoints?: string | string[];
+  ttlSec?: number;
+  /** Give up on the first lease grant after this long; default 5000 ms. */
+  connectTimeoutMs?: number;
+}
+
+export function etcdEndpointsFromEnv(env: NodeJS.ProcessEnv = process.env): string[] {
+  const raw =
+    env.ETCD_ENDPOINTS && env.ETCD_ENDPOINTS.trim() !== '' ? env.ETCD_ENDPOINTS : 'http://localhost:2379';
+  return parseEndpoints(raw, 'ETCD_ENDPOINTS');
+}
+
+function parseEndpoints(v: string | string[], field: string): string[] {
+  const list = (Array.isArray(v) ? v : v.split(',')).map((s) => String(s).trim()).filter((s) => s.length > 0);
+  if (list.length === 0) throw invalidArg(field, 'needs at least one URL');
+  for (const u of list)
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(u)) throw invalidArg(field, `not an http(s)://host:port URL: "${u}"`);
+  return list;
+}
+
+const unavailable = (what: string, e: unknown): KvrError =>
+  new KvrError('discovery_unavailable', `etcd: ${what}: ${e instanceof Error ? e.message : String(e)}`, 503);
+
+export class EtcdDiscovery implements Discovery {
+  readonly backend = 'etcd' as const;
+  private closed = false;
+  private readonly watches = new Set<WatchChannel>();
+  private readonly watchers = new Map<WatchChannel, Promise<Watcher | null>>();
+
+  private constructor(
+    private readonly client: Etcd3,
+    private readonly lease: Lease,
+    readonly leaseId: bigint,
+    readonly ttlSec: number,
+    readonly endpoints: string[],
+  ) {}
+
+  static async connect(opts: EtcdDiscoveryOptions = {}): Promise<EtcdDiscovery> {
+    const ttl = checkTtl(opts.ttlSec);
+    const endpoints =
+      opts.endpoints === undefined ? etcdEndpointsFromEnv() : parseEndpoints(opts.endpoints, 'endpoints');
+    const timeoutMs = opts.connectTimeoutMs ?? 5000;
+    const client = new Etcd3({ hosts: endpoints, dialTimeout: timeoutMs });
+    const lease = client.lease(ttl);
+    // A grant failure also fires 'lost'; without a listener EventEmitter would throw it.
+    lease.on('lost', () => undefined);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const id = await Promise.race([
+        lease.grant(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no lease grant within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      return new EtcdDiscovery(client, lease, BigInt(id), ttl, endpoints);
+    } catch (e) {
+      lease.release();
+      client.close();
+      throw new KvrError(
+        'cannot_connect',
+        `etcd at ${endpoints.join(',')}: ${e instanceof Error ? e.message : String(e)}`,
+        503,
+        {
+          field: 'ETCD_ENDPOINTS',
+        },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private live(): void {
+    if (this.closed) throw discoveryClosed();
+  }
+
+  async put(key: string, value: string): Promise<void> {
+    checkKey(key);
+    checkValue(value);
+    this.live();
+    try {
+      await this.lease.put(key).value(value).exec();
+    } catch (e) {
+      throw unavailable(`put ${key}`, e);
+    }
+  }
+
+  async get(key: string): Promise<string | null> {
+    checkKey(key);
+    this.live();
+    try {
+      return await this.client.get(key).string();
+    } catch (e) {
+      throw unavailable(`get ${key}`, e);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    checkKey(key);
+    this.live();
+    try {
+      await this.client.delete().key(key).exec();
+    } catch (e) {
+      throw unavailable(`delete ${key}`, e);
+    }
+  }
+
+  private async range(m: KeyMatcher): Promise<{ entries: KvEntry[]; revision: string }> {
+    const res = await this.client.getAll().prefix(m.prefix).sort('Key', 'Ascend').exec();
+    const entries: KvEntry[] = [];
+    for (const kv of res.kvs) {
+      const key = kv.key.toString('utf8');
+      if (m.matches(key)) entries.push({ key, value: kv.value.toString('utf8') });
+    }
+    return { entries, revision: res.header.revision };
+  }
+
+  async list(prefix: string, filter?: NamespaceFilter): Promise<KvEntry[]> {
+    const m = new KeyMatcher(prefix, filter);
+    this.live();
+    try {
+      return (await this.range(m)).entries;
+    } catch (e) {
+      throw unavailable(`list ${m.prefix}`, e);
+    }
+  }
+
+  watch(prefix: string, filter?: NamespaceFilter): DiscoveryWatch {
+    const m = new KeyMatcher(prefix, filter);
+    this.live();
+    const w = new WatchChannel(m, () => this.unwatch(w));
+    this.watches.add(w);
+    this.watchers.set(w, this.startWatch(w, m));
+    return w;
+  }
+
+  private async startWatch(w: WatchChannel, m: KeyMatcher): Promise<Watcher | null> {
+    let watcher: Watcher;
+    try {
+      const { entries, revision } = await this.range(m);
+      if (w.closed) return null;
+      for (const e of entries) w.push({ type: 'put', key: e.key, value: e.value });
+      w.push({ type: 'synced' });
+      watcher = await this.client
+        .watch()
+        .prefix(m.prefix)
+        .startRevision((BigInt(revision) + 1n).toString())
+        .create();
+    } catch (e) {
+      w.fail(unavailable(`watch ${m.prefix}`, e));
+      this.watches.delete(w);
+      return null;
+    }
+    if (w.closed) {
+      await watcher.cancel().catch(() => undefined);
+      return null;
+    }
+    watcher.on('put', (kv) => {
+      const key = kv.key.toString('utf8');
+      if (m.matches(key)) w.push({ type: 'put', key, value: kv.value.toString('utf8') });
+    });
+    watcher.on('delete', (kv) => {
+      const key = kv.key.toString('utf8');
+      if (m.matches(key)) w.push({ type: 'delete', key });
+    });
+    // etcd3 resumes watches across reconnects by itself; an error here is final (e.g. compaction).
+    watcher.on('error', (e) => {
+      w.fail(new KvrError('watch_failed', `etcd: watch of ${m.prefix} failed: ${e.message}`, 503));
+      this.unwatch(w);
+    });
+    return watcher;
+  }
+
+  private unwatch(w: WatchChannel): void {
+    this.watches.delete(w);
+    const p = this.watchers.get(w);
+    this.watchers.delete(w);
+    void p?.then((watcher) => watcher?.cancel()).catch(() => undefined);
+  }
+
+  onLeaseLost(listener: (err: KvrError) => void): void {
+    this.lease.on('lost', (e: Error) => {
+      if (!this.closed)
+        listener(new KvrError('lease_lost', `etcd: lease ${this.leaseId} lost: ${e.message}`, 503));
+    });
+  }
+
+  abandon(): void {
+    this.lease.release();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const w of [...this.watches]) {
+      w.end();
+      this.unwatch(w);
+    }
+    await Promise.all([...this.watchers.values()]).catch(() => undefined);
+    try {
+      await this.lease.revoke();
+    } catch {
+      // The lease may already be gone (expired or etcd down); its keys go with it either way.
+    }
+    this.client.close();
+  }
+}
