@@ -371,9 +371,9 @@ export class RadixIndexer implements KvIndexer {
       let off = -1;
       for (;;) {
         const o = i * stride;
-        const m = words[o];
-        if (m === 0) break;
-        if (m >= 3 && words[o + 1] === kLo && words[o + 2] === kHi) {
+        const m = Atomics.load(words, o + META); // acquire: the key is complete once META is live
+        if (m === META_EMPTY) break;
+        if (m >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
           off = o + HOLDERS;
           break;
         }

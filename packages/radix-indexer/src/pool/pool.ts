@@ -421,6 +421,12 @@ export class PoolIndexer implements KvIndexer {
     return this.reader.table.bytes();
   }
 
+  /** Bytes of the writers' private external-hash maps. */
+  async writerBytes(): Promise<number> {
+    const r = (await Promise.all(this.lanes.map((l) => l.pool.run({ kind: 'stats' } satisfies Task)))) as { extBytes: number }[];
+    return r.reduce((a, b) => a + b.extBytes, 0);
+  }
+
   /** Per-worker consistent dump: each owner thread dumps its own slots after the queue drains. */
   async dump(): Promise<RouterEvent[]> {
     await this.flush();

@@ -48,6 +48,7 @@ export type Task =
   | { kind: 'dump'; table: TableRef; register: [number, bigint, number][] }
   | { kind: 'reset'; table: TableRef; slots: number[]; register: [number, bigint, number][] }
   | { kind: 'tick'; table: TableRef; now: number; approx?: ApproxConfig }
+  | { kind: 'stats' }
   | { kind: 'crash' };
 
 export interface OpsResult {

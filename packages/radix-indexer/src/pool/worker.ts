@@ -156,6 +156,8 @@ export default function handle(t: Task): unknown {
       approx?.expire(now);
       return true;
     }
+    case 'stats':
+      return { extBytes: ix ? ix.ext.bytes() : 0 };
     case 'crash':
       // Test hook: end this thread the hard way.
       process.exit(1);
