@@ -433,18 +433,26 @@ export class RadixIndexer implements KvIndexer {
     return this.findMatchesBySeq(seq, opts);
   }
 
+  /** Builds the OverlapScores maps for matched slots; tree sizes are computed only if read. */
   toScores(r: MatchResult): OverlapScores {
     const scores = new Map<string, number>();
     const workers = new Map<string, WorkerWithDpRank>();
     for (let i = 0; i < r.count; i++) {
-      const s = r.slots[i];
+      const s = r.slots[i]!;
       const key = this.slots.keys[s]!;
-      scores.set(key, r.depths[i]);
+      scores.set(key, r.depths[i]!);
       workers.set(key, this.slots.workers[s]!);
     }
-    const treeSizes = this.treeSizes();
-    this.slots.forEach((_s, w, key) => workers.set(key, w));
-    return { scores, treeSizes, frequencies: [], workers };
+    let sizes: Map<string, number> | undefined;
+    const computeSizes = () => this.treeSizes();
+    return {
+      scores,
+      workers,
+      frequencies: [],
+      get treeSizes() {
+        return (sizes ??= computeSizes());
+      },
+    };
   }
 
   treeSizes(): Map<string, number> {
