@@ -1,0 +1,13 @@
+export { KvRouter, QUEUE_RECHECK_MS, QUEUE_RECHECK_AIC_MS, MAINTENANCE_INTERVAL_MS, DEFAULT_OVERLAP_REFRESH_AFTER_SECS } from './router.js';
+export { VirtualClock, type Clock, type TimerHandle } from './clock.js';
+export type { WorkerConfig } from './workers.js';
+export {
+  StickySessions,
+  SESSION_REAP_INTERVAL_MS,
+  SESSION_OPEN_GRACE_S,
+  SESSION_CAPACITY_OF_STR_LEN,
+  type SessionBinding,
+  type SessionRpcPayload,
+} from './sessions.js';
+export { routerParamsFromConfig, type RouterParams, type RouterConfigFields, type IndexPlan } from './config.js';
+export type * from './types.js';
