@@ -1,0 +1,199 @@
+/**
+ * Request-plane messages (§5.7) and the tcp framing. Every transport carries the same msgpack maps:
+ * caller `{t:"req", id, endpoint, payload}` / `{t:"cancel", id}`; server `{t:"data", id, payload}`…
+ * then `{t:"end", id}` or `{t:"err", id, code, message, status?}`. nats adds `{t:"hb", id}`, the
+ * server's keep-alive on a quiet stream (a NATS peer has no connection whose loss could be seen).
+ */
+import { Encoder } from '@msgpack/msgpack';
+import { decodeMsgpack } from '@kvrouter/protocols';
+import { RpcCode, rpcError } from '../errors.js';
+
+export type RpcMsg =
+  | { t: 'req'; id: number; endpoint: string; payload: unknown }
+  | { t: 'cancel'; id: number }
+  | { t: 'data'; id: number; payload: unknown }
+  | { t: 'end'; id: number }
+  | { t: 'err'; id: number; code: string; message: string; status?: number }
+  | { t: 'hb'; id: number };
+
+export const TCP_MAX_FRAME = 32 * 1024 * 1024;
+export const NATS_MAX_MESSAGE = 16 * 1024 * 1024;
+
+const newEncoder = (): Encoder => new Encoder({ useBigInt64: true, ignoreUndefined: true });
+let encoder = newEncoder();
+/** The encoder keeps its largest buffer (twice the largest message) for good; past this, start afresh. */
+const KEEP_ENCODER_BYTES = 1024 * 1024;
+
+/**
+ * msgpack of one message as a view that the next call overwrites: copy it before encoding again.
+ * `what` names the part that made it too large.
+ */
+export function encodeMsg(m: RpcMsg, max: number, what: string): Uint8Array {
+  let bytes: Uint8Array;
+  try {
+    bytes = encoder.encodeSharedRef(m);
+    // The view stays valid (it pins the old buffer) until the caller has copied it.
+    if (bytes.length > KEEP_ENCODER_BYTES) encoder = newEncoder();
+  } catch (e) {
+    encoder = newEncoder();
+    throw rpcError(
+      'invalid_argument',
+      `${what}: not encodable as msgpack (${e instanceof Error ? e.message : String(e)})`,
+      {
+        field: what,
+      },
+    );
+  }
+  if (bytes.length > max)
+    throw rpcError(
+      RpcCode.PayloadTooLarge,
+      `${what}: encoded message is ${bytes.length} bytes, limit ${max}`,
+      {
+        field: what,
+        limit: max,
+      },
+    );
+  return bytes;
+}
+
+/**
+ * msgpack of one message in bytes the caller owns. A large message already owns the buffer the
+ * encoder was dropped with, so only small ones are copied (a 32 MiB copy costs ~0.3 s here).
+ */
+export function encodeOwned(m: RpcMsg, max: number, what: string): Uint8Array {
+  const body = encodeMsg(m, max, what);
+  return body.length > KEEP_ENCODER_BYTES ? body : body.slice();
+}
+
+/** A tcp frame: u32 BE length ‖ msgpack map, as one buffer, or header + body for a large one. */
+export function encodeFrame(m: RpcMsg, max: number, what: string): Uint8Array[] {
+  const body = encodeMsg(m, max, what);
+  if (body.length > KEEP_ENCODER_BYTES) {
+    const head = Buffer.allocUnsafe(4);
+    head.writeUInt32BE(body.length, 0);
+    return [head, body];
+  }
+  const out = Buffer.allocUnsafe(4 + body.length);
+  out.writeUInt32BE(body.length, 0);
+  out.set(body, 4);
+  return [out];
+}
+
+const protocolError = (msg: string): Error => rpcError(RpcCode.ProtocolError, msg);
+
+/** Validates a decoded message; anything malformed is a `protocol_error`. */
+export function parseMsg(bytes: Uint8Array, max: number): RpcMsg {
+  let v: unknown;
+  // Decoded `bin` values are views of the input: from a Buffer they would be Buffers, and callers
+  // should get plain Uint8Arrays whichever transport delivered them.
+  if (Buffer.isBuffer(bytes)) bytes = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  try {
+    v = decodeMsgpack(bytes, 'rpc message', max);
+  } catch (e) {
+    throw protocolError(e instanceof Error ? e.message : String(e));
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || v instanceof Uint8Array)
+    throw protocolError('rpc message: expected a map');
+  const o = v as Record<string, unknown>;
+  let id = o.id;
+  if (typeof id === 'bigint' && id >= 0n && id <= 0xffffffffn) id = Number(id);
+  if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 0xffffffff)
+    throw protocolError('rpc message: id must be a u32');
+  switch (o.t) {
+    case 'req':
+      if (typeof o.endpoint !== 'string') throw protocolError('rpc message: req.endpoint must be a string');
+      return { t: 'req', id, endpoint: o.endpoint, payload: o.payload };
+    case 'data':
+      return { t: 'data', id, payload: o.payload };
+    case 'cancel':
+    case 'end':
+    case 'hb':
+      return { t: o.t, id };
+    case 'err': {
+      const m: RpcMsg = {
+        t: 'err',
+        id,
+        code: typeof o.code === 'string' ? o.code : RpcCode.Internal,
+        message: typeof o.message === 'string' ? o.message : '',
+      };
+      if (typeof o.status === 'number') m.status = o.status;
+      return m;
+    }
+    default:
+      throw protocolError(`rpc message: unknown t ${JSON.stringify(String(o.t))}`);
+  }
+}
+
+/**
+ * Splits a byte stream into frames. Small frames are handed out as views of the incoming chunk;
+ * a frame spread over chunks is assembled once, when its last byte arrives.
+ */
+export class FrameDecoder {
+  private parts: Buffer[] = [];
+  private buffered = 0;
+  /** Length of the frame being assembled, or -1 while its header is incomplete. */
+  private need = -1;
+
+  constructor(
+    private readonly max: number,
+    private readonly onFrame: (body: Uint8Array) => void,
+  ) {}
+
+  /** Throws `protocol_error` on a frame header above the limit; the connection is then unusable. */
+  push(chunk: Buffer): void {
+    if (this.buffered === 0 && this.need < 0) {
+      let off = 0;
+      while (chunk.length - off >= 4) {
+        const n = chunk.readUInt32BE(off);
+        this.check(n);
+        if (chunk.length - off - 4 < n) break;
+        this.onFrame(chunk.subarray(off + 4, off + 4 + n));
+        off += 4 + n;
+      }
+      if (off === chunk.length) return;
+      chunk = chunk.subarray(off);
+    }
+    this.parts.push(chunk);
+    this.buffered += chunk.length;
+    for (;;) {
+      if (this.need < 0) {
+        if (this.buffered < 4) return;
+        const head = this.take(4);
+        this.need = head.readUInt32BE(0);
+        this.check(this.need);
+      }
+      if (this.buffered < this.need) return;
+      const body = this.take(this.need);
+      this.need = -1;
+      this.onFrame(body);
+    }
+  }
+
+  private check(n: number): void {
+    if (n > this.max)
+      throw rpcError(RpcCode.ProtocolError, `frame of ${n} bytes exceeds the limit of ${this.max}`);
+  }
+
+  private take(n: number): Buffer {
+    let out: Buffer;
+    const first = this.parts[0]!;
+    if (first.length >= n) {
+      out = first.subarray(0, n);
+      if (first.length === n) this.parts.shift();
+      else this.parts[0] = first.subarray(n);
+    } else {
+      out = Buffer.allocUnsafe(n);
+      let off = 0;
+      while (off < n) {
+        const p = this.parts[0]!;
+        const k = Math.min(p.length, n - off);
+        p.copy(out, off, 0, k);
+        off += k;
+        if (k === p.length) this.parts.shift();
+        else this.parts[0] = p.subarray(k);
+      }
+    }
+    this.buffered -= n;
+    return out;
+  }
+}
