@@ -212,6 +212,21 @@ describe('eligibility and errors (§8.1)', () => {
   });
 });
 
+describe('index failures', () => {
+  it('a failing findMatches routes with empty overlaps and reports the error', async () => {
+    const errors: string[] = [];
+    const broken = new RadixIndexer();
+    broken.findMatchesBySeq = () => {
+      throw new Error('index gone');
+    };
+    const { router } = harness({ indexer: broken, onError: (e, ctx) => errors.push(`${ctx}: ${(e as Error).message}`) });
+    router.addWorker({ workerId: 1 });
+    const d = await router.route({ requestId: 'a', tokens: toks(1, 64) });
+    expect([d.workerId, d.overlapBlocks, d.booked]).toEqual([1n, 0, true]);
+    expect(errors).toEqual(['findMatches: index gone']);
+  });
+});
+
 describe('pins (§15)', () => {
   it('backend_instance_id skips scoring but books with the pinned rank’s overlap', async () => {
     const indexer = new RadixIndexer();

@@ -456,7 +456,13 @@ export class KvRouter {
     const t1 = this.hr();
     p.seq = computeSequenceHashes(p.local, this.seqBuf);
     const t2 = this.hr();
-    p.scores = this.findScores(p.seq);
+    try {
+      p.scores = this.findScores(p.seq);
+    } catch (e) {
+      // As with a failing remote index (§7.7): route with empty overlaps rather than fail the request.
+      p.scores = null;
+      this.report(e, 'findMatches');
+    }
     const t3 = this.hr();
     p.tHash = t1 - p.tStart;
     p.tSeq = t2 - t1;

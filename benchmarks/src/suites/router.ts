@@ -1,0 +1,181 @@
+/**
+ * KvRouter decision overhead, tokenization excluded: block hashing, sequence hashing, findMatches,
+ * filters, load snapshot, cost, pick and booking, for 1k / 8k / 32k-token prompts at block sizes 16
+ * and 64 with 8, 64 and 256 workers. Every decision is booked and freed at once (the free is not
+ * timed), so the load stays bounded; each worker also carries 4 long-lived requests so the load
+ * snapshot (prefix-depth search) does real work (the two target cases also run with idle workers).
+ *
+ * Index: every worker holds prefixes of two of the 16 prompt families (a long one and a short one);
+ * queries are 3/4 of a family plus a fresh suffix, so findMatches walks deep with several workers
+ * still matching. The index is a parameter (`routerSuite(makeIndexer)`) so the concurrent pool can
+ * be measured with the same workload.
+ *
+ * Issue targets: p99 ≤ 150 µs for 8k tokens / bs 16 / 64 workers, ≤ 600 µs for 32k / bs 16 / 256.
+ */
+import { computeLocalBlockHashes, pairsToU64s, type ExternalSequenceBlockHash, type LocalBlockHash, type RouterEvent, type WorkerId } from '@kvrouter/protocols';
+import { RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
+import { KvRouter, type Clock, type RouterOverhead } from '@kvrouter/router';
+import { Rng } from '@kvrouter/testkit';
+import { stats, type Row, type Suite, type SuiteContext } from '../harness.js';
+
+const FAMILIES = 16;
+
+const TARGETS: Record<string, number> = {
+  '8192/16/64': 150,
+  '32768/16/256': 600,
+};
+
+/** Timers never fire in the bench: the queue and the 30 s maintenance are not exercised. */
+const benchClock: Clock = { now: () => performance.now(), setTimeout: () => ({}), clearTimeout: () => undefined };
+
+function randomTokens(rng: Rng, n: number): Uint32Array {
+  const t = new Uint32Array(n);
+  for (let i = 0; i < n; i++) t[i] = rng.u32() % 200_000;
+  return t;
+}
+
+function stored(worker: number, local: readonly bigint[], n: number, ext: { next: bigint }): RouterEvent {
+  return {
+    worker_id: BigInt(worker) as WorkerId,
+    storage_tier: 'device',
+    event: {
+      event_id: 1n,
+      dp_rank: 0,
+      data: {
+        stored: {
+          parent_hash: null,
+          start_position: null,
+          blocks: local.slice(0, n).map((h) => ({
+            block_hash: ext.next++ as ExternalSequenceBlockHash,
+            tokens_hash: h as LocalBlockHash,
+            mm_extra_info: null,
+          })),
+        },
+      },
+    },
+  } as RouterEvent;
+}
+
+export type IndexerFactory = (workers: number) => KvIndexer | Promise<KvIndexer>;
+
+export interface Case {
+  tokens: number;
+  bs: number;
+  workers: number;
+  /** Long-lived requests per worker (half a family prompt each); 0 = idle workers. */
+  background: number;
+}
+
+export async function runCase(c: Case, makeIndexer: IndexerFactory, iters: number, seed: number): Promise<Row> {
+  const rng = new Rng(seed);
+  const families = Array.from({ length: FAMILIES }, () => randomTokens(rng, c.tokens));
+  const familyLocal = families.map((t) => pairsToU64s(computeLocalBlockHashes(t, c.bs)));
+  const blocks = familyLocal[0].length;
+
+  const indexer = await makeIndexer(c.workers);
+  const ext = { next: 1n };
+  for (let w = 0; w < c.workers; w++) {
+    const id = 1000 + w;
+    // A long prefix (50–100 %) of one family and a short one (up to 25 %) of another.
+    indexer.applyEvent(stored(id, familyLocal[w % FAMILIES], Math.max(1, Math.floor(blocks * (0.5 + 0.5 * rng.next()))), ext));
+    indexer.applyEvent(stored(id, familyLocal[(w * 7 + 3) % FAMILIES], Math.max(1, Math.floor(blocks * 0.25 * rng.next())), ext));
+  }
+  await indexer.flush();
+
+  const phases: RouterOverhead[] = [];
+  let record = false;
+  const router = new KvRouter({
+    blockSize: c.bs,
+    clock: benchClock,
+    random: () => rng.next(),
+    indexer,
+    hrtime: () => performance.now(),
+    onOverhead: (o) => {
+      if (record) phases.push(o);
+    },
+  });
+  for (let w = 0; w < c.workers; w++) router.addWorker({ workerId: 1000 + w, totalKvBlocks: 65_536, maxNumBatchedTokens: 8192 });
+  // Long-lived load: prompts sharing family prefixes, so prefix depths are non-trivial.
+  for (let w = 0; w < c.workers; w++) {
+    for (let k = 0; k < c.background; k++) {
+      const f = families[(w + k) % FAMILIES];
+      const tokens = new Uint32Array(f.subarray(0, Math.floor(c.tokens / 2)));
+      void router.route({ requestId: `bg-${w}-${k}`, tokens, nvext: { backend_instance_id: BigInt(1000 + w) as WorkerId } });
+    }
+  }
+
+  const queries = Array.from({ length: 64 }, () => {
+    const f = families[rng.int(0, FAMILIES - 1)];
+    const keep = Math.floor(c.tokens * 0.75);
+    const q = new Uint32Array(c.tokens);
+    q.set(f.subarray(0, keep));
+    q.set(randomTokens(rng, c.tokens - keep), keep);
+    return q;
+  });
+
+  const warm = Math.min(200, iters);
+  const samples = new Float64Array(iters);
+  let failures = 0;
+  for (let i = -warm; i < iters; i++) {
+    record = i >= 0;
+    const id = `q${i + warm}`;
+    const t0 = performance.now();
+    const p = router.route({ requestId: id, tokens: queries[(i + warm) & 63] });
+    const t1 = performance.now();
+    p.catch(() => failures++);
+    router.free(id);
+    if (i >= 0) samples[i] = (t1 - t0) * 1000;
+  }
+  await Promise.resolve();
+  if (failures > 0) throw new Error(`router bench: ${failures} decisions failed`);
+  router.close();
+  await indexer.close();
+
+  const s = stats(samples);
+  const ph = (k: keyof RouterOverhead) => stats(phases.map((o) => o[k] * 1000)).p50;
+  const key = `${c.tokens}/${c.bs}/${c.workers}`;
+  const extra: Record<string, number | string> = {
+    p50: s.p50,
+    p99: s.p99,
+    'hash p50': ph('block_hashing'),
+    'seq p50': ph('seq_hashing'),
+    'find p50': ph('indexer_find_matches'),
+    'sched p50': ph('scheduling'),
+  };
+  if (TARGETS[key] !== undefined) extra['target p99'] = TARGETS[key];
+  extra['live/worker'] = c.background;
+  return {
+    name: `route ${c.tokens / 1024}k tokens bs=${c.bs} workers=${c.workers}${c.background === 0 ? ' (idle workers)' : ''}`,
+    value: s.p99,
+    unit: 'us p99',
+    extra,
+  };
+}
+
+export function routerSuite(makeIndexer: IndexerFactory, name = 'router', label = 'RadixIndexer'): Suite {
+  return {
+    name,
+    description: `KvRouter decision overhead excluding tokenization (${label}; µs per decision, booked and freed)`,
+    async run(ctx: SuiteContext): Promise<Row[]> {
+      const rows: Row[] = [];
+      const cases: Case[] = [];
+      for (const tokens of [1024, 8192, 32768])
+        for (const bs of [16, 64]) for (const workers of [8, 64, 256]) cases.push({ tokens, bs, workers, background: 4 });
+      // The two target cases once more without live load: the load snapshot's share of the cost.
+      cases.push({ tokens: 8192, bs: 16, workers: 64, background: 0 }, { tokens: 32768, bs: 16, workers: 256, background: 0 });
+      let done = 0;
+      for (const c of cases) {
+        ctx.progress(`${c.tokens} tokens bs=${c.bs} workers=${c.workers}`, done, cases.length);
+        const perDecisionUs = (c.tokens / c.bs) * 0.25 + c.workers * 0.3 + 20;
+        // Aim for ~0.5 s per case (quick: ~0.1 s), at least 300 samples for a stable p99.
+        const iters = Math.max(300, Math.min(5000, Math.round((ctx.quick ? 1e5 : 5e5) / perDecisionUs)));
+        rows.push(await runCase(c, makeIndexer, iters, 42 + done));
+        done++;
+      }
+      ctx.progress('done', cases.length, cases.length);
+      return rows;
+    },
+  };
+}
+
+export const suite: Suite = routerSuite((workers) => new RadixIndexer({ maxSlots: Math.max(64, workers), initialCapacity: 1 << 18 }));
