@@ -332,6 +332,9 @@ describe('router modes (§8.8)', () => {
     const d = await router.route({ requestId: 'b', tokens: toks(1, 16), nvext: pin(30) });
     expect([d.workerId, d.explanation.reason, d.booked]).toEqual([30n, 'direct', false]);
     expect(router.inflight(30n)).toBe(1);
+    // A worker the router has not seen: sent direct, nothing to count.
+    const u = await router.route({ requestId: 'u', tokens: toks(1, 16), nvext: pin(99) });
+    expect([u.workerId, u.explanation.reason, u.booked]).toEqual([99n, 'direct', false]);
     router.ingestLoad({ worker_id: 30n, dp_rank: 0, active_prefill_tokens: 11 });
     await expect(router.route({ requestId: 'c', tokens: toks(1, 16), nvext: pin(30) })).rejects.toMatchObject({ status: 503 });
   });

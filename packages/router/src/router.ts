@@ -559,8 +559,7 @@ export class KvRouter {
       queuedMs: p.queuedAt === null ? 0 : now - p.queuedAt,
       overlapRefreshed: refreshed || p.refreshed,
     };
-    const log = this.opts.decisionLog;
-    const logged = log != null && log.sampleRate > 0 && (log.random ?? this.random)() < log.sampleRate;
+    const logged = this.sampled();
     if (p.explain || logged) {
       const all: CandidateTerms[] = new Array<CandidateTerms>(n);
       for (let i = 0; i < n; i++) all[i] = this.termsAt(i);
@@ -714,11 +713,13 @@ export class KvRouter {
   }
 
   /** A pin to a worker the router does not know: sent direct without booking (§15). */
-  private unbookedPin(p: Pending, pin: Pin): RoutingDecision {
+  private unbookedPin(p: Pending, pin: Pin, reason: ReasonCode = 'pinned_unbooked'): RoutingDecision {
     const w = { worker_id: pin.workerId, dp_rank: pin.dpRank ?? 0 } as WorkerWithDpRank;
     if (!p.queryOnly) this.live.set(p.id, { worker: w, entry: undefined, booked: false, closeSession: null });
     const requiredBlocks = Math.ceil(p.isl / this.blockSize);
-    return this.decision(p, w, 0, 0, requiredBlocks, false, this.simpleExplanation('pinned_unbooked'));
+    const d = this.decision(p, w, 0, 0, requiredBlocks, false, this.simpleExplanation(reason));
+    if (this.sampled()) this.logDecision(d);
+    return d;
   }
 
   /** round-robin, random, least-loaded, device-aware-weighted, direct (§8.8). */
@@ -731,11 +732,7 @@ export class KvRouter {
     const now = this.clock.now();
     if (pin) {
       entry = this.workers.get(pin.workerId);
-      if (!entry) {
-        const d = this.unbookedPin(p, pin);
-        if (this.mode === 'direct') d.explanation.reason = 'direct';
-        return d;
-      }
+      if (!entry) return this.unbookedPin(p, pin, this.mode === 'direct' ? 'direct' : 'pinned_unbooked');
       dpRank = pin.dpRank ?? entry.dpStart;
       if (!this.workers.rank(entry.id, dpRank) || !this.compatible(entry, p)) throw noEligibleWorkers();
       if (this.busyOn && this.workerBusy(entry, now)) throw pinnedWorkerBusy({ worker_id: entry.id, dp_rank: dpRank });
@@ -774,7 +771,9 @@ export class KvRouter {
       this.live.set(p.id, { worker: w, entry, booked: false, closeSession: null });
       entry.inflight++;
     }
-    return this.decision(p, w, 0, 0, Math.ceil(p.isl / this.blockSize), false, this.simpleExplanation(reason));
+    const d = this.decision(p, w, 0, 0, Math.ceil(p.isl / this.blockSize), false, this.simpleExplanation(reason));
+    if (this.sampled()) this.logDecision(d);
+    return d;
   }
 
   private compatible(w: WorkerEntry, p: Pending): boolean {
@@ -1192,6 +1191,11 @@ export class KvRouter {
       taint_multiplier: o.taintMultiplier[i],
       cost: o.cost[i],
     };
+  }
+
+  private sampled(): boolean {
+    const log = this.opts.decisionLog;
+    return log != null && log.sampleRate > 0 && (log.random ?? this.random)() < log.sampleRate;
   }
 
   private logDecision(d: RoutingDecision): void {
