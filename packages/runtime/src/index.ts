@@ -8,3 +8,25 @@ export {
   type ConnectNatsOptions,
   type NatsConnection,
 } from './nats-connection.js';
+export {
+  DEVICE_TYPES,
+  encodeInstance,
+  parseInstance,
+  registerInstance,
+  watchInstances,
+  parseEventChannel,
+  registerEventChannel,
+  watchEventChannels,
+  type DeviceType,
+  type Instance,
+  type EventChannel,
+  type EventTransport,
+  type Registration,
+  type RegisterInstanceOptions,
+  type RegisterEventChannelOptions,
+  type KeyParts,
+  type TypedChange,
+  type TypedWatch,
+  type WatchScope,
+} from './registration.js';
+export * from './model-card.js';
