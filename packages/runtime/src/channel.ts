@@ -12,9 +12,34 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private error: unknown = undefined;
   /** Called once when the consumer stops early (`return()` while still open). */
   onReturn: (() => void) | null = null;
+  private room: { below: number; resolve: () => void } | null = null;
 
   get closed(): boolean {
     return this.state !== 0;
+  }
+
+  /** Items pushed and not yet pulled. */
+  get size(): number {
+    return this.buf.length - this.head;
+  }
+
+  /**
+   * For a producer that should not run ahead of the consumer: undefined while fewer than `below`
+   * items wait, else a promise that resolves once the consumer has pulled enough (or stopped).
+   */
+  whenBelow(below: number): Promise<void> | undefined {
+    if (this.state !== 0 || this.size < below) return undefined;
+    return new Promise<void>((resolve) => {
+      this.room = { below, resolve };
+    });
+  }
+
+  private freeRoom(): void {
+    const r = this.room;
+    if (r && (this.state !== 0 || this.size < r.below)) {
+      this.room = null;
+      r.resolve();
+    }
   }
 
   push(v: T): boolean {
@@ -52,6 +77,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   }
 
   private wake(): void {
+    this.freeRoom();
     const w = this.waiter;
     if (!w) return;
     this.waiter = null;
@@ -70,6 +96,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
         this.buf = this.buf.slice(this.head);
         this.head = 0;
       }
+      if (this.room) this.freeRoom();
       return Promise.resolve({ value: v, done: false });
     }
     if (this.state === 1) return Promise.resolve({ value: undefined, done: true });
@@ -90,6 +117,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
       this.state = 1;
       this.buf = [];
       this.head = 0;
+      this.freeRoom();
       const cb = this.onReturn;
       this.onReturn = null;
       this.wake();

@@ -18,6 +18,9 @@ import {
   type UnaryOptions,
 } from './types.js';
 
+/** Items an in-process stream may buffer before its generator waits for the consumer. */
+const INPROC_BUFFER = 64;
+
 /** The registry in-process clients find servers in (one per process is typical; tests make their own). */
 export class InprocHub {
   private readonly servers = new Map<string, InprocRequestServer>();
@@ -112,7 +115,11 @@ export class InprocRequestClient implements RequestClient {
       0,
     );
     active = server.core.start(endpoint, payload, {
-      data: (item) => p.data(item, 0),
+      data: (item) => {
+        p.data(item, 0);
+        // A generator in the same process must not run arbitrarily far ahead of its consumer.
+        return p.ch.whenBelow(INPROC_BUFFER);
+      },
       end: () => p.end(),
       // Rebuilt like a remote error, so callers see the same error shape on every transport.
       error: (e) => p.fail(remoteError(e.code, e.message, e.status)),
