@@ -38,7 +38,7 @@ ensurePnpm();
 ensureDeps();
 
 if (job === 'start') {
-  must('pnpm', ['build']);
+  // Runs from TypeScript sources (tsx + the `source` export condition): no build step needed.
   process.exit(run('pnpm', ['demo', ...rest]));
 } else if (job === 'bench') {
   must('pnpm', ['build']);
