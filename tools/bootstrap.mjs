@@ -28,8 +28,11 @@ function ensurePnpm() {
   must('npm', ['i', '-g', '-E', `pnpm@${PNPM_VERSION}`]);
 }
 function ensureDeps() {
-  const frozen = existsSync(join(root, 'pnpm-lock.yaml')) ? ['--frozen-lockfile'] : [];
-  must('pnpm', ['install', '--reporter=append-only', ...frozen], { env: { ...process.env, CI: 'true' } });
+  const env = { ...process.env, CI: 'true' };
+  const hasLock = existsSync(join(root, 'pnpm-lock.yaml'));
+  if (hasLock && run('pnpm', ['install', '--reporter=append-only', '--frozen-lockfile'], { env }) === 0) return;
+  if (hasLock) console.warn('bootstrap: pnpm-lock.yaml does not match the package.json files; resolving again');
+  must('pnpm', ['install', '--reporter=append-only', '--no-frozen-lockfile'], { env });
 }
 
 const job = process.argv[2] ?? 'test';
