@@ -1,0 +1,218 @@
+/**
+ * ZMQ direct event plane (§5.2): each publishing process binds one PUB socket and advertises its
+ * endpoint under `v1/event_channels/{ns}/{component}/{topic}/{id:hex}` for every topic it publishes;
+ * subscribers watch that prefix and connect one SUB socket to every advertised publisher. Frames:
+ * `[subject, publisher_id (8 B BE), sequence (8 B BE), 0x01 ‖ u32 BE length ‖ envelope]`.
+ * The topic frame carries the full subject, so SUB prefix filtering is exact up to a suffix check.
+ */
+import { networkInterfaces } from 'node:os';
+import { Publisher, Subscriber } from 'zeromq';
+import { decodeZmqEventFrames, type EventEnvelope } from '@kvrouter/protocols';
+import { errorMessage } from '../errors.js';
+import { type ChannelDiscovery, channelKey, encodeChannel, parseChannel } from './channels.js';
+import { eventChannelsPrefix } from '@kvrouter/protocols';
+import { EnvelopeBuilder } from './envelope-seq.js';
+import { EnvelopeQueue } from './subscription.js';
+import { encodeZmqEventFrames } from '@kvrouter/protocols';
+import type { EventPlane, EventSubscription, EventTopic, PlaneOptions, SubscribeOptions } from './types.js';
+
+export interface ZmqPlaneOptions extends PlaneOptions {
+  discovery: ChannelDiscovery;
+  /** Interface the PUB socket binds (default `0.0.0.0`, port chosen by the OS). */
+  bindHost?: string;
+  /** Host written into the advertised endpoint; default the first non-internal IPv4, else 127.0.0.1. */
+  advertiseHost?: string;
+  /**
+   * Pause between bind + advertise and the first send, so subscribers watching discovery can
+   * connect (PUB/SUB slow joiner). Default 200 ms.
+   */
+  joinDelayMs?: number;
+  /** Messages queued per peer before PUB drops (default 100 000). */
+  highWaterMark?: number;
+}
+
+type Frames = [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+
+export class ZmqEventPlane implements EventPlane {
+  readonly kind = 'zmq' as const;
+  private readonly env: EnvelopeBuilder;
+  private pub: Publisher | null = null;
+  private bound: Promise<string> | null = null;
+  private endpoint: string | null = null;
+  private readonly advertised = new Map<string, Promise<void>>();
+  private readonly queue: Frames[] = [];
+  private draining: Promise<void> | null = null;
+  private readonly subs = new Set<EnvelopeQueue>();
+  private closed = false;
+
+  constructor(private readonly opts: ZmqPlaneOptions) {
+    this.env = new EnvelopeBuilder(opts);
+  }
+
+  get publisherId(): bigint {
+    return this.env.publisherId;
+  }
+
+  /** `tcp://host:port` this plane advertises, once bound. */
+  get advertisedEndpoint(): string | null {
+    return this.endpoint;
+  }
+
+  publish(topic: EventTopic, payload: Uint8Array): void {
+    if (this.closed) return;
+    const key = channelKey(topic, this.publisherId);
+    if (!this.advertised.has(key)) this.advertised.set(key, this.advertise(key));
+    this.queue.push(encodeZmqEventFrames(this.env.next(topic.subject, payload), topic.subject));
+    this.draining ??= this.drain();
+  }
+
+  private bind(): Promise<string> {
+    this.bound ??= (async () => {
+      const pub = new Publisher({ sendHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
+      this.pub = pub;
+      await pub.bind(`tcp://${this.opts.bindHost ?? '0.0.0.0'}:0`);
+      const port = /:([0-9]+)$/.exec(pub.lastEndpoint ?? '')?.[1];
+      if (!port) throw new Error(`zmq: cannot read the bound port from ${pub.lastEndpoint ?? 'nothing'}`);
+      this.endpoint = `tcp://${this.opts.advertiseHost ?? defaultAdvertiseHost()}:${port}`;
+      return this.endpoint;
+    })();
+    return this.bound;
+  }
+
+  private async advertise(key: string): Promise<void> {
+    const ep = await this.bind();
+    await this.opts.discovery.put(key, encodeChannel({ transport: 'zmq', endpoint: ep }));
+    await sleep(this.opts.joinDelayMs ?? 200);
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      // Every advertisement (and its join delay) precedes the sends queued after it.
+      while (this.queue.length > 0 && !this.closed) {
+        await Promise.all(this.advertised.values());
+        const batch = this.queue.splice(0);
+        for (const frames of batch) {
+          if (this.closed) return;
+          await this.pub!.send(frames);
+        }
+      }
+    } catch (e) {
+      this.queue.length = 0;
+      this.opts.onError?.(e);
+      // A failed advertisement is retried on the next publish.
+      for (const [k, p] of this.advertised) p.catch(() => this.advertised.delete(k));
+    } finally {
+      this.draining = null;
+      if (this.queue.length > 0 && !this.closed) this.draining = this.drain();
+    }
+  }
+
+  async flush(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  subscribe(topic: EventTopic, opts: SubscribeOptions = {}): EventSubscription {
+    const sub = new Subscriber({ receiveHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
+    const watch = this.opts.discovery.watch(eventChannelsPrefix(topic.namespace, topic.component, topic.topic));
+    const q: EnvelopeQueue = new EnvelopeQueue(opts, () => {
+      this.subs.delete(q);
+      watch.close();
+      sub.close();
+    });
+    if (this.closed) {
+      q.close();
+      return q;
+    }
+    this.subs.add(q);
+    sub.subscribe(topic.subject);
+    void this.follow(watch, sub, q);
+    void this.receive(sub, topic.subject, q);
+    return q;
+  }
+
+  /** Connects to every advertised publisher of the topic and disconnects from withdrawn ones. */
+  private async follow(
+    watch: AsyncIterable<{ type: string; key?: string; value?: string }>,
+    sub: Subscriber,
+    q: EnvelopeQueue,
+  ): Promise<void> {
+    const byKey = new Map<string, string>();
+    const refs = new Map<string, number>();
+    try {
+      for await (const ev of watch) {
+        if (q.closed) break;
+        if (ev.type === 'put' && ev.key !== undefined && ev.value !== undefined) {
+          const ch = parseChannel(ev.value);
+          if (!ch || ch.transport !== 'zmq' || byKey.get(ev.key) === ch.endpoint) continue;
+          this.drop(ev.key, byKey, refs, sub);
+          byKey.set(ev.key, ch.endpoint);
+          const n = refs.get(ch.endpoint) ?? 0;
+          refs.set(ch.endpoint, n + 1);
+          if (n === 0) sub.connect(ch.endpoint);
+        } else if (ev.type === 'delete' && ev.key !== undefined) this.drop(ev.key, byKey, refs, sub);
+      }
+    } catch (e) {
+      if (!q.closed) this.opts.onError?.(new Error(`zmq: discovery watch ended: ${errorMessage(e)}`));
+    }
+  }
+
+  private drop(key: string, byKey: Map<string, string>, refs: Map<string, number>, sub: Subscriber): void {
+    const ep = byKey.get(key);
+    if (ep === undefined) return;
+    byKey.delete(key);
+    const n = (refs.get(ep) ?? 1) - 1;
+    if (n > 0) refs.set(ep, n);
+    else {
+      refs.delete(ep);
+      try {
+        sub.disconnect(ep);
+      } catch {
+        // Already gone with the socket.
+      }
+    }
+  }
+
+  private async receive(sub: Subscriber, subject: string, q: EnvelopeQueue): Promise<void> {
+    while (!q.closed) {
+      let frames: Buffer[];
+      try {
+        frames = await sub.receive();
+      } catch (e) {
+        if (!q.closed) {
+          this.opts.onError?.(new Error(`zmq: receive failed: ${errorMessage(e)}`));
+          q.close();
+        }
+        return;
+      }
+      let env: EventEnvelope;
+      try {
+        const d = decodeZmqEventFrames(frames);
+        // SUB filtering is by prefix: `…kv-events` must not receive `…kv-events-x`.
+        if (d.subject !== subject) continue;
+        env = d.envelope;
+      } catch (e) {
+        q.fail(e);
+        continue;
+      }
+      q.push(env);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.flush();
+    this.closed = true;
+    for (const q of [...this.subs]) q.close();
+    const keys = [...this.advertised.keys()];
+    await Promise.all(keys.map((k) => this.opts.discovery.delete(k).catch(() => undefined)));
+    this.pub?.close();
+  }
+}
+
+function defaultAdvertiseHost(): string {
+  for (const list of Object.values(networkInterfaces()))
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  return '127.0.0.1';
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
