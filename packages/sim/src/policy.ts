@@ -1,0 +1,173 @@
+/**
+ * The seam between the event loop and whatever picks workers. The simulator measures the real
+ * router: `kvRouterPolicy` wraps `KvRouter` from `@kvrouter/router` for every `--router-mode`,
+ * fed by the simulated engines' KV events and loads exactly as the frontend feeds it. The only
+ * other implementation is a bare round-robin used to test the loop on its own.
+ */
+import type { ResolvedConfig } from '@kvrouter/config';
+import { KvrError, type RouterEvent, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { ApproxIndexer, RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
+import { KvRouter, routerParamsFromConfig, type Clock, type RouterConfigFields } from '@kvrouter/router';
+
+export interface SimWorker {
+  id: WorkerId;
+  dpSize: number;
+  /** Per rank (`total_kv_blocks`). */
+  totalKvBlocks: number;
+  maxNumBatchedTokens: number;
+}
+
+export interface PolicyContext {
+  /** Virtual clock whose timers are events of the simulation. */
+  clock: Clock;
+  /** Seeded uniform [0, 1) stream reserved for the router. */
+  random: () => number;
+  /** Engine KV block size. */
+  blockSize: number;
+  workers: readonly SimWorker[];
+}
+
+export interface PolicyRequest {
+  requestId: string;
+  tokens: Uint32Array;
+  isl: number;
+  osl: number;
+}
+
+export interface PolicyDecision {
+  worker: WorkerWithDpRank;
+  /** Device-overlap blocks the router expected on that rank (0 when it keeps no index). */
+  overlapBlocks: number;
+}
+
+export interface LoadReport {
+  worker_id: WorkerId;
+  dp_rank: number;
+  kv_used_blocks: number;
+}
+
+export interface RoutingPolicy {
+  readonly name: string;
+  /** Exactly one of `done` / `fail` is called, now or later (a queued request). */
+  route(req: PolicyRequest, done: (d: PolicyDecision) => void, fail: (err: unknown) => void): void;
+  /**
+   * Route calls whose outcome is decided but whose callback has not run yet. A promise-based router
+   * settles in microtasks; the loop drains them before it moves the clock, so results stay ordered.
+   */
+  settling(): number;
+  onFirstToken(requestId: string): void;
+  /** Cumulative output tokens after a pass. */
+  onOutputTokens(requestId: string, total: number): void;
+  onFinish(requestId: string): void;
+  onKvEvent(ev: RouterEvent): void;
+  onLoad(load: LoadReport): void;
+  close(): void;
+}
+
+export type PolicyFactory = (ctx: PolicyContext) => RoutingPolicy;
+
+/** Cycles over ranks in (worker, rank) order; no state besides the cursor. For loop tests. */
+export const roundRobinPolicy: PolicyFactory = (ctx) => {
+  const ranks: WorkerWithDpRank[] = [];
+  for (const w of ctx.workers) for (let r = 0; r < w.dpSize; r++) ranks.push({ worker_id: w.id, dp_rank: r });
+  let next = 0;
+  return {
+    name: 'sim-round-robin',
+    route(_req, done) {
+      const worker = ranks[next]!;
+      next = (next + 1) % ranks.length;
+      done({ worker, overlapBlocks: 0 });
+    },
+    settling: () => 0,
+    onFirstToken() {},
+    onOutputTokens() {},
+    onFinish() {},
+    onKvEvent() {},
+    onLoad() {},
+    close() {},
+  };
+};
+
+const unsupported = (flag: string, why: string): KvrError =>
+  new KvrError('unsupported_in_simulation', `${flag}: ${why}`, 400, { flag });
+
+/**
+ * The production router driven on the virtual clock. Index choice follows §7.4 through the
+ * router's own `routerParamsFromConfig`; the simulator always uses the single-threaded index
+ * (`--router-event-threads` is ignored: writer threads would make event application asynchronous
+ * and the run non-deterministic).
+ */
+export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'router'>): PolicyFactory {
+  const params = routerParamsFromConfig(config);
+  // Fail on options the simulator cannot honour before anything is built.
+  if (params.index.kind === 'remote') throw unsupported('--use-remote-indexer', 'no remote indexer in the simulator');
+  if (params.aic) throw unsupported('--router-prefill-load-model', 'aic needs a performance model the simulator does not have');
+  if (params.index.kind === 'approximate' && params.index.cachePolicy === 'lru') {
+    throw unsupported('--router-approximate-cache-policy', 'lru is not implemented by the approximate indexer');
+  }
+  return (ctx) => {
+    if (params.blockSizeOverride !== null && params.blockSizeOverride !== ctx.blockSize) {
+      throw new KvrError(
+        'invalid_argument',
+        `--kv-cache-block-size ${params.blockSizeOverride} differs from the engines' block size ${ctx.blockSize}`,
+        400,
+        { flag: '--kv-cache-block-size' },
+      );
+    }
+    const plan = params.index;
+    let indexer: KvIndexer | null = null;
+    if (plan.kind === 'events') indexer = new RadixIndexer();
+    else if (plan.kind === 'approximate') {
+      indexer = new ApproxIndexer({
+        ttlSecs: plan.ttlSecs,
+        maxTreeSize: plan.maxTreeSize,
+        pruneTargetRatio: plan.pruneTargetRatio,
+        now: () => ctx.clock.now(),
+      });
+    }
+    // Approximate mode learns only from its own decisions (§7.5): engine events are not applied.
+    const eventSink = plan.kind === 'events' ? indexer : null;
+    const {
+      index: _index,
+      blockSizeOverride: _bso,
+      replicaSync: _rs,
+      aic: _aic,
+      ...opts
+    } = params;
+    const router = new KvRouter({ ...opts, blockSize: ctx.blockSize, clock: ctx.clock, random: ctx.random, indexer });
+    for (const w of ctx.workers) {
+      router.addWorker({
+        workerId: w.id,
+        dpStart: 0,
+        dpSize: w.dpSize,
+        totalKvBlocks: w.totalKvBlocks,
+        maxNumBatchedTokens: w.maxNumBatchedTokens,
+      });
+    }
+    let outstanding = 0;
+    return {
+      name: params.mode ?? 'kv',
+      route(req, done, fail) {
+        outstanding++;
+        router.route({ requestId: req.requestId, tokens: req.tokens, isl: req.isl }).then(
+          (d) => {
+            outstanding--;
+            done({ worker: d.worker, overlapBlocks: d.overlapBlocks });
+          },
+          (e: unknown) => {
+            outstanding--;
+            fail(e);
+          },
+        );
+      },
+      // Parked requests wait for a later event; the rest resolve within microtasks.
+      settling: () => outstanding - router.queueDepth,
+      onFirstToken: (id) => void router.markPrefillCompleted(id),
+      onOutputTokens: opts.trackOutputBlocks ? (id, n) => void router.onOutputTokens(id, n) : () => {},
+      onFinish: (id) => void router.free(id),
+      onKvEvent: eventSink ? (ev) => eventSink.applyEvent(ev) : () => {},
+      onLoad: (l) => void router.ingestLoad(l),
+      close: () => router.close(),
+    };
+  };
+}
