@@ -597,6 +597,8 @@ export class KvRouter {
         busy++;
         continue;
       }
+      r.candIndex = n;
+      r.candEpoch = this.epoch;
       cand[n++] = r;
     }
     this.lastBusyFiltered = busy;
@@ -631,15 +633,18 @@ export class KvRouter {
     return all;
   }
 
+  /** Scores hold only the matching ranks: visit those, not every candidate. */
   private fillOverlaps(p: Pending, n: number): void {
     const dev = this.batch.deviceBlocks;
+    dev.fill(0, 0, n);
     const s = p.scores;
-    if (!s || s.size === 0) {
-      dev.fill(0, 0, n);
-      return;
+    if (!s || s.size === 0) return;
+    const byKey = this.workers.byKey;
+    const epoch = this.epoch;
+    for (const [key, v] of s) {
+      const r = byKey.get(key);
+      if (r !== undefined && r.candEpoch === epoch) dev[r.candIndex] = v;
     }
-    const cand = this.cand;
-    for (let i = 0; i < n; i++) dev[i] = s.get(cand[i].key) ?? 0;
   }
 
   /** AddRequest on the chosen rank (§9.2) and its replica-sync event (§5.4). */

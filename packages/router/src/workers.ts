@@ -28,6 +28,9 @@ export interface WorkerConfig {
 export class RankEntry {
   readonly key: string;
   readonly busy = new RankBusyState();
+  /** Position in the current decision's candidate list, valid while `candEpoch` is that decision's. */
+  candIndex = -1;
+  candEpoch = -1;
   constructor(
     readonly worker: WorkerWithDpRank,
     readonly owner: WorkerEntry,
@@ -124,6 +127,8 @@ export class WorkerSet {
   workers: WorkerEntry[] = [];
   /** Every (worker, rank) in ascending (id, rank) order. */
   ranks: RankEntry[] = [];
+  /** Rank by `"<worker_id>:<dp_rank>"`, the key of `OverlapScores`. */
+  readonly byKey = new Map<string, RankEntry>();
 
   get size(): number {
     return this.byId.size;
@@ -177,5 +182,7 @@ export class WorkerSet {
   private reorder(): void {
     this.workers = [...this.byId.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this.ranks = this.workers.flatMap((w) => w.ranks);
+    this.byKey.clear();
+    for (const r of this.ranks) this.byKey.set(r.key, r);
   }
 }
