@@ -37,7 +37,11 @@ class ScriptedQuery implements QueryClient {
       return o ? Promise.resolve(o) : this.hub.query(worker, req);
     };
     if (!this.hold) return answer();
-    return new Promise((resolve, reject) => this.held.push(() => answer().then(resolve, reject)));
+    return new Promise((resolve, reject) =>
+      this.held.push(() => {
+        answer().then(resolve, reject);
+      }),
+    );
   }
 
   /** Answers the oldest held query (computed now, from the worker's current state). */
