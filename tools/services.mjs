@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 const NEEDED = [
   { bin: 'nats-server', pkg: 'nats-server' },
   { bin: 'etcd', pkg: 'etcd-server' },
+  { bin: 'promtool', pkg: 'prometheus' },
 ];
 
 function has(bin) {
