@@ -92,7 +92,7 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
       }
       const router = routerFor();
       const oracle = o.oracle ? oracleFor(w.rows, sim) : null;
-      const run = await runOffline(w, sim, router, routerArgv, oracle, io, o.progress);
+      const run = await runOffline(w, sim, router, oracle, io, o.progress);
       run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
       io.stdout.write(formatSummary(run.report, 'offline', run.wallMs));
       if (o.reportJson) write(o.reportJson, reportJson(run.report));
@@ -122,7 +122,7 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         const { router: flags, rest } = splitRouterArgs(extra);
         if (rest.length > 0) throw new Error(`--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`);
         const router = routerFor(flags);
-        const run = await runOffline(w, sim, router, [...routerArgv, ...flags], oracle, io, o.progress, c);
+        const run = await runOffline(w, sim, router, oracle, io, o.progress, c);
         run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
         run.report.config.label = c;
         io.stdout.write(formatSummary(run.report, c, run.wallMs));

@@ -71,7 +71,6 @@ export async function runOffline(
   w: Workload,
   sim: SimConfig,
   router: ResolvedConfig<'router'>,
-  routerArgv: readonly string[],
   oracle: OracleResult | null,
   io: Io,
   progress: boolean,
@@ -84,6 +83,6 @@ export async function runOffline(
   });
   const wallMs = performance.now() - t0;
   bar.finish();
-  const report = buildReport(result, oracle, { workload: w.source, router_args: [...routerArgv] });
+  const report = buildReport(result, oracle, { workload: w.source });
   return { report, result, wallMs };
 }
