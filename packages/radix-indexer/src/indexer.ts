@@ -158,23 +158,42 @@ export class RadixIndexer implements KvIndexer {
       pLo = this.ext.words[off + EXT_SEQ_LO]!;
       pHi = this.ext.words[off + EXT_SEQ_HI]!;
     }
+    const firstParentLo = pLo;
+    const firstParentHi = pHi;
     if (slot < 0) slot = this.acquireSlot(workerId, rank);
+    // Three passes over the chain: hashes first (CPU only), then the table, then the external
+    // map. Each pass issues independent memory accesses back to back, so their cache misses
+    // overlap instead of queueing behind the hash arithmetic.
+    if (this.seqScratch.length < 2 * n + 2) this.seqScratch = new Uint32Array(4 * n + 4);
+    const seq = this.seqScratch;
+    const hadParent = hasParent;
     for (let i = 0, k = at; i < n; i++, k += 4) {
       const tLo = data[k + 2]! >>> 0;
       const tHi = data[k + 3]! >>> 0;
-      let sLo = tLo;
-      let sHi = tHi;
-      if (hasParent) {
-        chainHashInto(pLo, pHi, tLo, tHi, this.h, 0);
-        sLo = this.h[0]!;
-        sHi = this.h[1]!;
+      if (hasParent) chainHashInto(pLo, pHi, tLo, tHi, seq, 2 * i);
+      else {
+        seq[2 * i] = tLo;
+        seq[2 * i + 1] = tHi;
       }
-      this.storeBlock(slot, sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-      this.ext.set(slot, data[k]!, data[k + 1]!, sLo, sHi);
       hasParent = true;
-      pLo = sLo;
-      pHi = sHi;
+      pLo = seq[2 * i]!;
+      pHi = seq[2 * i + 1]!;
     }
+    const t = this.table;
+    for (let i = 0, k = at; i < n; i++, k += 4) {
+      const first = i === 0;
+      const off = t.upsert(
+        seq[2 * i]!,
+        seq[2 * i + 1]!,
+        data[k + 2]!,
+        data[k + 3]!,
+        first ? hadParent : true,
+        first ? firstParentLo : seq[2 * i - 2]!,
+        first ? firstParentHi : seq[2 * i - 1]!,
+      );
+      if (t.setBit(off, slot)) this.treeSize[slot]!++;
+    }
+    for (let i = 0, k = at; i < n; i++, k += 4) this.ext.set(slot, data[k]!, data[k + 1]!, seq[2 * i]!, seq[2 * i + 1]!);
     return this.count('ok', 'stored');
   }
 
@@ -255,20 +274,6 @@ export class RadixIndexer implements KvIndexer {
     const slot = this.slots.acquire(workerId, rank);
     if (slot >= this.table.maxSlots) this.growSlots(slot + 1);
     return slot;
-  }
-
-  private storeBlock(
-    slot: number,
-    sLo: number,
-    sHi: number,
-    tLo: number,
-    tHi: number,
-    hasParent: boolean,
-    pLo: number,
-    pHi: number,
-  ): void {
-    const off = this.table.upsert(sLo, sHi, tLo, tHi, hasParent, pLo, pHi);
-    if (this.table.setBit(off, slot)) this.treeSize[slot]!++;
   }
 
   private unholdBlock(slot: number, sLo: number, sHi: number): void {
