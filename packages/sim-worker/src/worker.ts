@@ -1,0 +1,279 @@
+/**
+ * One simulated worker: a `SimEngine` driven in real time, registered in discovery like a real
+ * engine worker (instance on `generate` + the local-indexer query endpoints, model card with the
+ * runtime config), serving `generate` on its own request-plane server, publishing KV events through
+ * the kv-events publisher (ids, batching, dedup, local indexer) and `ActiveLoad` on `kv_metrics`.
+ * Its discovery handle is its lease: the instance id is the lease id (PROTOCOL.md §6.2).
+ */
+import {
+  GENERATE_ENDPOINT,
+  KvrError,
+  componentSubject,
+  u64ToHex,
+  type DpRank,
+  type WorkerId,
+} from '@kvrouter/protocols';
+import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent, type EngineLoad } from '@kvrouter/engine-sim';
+import {
+  CoalescingLoadPublisher,
+  KvEventPublisher,
+  LoadChannel,
+  kvEventsTopic,
+  planeSink,
+  serveLocalIndexer,
+  type EventPlane,
+  type RouterEventSink,
+} from '@kvrouter/kv-events';
+import {
+  InprocHub,
+  NatsRequestServer,
+  TcpRequestServer,
+  defaultInprocHub,
+  registerInstance,
+  registerModelCard,
+  type DeviceType,
+  type Discovery,
+  type Instance,
+  type ModelCardInput,
+  type ModelDeploymentCard,
+  type ModelRuntimeConfig,
+  type NatsConnection,
+  type Registration,
+  type RequestServer,
+} from '@kvrouter/runtime';
+import { EngineDriver, type DriverStats } from './driver.js';
+import { parseGenerateRequest } from './generate.js';
+import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
+
+export type RequestPlaneSpec =
+  | {
+      kind: 'tcp';
+      /** Bind address; default `0.0.0.0`. */
+      host?: string;
+      /** Default `DYN_TCP_RPC_PORT`, else OS-assigned. */
+      port?: number;
+      advertiseHost?: string;
+    }
+  | {
+      kind: 'nats';
+      nc: NatsConnection;
+      /** Default `namespace.{ns}.component.{comp}.instance.{id:hex}`. */
+      subject?: string;
+    }
+  | {
+      kind: 'inproc';
+      /** Default the process-wide hub (where an embedding frontend's inproc client looks). */
+      hub?: InprocHub;
+      /** Default `sim-worker-{id:hex}`. */
+      name?: string;
+    };
+
+/** Card fields a worker may set beyond what the engine config decides. */
+export interface SimCardOptions {
+  /** Default: what one request can hold, `numGpuBlocks × blockSize`. */
+  contextLength?: number;
+  migrationLimit?: number;
+  modelType?: ModelCardInput['model_type'];
+  /** Merged into `runtime_config` (topology domains, taints, …). */
+  runtimeConfig?: Partial<ModelRuntimeConfig>;
+}
+
+export interface SimWorkerOptions {
+  /** An open discovery handle; its lease id becomes the instance id. The worker closes it on stop. */
+  discovery: Discovery;
+  namespace: string;
+  component: string;
+  /** Default `generate`. */
+  endpoint?: string;
+  modelName: string;
+  engine?: Partial<EngineConfig>;
+  engineDeps?: EngineDeps;
+  requestPlane: RequestPlaneSpec;
+  /**
+   * Event plane for KV events and load, with `publisherId` = the discovery lease id; the worker
+   * closes it on stop. Null: nothing is published (the local indexer still answers queries).
+   */
+  eventPlane?: EventPlane | null;
+  /** Where numbered KV events go instead of the event plane (e.g. JetStream durable mode); not closed by the worker. */
+  kvEventSink?: RouterEventSink | null;
+  /** `enable_local_indexer`; default true. */
+  enableLocalIndexer?: boolean;
+  /** Default the process-wide one on the real clock. */
+  scheduler?: PassScheduler;
+  defaultMaxTokens?: number;
+  maxLagMs?: number;
+  card?: SimCardOptions;
+  deviceType?: DeviceType;
+  /** Each pass's raw engine KV events (before the publisher), e.g. for `DYN_MOCKER_KV_CACHE_TRACE`. */
+  onEngineKvEvents?: (workerId: bigint, events: readonly EngineKvEvent[]) => void;
+  /** Publisher and plane failures (the event plane is lossy by contract; routers recover). */
+  onError?: (err: unknown) => void;
+}
+
+export interface StopOptions {
+  /** How long in-flight streams may run on before they end with `engine_shutdown`; default 0. */
+  graceMs?: number;
+}
+
+export class SimWorker {
+  private stopping: Promise<void> | null = null;
+
+  private constructor(
+    readonly instanceId: WorkerId,
+    readonly engine: SimEngine,
+    readonly driver: EngineDriver,
+    readonly publisher: KvEventPublisher,
+    readonly server: RequestServer,
+    readonly instance: Instance,
+    readonly card: ModelDeploymentCard,
+    private readonly discovery: Discovery,
+    private readonly registrations: Registration<unknown>[],
+    private readonly eventPlane: EventPlane | null,
+    private readonly load: CoalescingLoadPublisher | null,
+  ) {}
+
+  /**
+   * Builds the engine, starts the request-plane server and registers. Instance records come before
+   * the model card, so a frontend that reacts to the card finds the instance already there.
+   * On failure everything started so far is torn down, including the discovery handle.
+   */
+  static async start(o: SimWorkerOptions): Promise<SimWorker> {
+    const d = o.discovery;
+    const id = d.leaseId as WorkerId;
+    const endpoint = o.endpoint ?? GENERATE_ENDPOINT;
+    let server: RequestServer | null = null;
+    const regs: Registration<unknown>[] = [];
+    let publisher: KvEventPublisher | null = null;
+    try {
+      const engine = new SimEngine(o.engine ?? {}, o.engineDeps ?? {});
+      const cfg = engine.config;
+      const ranks = Array.from({ length: cfg.dataParallelSize }, (_, r) => r);
+      const localIndexer = o.enableLocalIndexer ?? true;
+      const sink = o.kvEventSink ?? (o.eventPlane ? planeSink(o.eventPlane, kvEventsTopic(o.namespace, o.component)) : null);
+      const pub = new KvEventPublisher({ workerId: id, sink, dpRanks: ranks, localIndexer, onError: o.onError });
+      publisher = pub;
+      const scheduler = o.scheduler ?? defaultPassScheduler();
+      const load = o.eventPlane
+        ? new CoalescingLoadPublisher(new LoadChannel(o.eventPlane, o.namespace), 1, scheduler.clock)
+        : null;
+      const onEngineKvEvents = o.onEngineKvEvents;
+      const driver = new EngineDriver(engine, {
+        scheduler,
+        defaultMaxTokens: o.defaultMaxTokens,
+        maxLagMs: o.maxLagMs,
+        hooks: {
+          onKvEvents: (evs) => {
+            onEngineKvEvents?.(id, evs);
+            for (const ev of evs) pub.engineEvent({ dp_rank: ev.dp_rank, data: ev.data }, ev.event_id);
+          },
+          onLoad: load ? (l) => load.update(activeLoad(id, l)) : undefined,
+        },
+      });
+
+      server = await listen(o.requestPlane, o.namespace, o.component, id);
+      server.serve(endpoint, (payload, ctx) => driver.submit(parseGenerateRequest(payload), ctx.signal));
+      const queryEndpoints = localIndexer ? serveLocalIndexer(server, pub) : [];
+
+      const transport = server.transport;
+      const base = { namespace: o.namespace, component: o.component, transport, device_type: o.deviceType };
+      const inst = await registerInstance(d, { ...base, endpoint });
+      regs.push(inst);
+      for (const ep of queryEndpoints) regs.push(await registerInstance(d, { ...base, endpoint: ep }));
+      const c = o.card ?? {};
+      const cardReg = await registerModelCard(d, {
+        namespace: o.namespace,
+        component: o.component,
+        endpoint,
+        card: {
+          display_name: o.modelName,
+          kv_cache_block_size: cfg.blockSize,
+          context_length: c.contextLength ?? cfg.numGpuBlocks * cfg.blockSize,
+          ...(c.migrationLimit !== undefined ? { migration_limit: c.migrationLimit } : {}),
+          ...(c.modelType !== undefined ? { model_type: c.modelType } : {}),
+          runtime_config: {
+            ...c.runtimeConfig,
+            total_kv_blocks: cfg.numGpuBlocks,
+            max_num_batched_tokens: cfg.maxNumBatchedTokens,
+            max_num_seqs: cfg.maxNumSeqs,
+            data_parallel_start_rank: 0,
+            data_parallel_size: cfg.dataParallelSize,
+            enable_local_indexer: localIndexer,
+          },
+        },
+      });
+      regs.push(cardReg);
+      // A first (empty) load lets busy monitors know the ranks before any traffic.
+      if (load) for (const r of ranks) load.update(activeLoad(id, engine.load(r)));
+      return new SimWorker(id, engine, driver, pub, server, inst.record, cardReg.record, d, regs, o.eventPlane ?? null, load);
+    } catch (e) {
+      server?.abort();
+      await publisher?.close().catch(() => undefined);
+      await o.eventPlane?.close().catch(() => undefined);
+      await d.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  get stats(): DriverStats {
+    return this.driver.stats;
+  }
+
+  /**
+   * Clean shutdown: deregisters (routers stop picking this worker), lets streams run for `graceMs`,
+   * ends the rest with `engine_shutdown` (a migratable code), flushes the last KV events and load,
+   * and revokes the lease.
+   */
+  stop(opts: StopOptions = {}): Promise<void> {
+    this.stopping ??= (async () => {
+      await Promise.all(this.registrations.map((r) => r.unregister().catch(() => undefined)));
+      await this.server.close({ graceMs: opts.graceMs ?? 0 });
+      this.driver.stop(new KvrError('engine_shutdown', `worker ${u64ToHex(this.instanceId)} shut down`, 503));
+      this.load?.flush();
+      await this.publisher.close();
+      await this.eventPlane?.close();
+      await this.discovery.close();
+    })();
+    return this.stopping;
+  }
+
+  /**
+   * Dies like a killed process: connections drop (`disconnected` on the client side), nothing is
+   * deregistered (the keys expire with the lease TTL), nothing is flushed.
+   */
+  crash(): void {
+    this.server.abort();
+    this.driver.stop(new KvrError('disconnected', 'worker crashed', 502));
+    this.discovery.abandon();
+    void this.eventPlane?.close();
+  }
+}
+
+function activeLoad(id: WorkerId, l: EngineLoad) {
+  return {
+    worker_id: id,
+    dp_rank: l.dp_rank as DpRank,
+    active_decode_blocks: l.active_decode_blocks,
+    active_prefill_tokens: null,
+    kv_used_blocks: l.kv_used_blocks,
+  };
+}
+
+async function listen(p: RequestPlaneSpec, ns: string, comp: string, id: bigint): Promise<RequestServer> {
+  switch (p.kind) {
+    case 'tcp':
+      return TcpRequestServer.listen({ host: p.host, port: p.port, advertiseHost: p.advertiseHost });
+    case 'nats':
+      return NatsRequestServer.start(p.nc, {
+        subject: p.subject ?? `${componentSubject(ns, comp)}.instance.${u64ToHex(id)}`,
+      });
+    case 'inproc':
+      return (p.hub ?? defaultInprocHub()).listen({ name: p.name ?? `sim-worker-${u64ToHex(id)}` });
+    default:
+      throw new KvrError(
+        'invalid_argument',
+        `requestPlane.kind: must be tcp, nats or inproc, got ${JSON.stringify((p as { kind?: unknown }).kind)}`,
+        400,
+        { field: 'requestPlane.kind' },
+      );
+  }
+}
