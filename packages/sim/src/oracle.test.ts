@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { oracleBounds } from './oracle.js';
+import { generateSynthetic } from './synthetic.js';
 import type { TraceRow } from './trace.js';
 
 const row = (index: number, timestamp: number, hash_ids: number[], input_length: number): TraceRow => ({
@@ -47,6 +48,38 @@ describe('oracleBounds', () => {
     const r = oracleBounds(rows, { ...opts, capacityBlocks: 10 });
     expect(r.pooledCachedTokens).toBe(4);
     expect(r.promptTokens).toBe(15);
+  });
+
+  it('keys blocks by hash ids exactly as by synthesized tokens', () => {
+    const rows = generateSynthetic(
+      {
+        sessions: 40,
+        turns: { kind: 'uniform', min: 1, max: 6 },
+        systemPrompts: 3,
+        systemPromptTokens: 700,
+        userTokens: { kind: 'lognormal', median: 300, sigma: 0.8, min: 1, max: 3000 },
+        outputTokens: { kind: 'uniform', min: 1, max: 300 },
+        sessionRate: 5,
+        traceBlockSize: 128,
+      },
+      5,
+    );
+    // Rows longer than their hash ids: the overflow is request-unique in both paths.
+    rows.push({ ...rows[3]!, input_length: rows[3]!.hash_ids.length * 128 + 200, index: rows.length, timestamp: 1e9 });
+    for (const [bs, capacityBlocks] of [
+      [16, 100_000],
+      [32, 64],
+      [128, 1000],
+    ] as const) {
+      const o = { blockSize: bs, traceBlockSize: 128, vocabSize: 32000, capacityBlocks };
+      const ids = oracleBounds(rows, o);
+      expect(ids).toEqual(oracleBounds(rows, { ...o, byTokens: true }));
+      expect(ids.pooledCachedTokens).toBeGreaterThan(0);
+      expect(ids.pooledCachedTokens).toBeLessThanOrEqual(ids.infiniteCachedTokens);
+      // 64 blocks of 32 tokens cannot hold this working set; 100 000 blocks hold all of it.
+      if (capacityBlocks === 64) expect(ids.pooledCachedTokens).toBeLessThan(ids.infiniteCachedTokens);
+      if (capacityBlocks === 100_000) expect(ids.pooledCachedTokens).toBe(ids.infiniteCachedTokens);
+    }
   });
 
   it('rejects bad options', () => {

@@ -26,12 +26,17 @@ export interface OracleOptions {
   capacityBlocks: number;
   traceBlockSize: number;
   vocabSize: number;
+  /**
+   * Key blocks by synthesized tokens and their §2 sequence hashes even when the engine block size
+   * divides the trace block size (the exact path; the default then keys by hash ids, same result).
+   */
+  byTokens?: boolean;
 }
 
 /**
- * LRU over block keys with intrusive links in typed arrays. Keys are 53 bits of the 64-bit sequence
- * hash (low word + 21 bits of the high word) so they fit a Map<number>: for a million distinct
- * blocks the chance of any collision is about 10^12 / 2^54 ≈ 6·10^-5, far below what a bound needs.
+ * LRU over block keys with intrusive links in typed arrays. Keys are 53-bit numbers (of the 64-bit
+ * sequence hash, or of the hash-id chain) so they fit a Map<number>: for a million distinct blocks
+ * the chance of any collision is about 10^12 / 2^54 ≈ 6·10^-5, far below what a bound needs.
  */
 class Lru {
   private readonly map = new Map<number, number>();
@@ -95,13 +100,57 @@ function traceOrder(rows: readonly TraceRow[]): number[] {
   return rows.map((_, i) => i).sort((a, b) => rows[a]!.timestamp - rows[b]!.timestamp || a - b);
 }
 
+/**
+ * Block keys of one row when the engine block size divides the trace block size: engine block i
+ * lies inside trace block b = floor(i·bs/tbs), so its content is fixed by the hash ids 0..b and its
+ * sub-index i mod (tbs/bs) (§18: equal ids give equal tokens). Keys chain the ids through a 64-bit
+ * mix, so no token is synthesized and nothing is hashed with XXH3. Blocks past the hash ids are
+ * request-unique (id 2^63 + row index) and keyed by (row, position).
+ */
+class IdKeys {
+  private readonly per: number;
+  constructor(
+    private readonly bs: number,
+    tbs: number,
+  ) {
+    this.per = tbs / bs;
+  }
+
+  fill(row: TraceRow, nb: number, keys: Float64Array): void {
+    let lo = 0x9e3779b9;
+    let hi = 0x7f4a7c15;
+    const ids = row.hash_ids;
+    for (let i = 0, b = -1; i < nb; i++) {
+      const tb = Math.floor(i / this.per);
+      const sub = i - tb * this.per;
+      if (tb >= ids.length) {
+        // Request-unique: cannot equal any other row's block; the sign bit keeps it off the id keys.
+        keys[i] = -(row.index * 2 ** 21 + i + 1);
+        continue;
+      }
+      while (b < tb) {
+        b++;
+        const h = ids[b]!;
+        // Two rounds of a murmur3-style mix over (lo, hi) with the id's two 32-bit halves.
+        lo = Math.imul(lo ^ (h % 4294967296), 0xcc9e2d51) >>> 0;
+        hi = Math.imul(hi ^ Math.floor(h / 4294967296) ^ (lo >>> 15), 0x1b873593) >>> 0;
+        lo = Math.imul(lo ^ (hi >>> 13) ^ (lo << 7), 0x85ebca6b) >>> 0;
+        hi = Math.imul(hi ^ (lo >>> 16) ^ (hi << 5), 0xc2b2ae35) >>> 0;
+      }
+      // 53-bit key: 32 bits of lo, 21 of hi, with the sub-block index folded into the low word.
+      keys[i] = ((lo ^ Math.imul(sub + 1, 0x27d4eb2f)) >>> 0) + (hi & 0x1fffff) * 4294967296;
+    }
+  }
+}
+
 export function oracleBounds(rows: readonly TraceRow[], opts: OracleOptions): OracleResult {
   const bs = opts.blockSize;
   if (!Number.isSafeInteger(bs) || bs < 1) throw new KvrError('invalid_argument', `blockSize must be an integer >= 1, got ${bs}`, 400, { field: 'blockSize' });
   if (!Number.isSafeInteger(opts.capacityBlocks) || opts.capacityBlocks < 0 || opts.capacityBlocks > 2 ** 30) {
     throw new KvrError('invalid_argument', `capacityBlocks must be an integer in [0, 2^30], got ${opts.capacityBlocks}`, 400, { field: 'capacityBlocks' });
   }
-  const synth = new TokenSynth({ traceBlockSize: opts.traceBlockSize, vocabSize: opts.vocabSize });
+  const byIds = opts.byTokens !== true && opts.traceBlockSize % bs === 0 ? new IdKeys(bs, opts.traceBlockSize) : null;
+  const synth = byIds ? null : new TokenSynth({ traceBlockSize: opts.traceBlockSize, vocabSize: opts.vocabSize });
   const lru = new Lru(opts.capacityBlocks);
   const seen = new Set<number>();
   let local = new Uint32Array(0);
@@ -114,15 +163,18 @@ export function oracleBounds(rows: readonly TraceRow[], opts: OracleOptions): Or
     const row = rows[k]!;
     const len = row.input_length;
     prompt += len;
-    const tokens = synth.promptTokens(row);
     const nb = Math.floor(len / bs);
-    if (local.length < 2 * nb) {
+    if (keys.length < nb) {
       local = new Uint32Array(4 * nb);
       seqBuf = new Uint32Array(4 * nb);
       keys = new Float64Array(2 * nb);
     }
-    const seq = computeSequenceHashes(computeLocalBlockHashes(tokens, bs, undefined, local), seqBuf);
-    for (let i = 0; i < nb; i++) keys[i] = seq[2 * i]! + (seq[2 * i + 1]! & 0x1fffff) * 4294967296;
+    if (byIds) byIds.fill(row, nb, keys);
+    else {
+      const tokens = synth!.promptTokens(row);
+      const seq = computeSequenceHashes(computeLocalBlockHashes(tokens, bs, undefined, local), seqBuf);
+      for (let i = 0; i < nb; i++) keys[i] = seq[2 * i]! + (seq[2 * i + 1]! & 0x1fffff) * 4294967296;
+    }
     const cap = Math.floor((len - 1) / bs);
     let hp = 0;
     while (hp < cap && lru.has(keys[hp]!)) hp++;
