@@ -11,16 +11,12 @@ export interface Clock {
 
 /**
  * `performance.now()` rather than `Date.now()`: sub-millisecond and immune to wall-clock steps, which
- * matters because pass times are a few ms. Timers are unref'd so an embedded fleet never keeps a
- * process alive on its own (the request-plane sockets do that for the mocker app).
+ * matters because pass times are a few ms. Timers stay ref'd: a pass in flight is work the process
+ * must finish (a timer exists only while some lane has work).
  */
 export const realClock: Clock = {
   now: () => performance.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
-    t.unref();
-    return t;
-  },
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
 };
 

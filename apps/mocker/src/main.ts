@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+/**
+ * `kvrouter-mocker` (upstream `python -m dynamo.mocker`): simulated engine workers. Exit codes:
+ * 0 after a clean shutdown, 1 on a startup failure, 2 on invalid configuration, 130 on a second
+ * signal during shutdown.
+ */
+import { errText, resolveMockerConfig, startMocker } from './mocker.js';
+import { MockerConfigError } from './options.js';
+
+/** In-flight streams get this long after SIGINT / SIGTERM before they end with `engine_shutdown`. */
+const SHUTDOWN_GRACE_MS = 5000;
+
+const log = (line: string): void => void process.stderr.write(`[mocker] ${line}\n`);
+
+const config = resolveMockerConfig(process.argv.slice(2), process.env, { log });
+let running;
+try {
+  running = await startMocker(config, { log });
+} catch (e) {
+  process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : errText(e)}\n`);
+  process.exit(e instanceof MockerConfigError ? 2 : 1);
+}
+const mocker = running;
+let signals = 0;
+const onSignal = (sig: string): void => {
+  if (++signals > 1) process.exit(130);
+  log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`);
+  mocker.stop(SHUTDOWN_GRACE_MS).then(
+    () => process.exit(0),
+    (e: unknown) => {
+      log(`shutdown failed: ${errText(e)}`);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGINT', () => onSignal('SIGINT'));
+process.on('SIGTERM', () => onSignal('SIGTERM'));

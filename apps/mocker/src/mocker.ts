@@ -1,0 +1,146 @@
+/**
+ * The mocker process: resolve the configuration, connect the infrastructure (one NATS connection
+ * shared by every worker when a plane needs it), start `--num-workers` simulated workers, and shut
+ * them down cleanly on SIGINT / SIGTERM.
+ */
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { ConfigError, resolveConfig } from '@kvrouter/config';
+import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
+import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
+import { JetStreamEventSink, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
+import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
+import { SimFleet, type RequestPlaneSpec } from '@kvrouter/sim-worker';
+import { MockerConfigError, extraArgsToArgv, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
+import { topologyRuntimeConfig } from './topology.js';
+
+export interface MockerIo {
+  log: (line: string) => void;
+  /** Default process.exit. */
+  exit?: (code: number) => never;
+}
+
+export interface RunningMocker {
+  readonly config: MockerConfig;
+  readonly plan: MockerPlan;
+  readonly fleet: SimFleet;
+  /** Deregisters, lets streams run for `graceMs`, ends the rest with `engine_shutdown`, closes connections. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+const isDirectory = (p: string): boolean => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true;
+
+/**
+ * Resolves the configuration. `--extra-engine-args` names a JSON file whose values are appended to
+ * the command line (so they override flags) and the whole is resolved once more; any problem ends
+ * the process with `error: <message>` and exit code 2.
+ */
+export function resolveMockerConfig(argv: readonly string[], env: Record<string, string | undefined>, io: MockerIo): MockerConfig {
+  const exit = io.exit ?? ((code: number) => process.exit(code));
+  let full = [...argv];
+  try {
+    const pre = resolveConfig('mocker', argv, env, { isDirectory });
+    const path = pre.config.extraEngineArgs;
+    if (path !== null) full = [...argv, ...extraArgsToArgv(readFileSync(path, 'utf8'), path)];
+  } catch (e) {
+    // Configuration errors of the plain command line are reported by parseAppConfig below.
+    if (e instanceof MockerConfigError || (e instanceof Error && 'code' in e && (e as { code: unknown }).code === 'ENOENT')) {
+      process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : `--extra-engine-args: ${e.message}`}\n`);
+      return exit(CONFIG_EXIT_CODE);
+    }
+    if (!(e instanceof ConfigError)) throw e;
+  }
+  return parseAppConfig('mocker', full, env, {
+    info: { name: 'kvrouter-mocker', description: 'Simulated inference engine workers (PROTOCOL.md §17)' },
+    isDirectory,
+    writeFile: (p, text) => writeFileSync(p, text),
+    onWarning: (w) => io.log(`warning: ${w}`),
+    exit: io.exit,
+  }).config;
+}
+
+export async function startMocker(config: MockerConfig, io: MockerIo): Promise<RunningMocker> {
+  const plan = planFromConfig(config);
+  for (const w of plan.warnings) io.log(`warning: ${w}`);
+  const runtimeConfig = await topologyRuntimeConfig(config);
+  const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
+  const nc: NatsConnection | null = needNats ? await connectNats(config.natsServer) : null;
+  let durable: JetStreamEventSink | null = null;
+  try {
+    if (plan.durableKvEvents) {
+      io.log('warning: --durable-kv-events is deprecated; KV events go to JetStream instead of the event plane');
+      durable = await JetStreamEventSink.create(nc!, plan.path.namespace, plan.path.component, {
+        streamMaxAgeSec: Number(config.natsStreamMaxAge),
+        onError: (e) => io.log(`kv events: JetStream publish failed: ${errText(e)}`),
+      });
+    }
+    const requestPlane: RequestPlaneSpec =
+      plan.requestPlane === 'nats'
+        ? { kind: 'nats', nc: nc! }
+        : { kind: 'tcp', ...(plan.tcpPort !== null ? { port: plan.tcpPort } : { port: 0 }) };
+    const fleet = await SimFleet.start({
+      numWorkers: plan.numWorkers,
+      openDiscovery: () =>
+        createDiscovery({
+          backend: plan.discoveryBackend,
+          etcdEndpoints: [...config.etcdEndpoints],
+          fileRoot: config.fileKv ?? undefined,
+        }),
+      namespace: plan.path.namespace,
+      component: plan.path.component,
+      endpoint: plan.path.endpoint,
+      modelName: plan.modelName,
+      engine: plan.engine,
+      requestPlane,
+      eventPlane: (publisherId, discovery) =>
+        createEventPlane({
+          kind: plan.eventPlane,
+          discoveryBackend: plan.discoveryBackend,
+          discovery,
+          nc,
+          publisherId,
+          onError: (e) => io.log(`event plane: ${errText(e)}`),
+        }),
+      kvEventSink: durable as RouterEventSink | null,
+      startupDelayMs: plan.startupDelayMs,
+      staggerMs: plan.staggerMs,
+      card: { runtimeConfig },
+      onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
+      onError: (e) => io.log(`kv events: ${errText(e)}`),
+    });
+    const ids = fleet.workers.map((w) => u64ToHex(w.instanceId)).join(', ');
+    io.log(
+      `mocker ready: ${plan.numWorkers} worker(s) of model ${JSON.stringify(plan.modelName)} on ` +
+        `dyn://${plan.path.namespace}.${plan.path.component}.${plan.path.endpoint} ` +
+        `(discovery ${plan.discoveryBackend}, request plane ${plan.requestPlane}, event plane ${plan.eventPlane}); instances ${ids}`,
+    );
+    let stopped: Promise<void> | null = null;
+    return {
+      config,
+      plan,
+      fleet,
+      stop: (graceMs = 0) =>
+        (stopped ??= (async () => {
+          await fleet.stop({ graceMs });
+          await durable?.flush();
+          await nc?.close();
+        })()),
+    };
+  } catch (e) {
+    await nc?.close().catch(() => undefined);
+    throw e;
+  }
+}
+
+function traceEvents(io: MockerIo, id: bigint, evs: readonly { event_id: number; dp_rank: number; data: RouterEvent['event']['data'] }[]): void {
+  for (const ev of evs) {
+    const d = ev.data;
+    const kind = d === 'cleared' ? 'cleared' : 'stored' in d ? 'stored' : 'removed';
+    const blocks = d === 'cleared' ? 0 : 'stored' in d ? d.stored.blocks.length : d.removed.block_hashes.length;
+    io.log(`kv-cache-trace worker=${u64ToHex(id)} dp_rank=${ev.dp_rank} seq=${ev.event_id} ${kind} blocks=${blocks}`);
+  }
+}
+
+export function errText(e: unknown): string {
+  if (e instanceof KvrError) return `${e.code}: ${e.message}`;
+  return e instanceof Error ? e.message : String(e);
+}

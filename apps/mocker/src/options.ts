@@ -1,0 +1,158 @@
+/**
+ * From the resolved mocker configuration (PROTOCOL.md §17, `@kvrouter/config` rows for `mocker`) to
+ * what the fleet needs, plus the flags that are accepted but not modelled. Pure: no I/O here, so
+ * every mapping and refusal is unit-tested.
+ */
+import type { ResolvedConfig } from '@kvrouter/config';
+import { KvrError } from '@kvrouter/protocols';
+import type { EngineConfig } from '@kvrouter/engine-sim';
+import { autoStaggerMs } from '@kvrouter/sim-worker';
+
+export type MockerConfig = ResolvedConfig<'mocker'>;
+
+export interface EndpointPath {
+  namespace: string;
+  component: string;
+  endpoint: string;
+}
+
+export interface MockerPlan {
+  path: EndpointPath;
+  modelName: string;
+  numWorkers: number;
+  engine: Partial<EngineConfig>;
+  startupDelayMs: number;
+  staggerMs: number;
+  discoveryBackend: MockerConfig['discoveryBackend'];
+  requestPlane: 'tcp' | 'nats';
+  eventPlane: 'nats' | 'zmq';
+  durableKvEvents: boolean;
+  /** Fixed tcp port of worker 0 (`DYN_TCP_RPC_PORT`); worker i listens on port + i. */
+  tcpPort: number | null;
+  kvCacheTrace: boolean;
+  /** Startup continues; the app logs each one. */
+  warnings: string[];
+}
+
+/** Refusal of a configuration the mocker cannot run; the app prints it as `error: ...` and exits 2. */
+export class MockerConfigError extends KvrError {
+  constructor(message: string, flag: string) {
+    super('config_error', message, 400, { flag });
+    this.name = 'MockerConfigError';
+  }
+}
+
+/**
+ * `dyn://{namespace}.{component}.{endpoint}`. The namespace may itself contain dots (upstream
+ * allows dotted namespaces), so the last two segments are the component and the endpoint.
+ */
+export function parseEndpoint(uri: string): EndpointPath {
+  const m = /^dyn:\/\/(.+)$/.exec(uri);
+  const parts = m ? m[1].split('.') : [];
+  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
+    throw new MockerConfigError(
+      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
+      '--endpoint',
+    );
+  const endpoint = parts.pop()!;
+  const component = parts.pop()!;
+  return { namespace: parts.join('.'), component, endpoint };
+}
+
+/** The model name served: `--model-name`, else the model path (as upstream). */
+export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>): string {
+  return c.modelName ?? c.modelPath ?? '';
+}
+
+export function planFromConfig(c: MockerConfig): MockerPlan {
+  const warnings: string[] = [];
+  if (c.disaggregationMode !== 'agg')
+    throw new MockerConfigError(
+      `--disaggregation-mode ${c.disaggregationMode} is not supported by this mocker yet (disaggregated prefill/decode is a later issue); use agg`,
+      '--disaggregation-mode',
+    );
+  if (c.zmqKvEventsPorts !== null || c.zmqReplayPorts !== null)
+    throw new MockerConfigError(
+      '--zmq-kv-events-ports / --zmq-replay-ports (vLLM-format ZMQ KV events) are not supported by this mocker yet; ' +
+        'KV events go through the event plane (--event-plane)',
+      c.zmqKvEventsPorts !== null ? '--zmq-kv-events-ports' : '--zmq-replay-ports',
+    );
+  const eventPlane = c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+  if (c.durableKvEvents && eventPlane !== 'nats')
+    throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
+  if (c.engineType === 'sglang')
+    warnings.push(
+      '--engine-type sglang is accepted but not modelled: the vLLM scheduler and block manager are used ' +
+        '(--sglang-max-prefill-tokens is ignored)',
+    );
+  if (c.plannerProfileData !== null)
+    warnings.push('--planner-profile-data is accepted but not modelled: pass times come from the §17 polynomials');
+  if (c.aicPerfModel) warnings.push('--aic-perf-model is accepted but not modelled: pass times come from the §17 polynomials');
+  if (c.reasoning !== null) warnings.push('--reasoning is accepted but not modelled: no reasoning tokens are simulated');
+  if (c.bootstrapPorts !== null) warnings.push('--bootstrap-ports has no effect in aggregated mode (ignored)');
+  if (c.discoveryBackend === 'mem')
+    warnings.push(
+      'discovery backend mem: workers are visible only inside this process; use --discovery-backend etcd or file for a separate frontend',
+    );
+  const startupDelayMs = (c.startupTime ?? 0) * 1000;
+  const staggerMs = c.staggerDelay < 0 ? autoStaggerMs(c.numWorkers) : c.staggerDelay * 1000;
+  return {
+    path: parseEndpoint(c.endpoint),
+    modelName: servedModelName(c),
+    numWorkers: c.numWorkers,
+    engine: {
+      numGpuBlocks: c.numGpuBlocksOverride,
+      blockSize: c.blockSize,
+      maxNumSeqs: c.maxNumSeqs,
+      maxNumBatchedTokens: c.maxNumBatchedTokens,
+      enablePrefixCaching: c.enablePrefixCaching,
+      enableChunkedPrefill: c.enableChunkedPrefill,
+      preemptionMode: c.preemptionMode,
+      speedupRatio: c.speedupRatio,
+      decodeSpeedupRatio: c.decodeSpeedupRatio,
+      dataParallelSize: c.dataParallelSize,
+    },
+    startupDelayMs,
+    staggerMs,
+    discoveryBackend: c.discoveryBackend,
+    requestPlane: c.requestPlane,
+    eventPlane,
+    durableKvEvents: c.durableKvEvents,
+    tcpPort: c.tcpRpcPort,
+    kvCacheTrace: c.mockerKvCacheTrace,
+    warnings,
+  };
+}
+
+/**
+ * `--extra-engine-args` file content → CLI arguments appended after the real ones (last one wins,
+ * so the file overrides flags). Keys are flag names without dashes, in snake_case or kebab-case
+ * (`block_size`, `num-gpu-blocks-override`); booleans become `--x` / `--no-x`, arrays comma lists,
+ * null `None`, objects JSON.
+ */
+export function extraArgsToArgv(json: string, path: string): string[] {
+  let o: unknown;
+  try {
+    o = JSON.parse(json);
+  } catch (e) {
+    throw new MockerConfigError(
+      `--extra-engine-args ${path}: not valid JSON (${e instanceof Error ? e.message : String(e)})`,
+      '--extra-engine-args',
+    );
+  }
+  if (typeof o !== 'object' || o === null || Array.isArray(o))
+    throw new MockerConfigError(`--extra-engine-args ${path}: expected a JSON object of flag values`, '--extra-engine-args');
+  const argv: string[] = [];
+  for (const [k, v] of Object.entries(o as Record<string, unknown>)) {
+    const name = k.replace(/^-+/, '').replace(/_/g, '-');
+    if (name === 'extra-engine-args')
+      throw new MockerConfigError(`--extra-engine-args ${path}: must not name another file`, '--extra-engine-args');
+    if (v === true) argv.push(`--${name}`);
+    else if (v === false) argv.push(`--no-${name}`);
+    else if (v === null) argv.push(`--${name}`, 'None');
+    else if (Array.isArray(v)) argv.push(`--${name}`, v.map(String).join(','));
+    else if (typeof v === 'object') argv.push(`--${name}`, JSON.stringify(v));
+    else argv.push(`--${name}`, String(v as string | number));
+  }
+  return argv;
+}
