@@ -3,7 +3,7 @@
  * the prefix applies to this group only). Per-request updates go through `RequestTracker`
  * (lifecycle.ts); the methods here are the events that are not tied to one request's lifecycle.
  */
-import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { BUCKETS, type OverridableHistogram } from './buckets.js';
 import {
   DEFAULT_FRONTEND_PREFIX,
@@ -18,6 +18,7 @@ import {
 } from './names.js';
 import { frontendBucketLists, resolveFrontendBuckets, type BucketOverrides } from './overrides.js';
 import { counter, gauge, histogram } from './registry.js';
+import type { CounterFamily, GaugeFamily, HistogramFamily } from './series.js';
 import { checkCount, checkNonNeg, checkOneOf, checkString, invalid } from './validate.js';
 
 export interface FrontendMetricsOptions {
@@ -44,30 +45,30 @@ export class FrontendMetrics {
   /** Bucket lists in use after the overrides (cached_tokens shares the input-sequence list). */
   readonly buckets: Readonly<Record<OverridableHistogram, readonly number[]>>;
 
-  readonly requestsTotal: Counter<'model' | 'endpoint' | 'request_type' | 'status' | 'error_type'>;
-  readonly inflightRequests: Gauge<M>;
-  readonly queuedRequests: Gauge<M>;
-  readonly disconnectedClients: Counter<never>;
-  readonly requestDurationSeconds: Histogram<M>;
-  readonly inputSequenceTokens: Histogram<M>;
-  readonly outputSequenceTokens: Histogram<M>;
-  readonly timeToFirstTokenSeconds: Histogram<M>;
-  readonly interTokenLatencySeconds: Histogram<M>;
-  readonly outputTokensTotal: Counter<M>;
-  readonly cachedTokens: Histogram<M>;
-  readonly kvHitRate: Histogram<M>;
-  readonly tokenizerLatencyMs: Histogram<'operation'>;
-  readonly modelTotalKvBlocks: Gauge<M>;
-  readonly modelMaxNumSeqs: Gauge<M>;
-  readonly modelMaxNumBatchedTokens: Gauge<M>;
-  readonly modelContextLength: Gauge<M>;
-  readonly modelKvCacheBlockSize: Gauge<M>;
-  readonly modelMigrationLimit: Gauge<M>;
-  readonly modelMigrationTotal: Counter<'model' | 'migration_type'>;
-  readonly modelMigrationMaxSeqLenExceededTotal: Counter<M>;
-  readonly modelCancellationTotal: Counter<M>;
-  readonly modelRejectionTotal: Counter<M>;
-  readonly stageDurationSeconds: Histogram<'stage'>;
+  readonly requestsTotal: CounterFamily<'model' | 'endpoint' | 'request_type' | 'status' | 'error_type'>;
+  readonly inflightRequests: GaugeFamily<M>;
+  readonly queuedRequests: GaugeFamily<M>;
+  readonly disconnectedClients: CounterFamily<never>;
+  readonly requestDurationSeconds: HistogramFamily<M>;
+  readonly inputSequenceTokens: HistogramFamily<M>;
+  readonly outputSequenceTokens: HistogramFamily<M>;
+  readonly timeToFirstTokenSeconds: HistogramFamily<M>;
+  readonly interTokenLatencySeconds: HistogramFamily<M>;
+  readonly outputTokensTotal: CounterFamily<M>;
+  readonly cachedTokens: HistogramFamily<M>;
+  readonly kvHitRate: HistogramFamily<M>;
+  readonly tokenizerLatencyMs: HistogramFamily<'operation'>;
+  readonly modelTotalKvBlocks: GaugeFamily<M>;
+  readonly modelMaxNumSeqs: GaugeFamily<M>;
+  readonly modelMaxNumBatchedTokens: GaugeFamily<M>;
+  readonly modelContextLength: GaugeFamily<M>;
+  readonly modelKvCacheBlockSize: GaugeFamily<M>;
+  readonly modelMigrationLimit: GaugeFamily<M>;
+  readonly modelMigrationTotal: CounterFamily<'model' | 'migration_type'>;
+  readonly modelMigrationMaxSeqLenExceededTotal: CounterFamily<M>;
+  readonly modelCancellationTotal: CounterFamily<M>;
+  readonly modelRejectionTotal: CounterFamily<M>;
+  readonly stageDurationSeconds: HistogramFamily<'stage'>;
 
   constructor(registry: Registry, opts: FrontendMetricsOptions = {}) {
     const prefix = opts.prefix ?? DEFAULT_FRONTEND_PREFIX;
@@ -209,7 +210,7 @@ export class FrontendMetrics {
   /** Sets the model gauges from a card / runtime config (§6.4); null or absent fields are skipped. */
   setModelConfig(model: string, c: ModelConfigGauges): void {
     const label = modelLabel(model);
-    const pairs: Array<[Gauge<M>, number | null | undefined, string]> = [
+    const pairs: Array<[GaugeFamily<M>, number | null | undefined, string]> = [
       [this.modelTotalKvBlocks, c.total_kv_blocks, 'total_kv_blocks'],
       [this.modelMaxNumSeqs, c.max_num_seqs, 'max_num_seqs'],
       [this.modelMaxNumBatchedTokens, c.max_num_batched_tokens, 'max_num_batched_tokens'],

@@ -2,6 +2,7 @@ export * from './buckets.js';
 export * from './names.js';
 export * from './overrides.js';
 export * from './registry.js';
+export * from './series.js';
 export * from './frontend.js';
 export * from './router.js';
 export * from './workers.js';

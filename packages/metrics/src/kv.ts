@@ -3,55 +3,42 @@
  * event_type}` and the worker publisher's
  * `dynamo_component_kv_publisher_engines_dropped_events_total{worker_id}` (§3.4).
  */
-import type { Counter, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { AppliedHook, ApplyStatus, EventKind } from '@kvrouter/radix-indexer';
 import { APPLY_STATUSES, EVENT_TYPES, KV_EVENTS_APPLIED, PUBLISHER_DROPPED } from './names.js';
 import { counter } from './registry.js';
+import type { CounterFamily, CounterSeries } from './series.js';
 import { checkCount, invalid, workerIdLabel } from './validate.js';
 
 const STATUSES: readonly ApplyStatus[] = APPLY_STATUSES;
 const KINDS: readonly EventKind[] = EVENT_TYPES;
 
-/**
- * The applied-events counter. The index calls its hook once per event on the write path, where a
- * prom-client `inc` (label hashing and validation) would cost more than applying a small event; so
- * the hook bumps a slot of a typed array and the counts move into the counter when the registry is
- * scraped (prom-client's `collect`).
- */
+/** The applied-events counter; its hook is on the index's write path, once per event. */
 export class KvIndexMetrics {
-  readonly eventsApplied: Counter<'status' | 'event_type'>;
-  private readonly pending = new Float64Array(STATUSES.length * KINDS.length);
+  readonly eventsApplied: CounterFamily<'status' | 'event_type'>;
+  /** Bound series, slot = status index × 3 + kind index. */
+  private readonly slots: CounterSeries<'status' | 'event_type'>[] = [];
   /** Last `appliedCounts()` snapshot per key, for `syncFrom`. */
   private readonly lastSnapshot = new Map<string, number>();
   /** The index's `onApplied` option. */
   readonly hook: AppliedHook;
 
   constructor(registry: Registry) {
-    const pending = this.pending;
     this.eventsApplied = counter(
       registry,
       KV_EVENTS_APPLIED,
       'KV cache events applied to the router index, by outcome and event type',
       ['status', 'event_type'],
-      function flush() {
-        for (let i = 0; i < pending.length; i++) {
-          if (pending[i] === 0) continue;
-          this.inc(
-            { status: STATUSES[Math.floor(i / KINDS.length)]!, event_type: KINDS[i % KINDS.length]! },
-            pending[i],
-          );
-          pending[i] = 0;
-        }
-      },
     );
     // Every (status, event_type) pair exists from the start, so rate() is defined before the first event.
-    for (const status of STATUSES) for (const event_type of KINDS) this.eventsApplied.inc({ status, event_type }, 0);
+    for (const status of STATUSES) for (const event_type of KINDS) this.slots.push(this.eventsApplied.labels({ status, event_type }));
+    const slots = this.slots;
     this.hook = (status, kind) => {
       const s = STATUSES.indexOf(status);
       const k = KINDS.indexOf(kind);
       if (s < 0) throw invalid('status', `must be one of ${STATUSES.join(', ')}`, status);
       if (k < 0) throw invalid('event_type', `must be one of ${KINDS.join(', ')}`, kind);
-      pending[s * KINDS.length + k]++;
+      slots[s * KINDS.length + k]!.value++;
     };
   }
 
@@ -72,14 +59,14 @@ export class KvIndexMetrics {
       adds.push([s * KINDS.length + k, v >= prev ? v - prev : v, key]);
     }
     for (const [slot, add, key] of adds) {
-      this.pending[slot] += add;
+      this.slots[slot]!.inc(add);
       this.lastSnapshot.set(key, counts.get(key)!);
     }
   }
 }
 
 export class PublisherMetrics {
-  readonly engineDroppedEvents: Counter<'worker_id'>;
+  readonly engineDroppedEvents: CounterFamily<'worker_id'>;
 
   constructor(registry: Registry) {
     this.engineDroppedEvents = counter(

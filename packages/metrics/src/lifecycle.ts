@@ -7,6 +7,7 @@ import type { WorkerWithDpRank } from '@kvrouter/protocols';
 import { modelLabel, type FrontendMetrics } from './frontend.js';
 import { ERROR_TYPES, REQUEST_TYPES, type ErrorType, type RequestType } from './names.js';
 import type { RouterEndpointMetrics } from './router.js';
+import type { CounterSeries, GaugeSeries, HistogramSeries } from './series.js';
 import { checkCount, checkNonNeg, checkOneOf, checkRatio, checkString, invalid } from './validate.js';
 import type { WorkerMetrics } from './workers.js';
 
@@ -51,8 +52,70 @@ export interface RoutedOptions {
   phase?: 'aggregated' | 'prefill' | 'decode';
 }
 
+/**
+ * The `model`-labelled series of one model, looked up once per model rather than per update. The
+ * gauges exist from the first request; a histogram or counter series appears with its first
+ * update (as upstream's do), so e.g. a model never routed in kv mode exports no kv_hit_rate.
+ */
+export class ModelSeries {
+  readonly inflight: GaugeSeries<'model'>;
+  readonly queued: GaugeSeries<'model'>;
+  private readonly l: { model: string };
+  private duration_?: HistogramSeries<'model'>;
+  private isl_?: HistogramSeries<'model'>;
+  private osl_?: HistogramSeries<'model'>;
+  private ttft_?: HistogramSeries<'model'>;
+  private itl_?: HistogramSeries<'model'>;
+  private cached_?: HistogramSeries<'model'>;
+  private hitRate_?: HistogramSeries<'model'>;
+  private outputTokens_?: CounterSeries<'model'>;
+  private cancellations_?: CounterSeries<'model'>;
+  private rejections_?: CounterSeries<'model'>;
+
+  constructor(
+    private readonly f: FrontendMetrics,
+    readonly model: string,
+  ) {
+    this.l = { model };
+    this.inflight = f.inflightRequests.labels(this.l);
+    this.queued = f.queuedRequests.labels(this.l);
+  }
+
+  get duration(): HistogramSeries<'model'> {
+    return (this.duration_ ??= this.f.requestDurationSeconds.labels(this.l));
+  }
+  get isl(): HistogramSeries<'model'> {
+    return (this.isl_ ??= this.f.inputSequenceTokens.labels(this.l));
+  }
+  get osl(): HistogramSeries<'model'> {
+    return (this.osl_ ??= this.f.outputSequenceTokens.labels(this.l));
+  }
+  get ttft(): HistogramSeries<'model'> {
+    return (this.ttft_ ??= this.f.timeToFirstTokenSeconds.labels(this.l));
+  }
+  get itl(): HistogramSeries<'model'> {
+    return (this.itl_ ??= this.f.interTokenLatencySeconds.labels(this.l));
+  }
+  get cached(): HistogramSeries<'model'> {
+    return (this.cached_ ??= this.f.cachedTokens.labels(this.l));
+  }
+  get hitRate(): HistogramSeries<'model'> {
+    return (this.hitRate_ ??= this.f.kvHitRate.labels(this.l));
+  }
+  get outputTokens(): CounterSeries<'model'> {
+    return (this.outputTokens_ ??= this.f.outputTokensTotal.labels(this.l));
+  }
+  get cancellations(): CounterSeries<'model'> {
+    return (this.cancellations_ ??= this.f.modelCancellationTotal.labels(this.l));
+  }
+  get rejections(): CounterSeries<'model'> {
+    return (this.rejections_ ??= this.f.modelRejectionTotal.labels(this.l));
+  }
+}
+
 export class RequestLifecycleMetrics {
   private readonly now: () => number;
+  private readonly models = new Map<string, ModelSeries>();
 
   constructor(readonly deps: LifecycleDeps) {
     this.now = deps.now ?? (() => performance.now());
@@ -64,7 +127,13 @@ export class RequestLifecycleMetrics {
     const endpoint = checkString('endpoint', req.endpoint);
     const requestType = checkOneOf('request_type', REQUEST_TYPES, req.requestType);
     checkTime('at', at);
-    return new RequestTracker(this.deps, this.now, model, endpoint, requestType, at);
+    return new RequestTracker(this.deps, this.seriesOf(model), this.now, endpoint, requestType, at);
+  }
+
+  private seriesOf(model: string): ModelSeries {
+    let m = this.models.get(model);
+    if (!m) this.models.set(model, (m = new ModelSeries(this.deps.frontend, model)));
+    return m;
   }
 }
 
@@ -82,21 +151,27 @@ export class RequestTracker {
   private itlCount = 0;
   private prefillWorker: WorkerWithDpRank | null = null;
   private decodeWorker: WorkerWithDpRank | null = null;
+  /** The decode worker's last-ITL gauge, looked up at the first ITL. */
+  private itlGauge: GaugeSeries<'worker_id' | 'dp_rank' | 'worker_type'> | null = null;
   private readonly router: RouterEndpointMetrics | null;
 
   /** @internal use `RequestLifecycleMetrics.start`. */
   constructor(
     private readonly deps: LifecycleDeps,
+    private readonly m: ModelSeries,
     private readonly now: () => number,
-    readonly model: string,
     readonly endpoint: string,
     readonly requestType: RequestType,
     readonly startedAt: number,
   ) {
     this.router = deps.router ?? null;
     this.lastAt = startedAt;
-    deps.frontend.inflightRequests.inc({ model });
-    deps.frontend.queuedRequests.inc({ model });
+    m.inflight.inc();
+    m.queued.inc();
+  }
+
+  get model(): string {
+    return this.m.model;
   }
 
   get ended(): boolean {
@@ -122,12 +197,15 @@ export class RequestTracker {
       checkCount('cachedTokens', d.cachedTokens);
     }
     if (phase === 'prefill') this.prefillWorker = worker;
-    else this.decodeWorker = worker;
+    else {
+      this.decodeWorker = worker;
+      this.itlGauge = null;
+    }
     if (!first) return;
     this.routedOnce = true;
     this.isl = isl;
     if (kv) {
-      this.deps.frontend.kvHitRate.observe({ model: this.model }, d.kvHitRate);
+      this.m.hitRate.observe(d.kvHitRate);
       this.router!.observeKvHitRate(d.kvHitRate);
       this.router!.observeIsl(isl);
       this.predictedCached = d.cachedTokens;
@@ -142,7 +220,7 @@ export class RequestTracker {
     checkCount('cached_tokens', tokens);
     if (this.ended_ || this.cachedObserved) return;
     this.cachedObserved = true;
-    this.deps.frontend.cachedTokens.observe({ model: this.model }, tokens);
+    this.m.cached.observe(tokens);
   }
 
   /** Disaggregated serving: the router's estimate of the KV transfer time (kv mode only). */
@@ -160,26 +238,29 @@ export class RequestTracker {
     checkTime('at', at);
     if (this.ended_ || n === 0) return;
     if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
-    const f = this.deps.frontend;
-    const model = { model: this.model };
-    f.outputTokensTotal.inc(model, n);
+    const m = this.m;
+    m.outputTokens.inc(n);
     this.osl += n;
     if (this.firstTokenAt === null) {
       this.firstTokenAt = at;
       const ttft = (at - this.startedAt) / 1000;
       this.leaveQueue();
-      f.timeToFirstTokenSeconds.observe(model, ttft);
-      if (this.routedOnce) f.inputSequenceTokens.observe(model, this.isl);
-      if (this.routedOnce) this.router?.observeTtft(ttft);
+      m.ttft.observe(ttft);
+      if (this.routedOnce) {
+        m.isl.observe(this.isl);
+        this.router?.observeTtft(ttft);
+      }
       const w = this.prefillWorker ?? this.decodeWorker;
-      if (w && this.deps.workers)
-        this.deps.workers.setLastTtft(w, this.prefillWorker ? 'prefill' : 'decode', ttft, this.isl);
+      if (w && this.deps.workers) this.deps.workers.setLastTtft(w, this.prefillWorker ? 'prefill' : 'decode', ttft, this.isl);
     } else {
       const itl = (at - this.lastAt) / 1000 / n;
-      for (let i = 0; i < n; i++) f.interTokenLatencySeconds.observe(model, itl);
+      m.itl.observeMany(itl, n);
       this.itlSum += itl * n;
       this.itlCount += n;
-      if (this.decodeWorker && this.deps.workers) this.deps.workers.setLastItl(this.decodeWorker, 'decode', itl);
+      if (this.decodeWorker && this.deps.workers) {
+        this.itlGauge ??= this.deps.workers.lastItlSeries(this.decodeWorker, 'decode');
+        this.itlGauge.set(itl);
+      }
     }
     this.lastAt = at;
   }
@@ -194,25 +275,24 @@ export class RequestTracker {
     if (this.ended_) return;
     if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
     this.ended_ = true;
-    const f = this.deps.frontend;
-    const model = { model: this.model };
+    const m = this.m;
     this.leaveQueue();
-    f.inflightRequests.dec(model);
-    f.requestsTotal.inc({
-      model: this.model,
+    m.inflight.dec();
+    this.deps.frontend.requestsTotal.inc({
+      model: m.model,
       endpoint: this.endpoint,
       request_type: this.requestType,
       status: et === '' ? 'success' : 'error',
       error_type: et,
     });
-    f.requestDurationSeconds.observe(model, (at - this.startedAt) / 1000);
-    if (et === 'cancelled') f.modelCancellationTotal.inc(model);
-    if (et === 'overload') f.modelRejectionTotal.inc(model);
+    m.duration.observe((at - this.startedAt) / 1000);
+    if (et === 'cancelled') m.cancellations.inc();
+    if (et === 'overload') m.rejections.inc();
     // Zero-token requests (failed, cancelled) would drag the OSL mean down; upstream skips them too.
-    if (this.osl > 0) f.outputSequenceTokens.observe(model, this.osl);
+    if (this.osl > 0) m.osl.observe(this.osl);
     if (!this.cachedObserved && this.predictedCached !== null) {
       this.cachedObserved = true;
-      f.cachedTokens.observe(model, this.predictedCached);
+      m.cached.observe(this.predictedCached);
     }
     if (this.router && this.routedOnce) {
       // Upstream's router counts dispatched requests only, and one average ITL per request.
@@ -227,14 +307,14 @@ export class RequestTracker {
     checkTime('at', at);
     if (this.ended_) return;
     if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
-    this.deps.frontend.disconnectedClients.inc();
+    this.deps.frontend.disconnectedClients.inc({});
     this.end('cancelled', at);
   }
 
   private leaveQueue(): void {
     if (!this.queued) return;
     this.queued = false;
-    this.deps.frontend.queuedRequests.dec({ model: this.model });
+    this.m.queued.dec();
   }
 }
 

@@ -3,10 +3,10 @@
  * here touches prom-client's global registry, so two apps in one process (tests, the simulator)
  * never collide on a metric name.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { CounterFamily, GaugeFamily, HistogramFamily } from './series.js';
 
 export type { Registry } from 'prom-client';
-export type { Counter, Gauge, Histogram } from 'prom-client';
 
 /** A fresh registry in the Prometheus text format 0.0.4 (what upstream's `/metrics` serves). */
 export function createRegistry(): Registry {
@@ -23,20 +23,14 @@ export async function exposition(registry: Registry): Promise<Exposition> {
   return { contentType: registry.contentType, body: await registry.metrics() };
 }
 
-// Small constructors so every family is registered on the given registry only.
+// Constructors so every family is registered on the given registry only.
 
-export function counter<L extends string>(
-  registry: Registry,
-  name: string,
-  help: string,
-  labelNames: readonly L[],
-  collect?: (this: Counter<L>) => void,
-): Counter<L> {
-  return new Counter<L>({ name, help, labelNames, registers: [registry], ...(collect ? { collect } : {}) });
+export function counter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): CounterFamily<L> {
+  return new CounterFamily<L>(registry, name, help, labelNames);
 }
 
-export function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Gauge<L> {
-  return new Gauge<L>({ name, help, labelNames, registers: [registry] });
+export function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): GaugeFamily<L> {
+  return new GaugeFamily<L>(registry, name, help, labelNames);
 }
 
 export function histogram<L extends string>(
@@ -45,6 +39,6 @@ export function histogram<L extends string>(
   help: string,
   labelNames: readonly L[],
   buckets: readonly number[],
-): Histogram<L> {
-  return new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers: [registry] });
+): HistogramFamily<L> {
+  return new HistogramFamily<L>(registry, name, help, labelNames, buckets);
 }

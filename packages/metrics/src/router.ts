@@ -3,11 +3,12 @@
  * `dynamo_component`, `dynamo_endpoint`) and the routing-overhead histograms
  * (`dynamo_router_overhead_*_ms`, const label `router_id`) of PROTOCOL §16.
  */
-import type { Counter, Histogram, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { RouterOverhead } from '@kvrouter/router';
 import { BUCKETS } from './buckets.js';
 import { OVERHEAD_PHASES, overheadName, ROUTER, ROUTER_LABELS, type OverheadPhase } from './names.js';
 import { counter, histogram } from './registry.js';
+import type { CounterFamily, CounterSeries, HistogramFamily, HistogramSeries } from './series.js';
 import { checkCount, checkNonNeg, checkRatio, checkString, invalid } from './validate.js';
 
 type RL = (typeof ROUTER_LABELS)[number];
@@ -20,15 +21,15 @@ export interface RouterEndpointLabels {
 }
 
 export class RouterRequestMetrics {
-  readonly requestsTotal: Counter<RL>;
-  readonly timeToFirstTokenSeconds: Histogram<RL>;
-  readonly interTokenLatencySeconds: Histogram<RL>;
-  readonly inputSequenceTokens: Histogram<RL>;
-  readonly outputSequenceTokens: Histogram<RL>;
-  readonly kvHitRate: Histogram<RL>;
-  readonly kvTransferEstimatedLatencySeconds: Histogram<RL>;
-  readonly remoteIndexerQueryFailuresTotal: Counter<RL>;
-  readonly remoteIndexerWriteFailuresTotal: Counter<RL>;
+  readonly requestsTotal: CounterFamily<RL>;
+  readonly timeToFirstTokenSeconds: HistogramFamily<RL>;
+  readonly interTokenLatencySeconds: HistogramFamily<RL>;
+  readonly inputSequenceTokens: HistogramFamily<RL>;
+  readonly outputSequenceTokens: HistogramFamily<RL>;
+  readonly kvHitRate: HistogramFamily<RL>;
+  readonly kvTransferEstimatedLatencySeconds: HistogramFamily<RL>;
+  readonly remoteIndexerQueryFailuresTotal: CounterFamily<RL>;
+  readonly remoteIndexerWriteFailuresTotal: CounterFamily<RL>;
   private readonly endpoints = new Map<string, RouterEndpointMetrics>();
 
   constructor(registry: Registry) {
@@ -86,8 +87,8 @@ export class RouterRequestMetrics {
   }
 }
 
-type Observer = { observe(v: number): void };
-type Incrementer = { inc(v?: number): void };
+type Observer = HistogramSeries<RL>;
+type Incrementer = CounterSeries<RL>;
 
 /** One endpoint's router series, with the label lookups done once. */
 export class RouterEndpointMetrics {
@@ -160,24 +161,21 @@ export class RouterEndpointMetrics {
  * `kv` mode only: the caller creates this object only then).
  */
 export class RouterOverheadMetrics {
-  readonly families: Readonly<Record<OverheadPhase, Histogram<'router_id'>>>;
+  readonly families: Readonly<Record<OverheadPhase, HistogramFamily<'router_id'>>>;
   readonly routerId: string;
-  private readonly children: Observer[];
+  private readonly children: HistogramSeries<'router_id'>[];
 
   constructor(registry: Registry, routerId: bigint | number | string) {
     const id = routerIdLabel(routerId);
-    const fams = {} as Record<OverheadPhase, Histogram<'router_id'>>;
+    const fams = {} as Record<OverheadPhase, HistogramFamily<'router_id'>>;
     for (const p of OVERHEAD_PHASES) {
       const b = p === 'block_hashing' || p === 'seq_hashing' ? BUCKETS.overheadHashing : BUCKETS.overheadRouting;
       fams[p] = histogram(registry, overheadName(p), HELP[p], ['router_id'], b);
     }
     this.families = fams;
     this.routerId = id;
-    // prom-client has no per-family const labels: a bound child per phase plays that role.
-    this.children = OVERHEAD_PHASES.map((p) => {
-      fams[p].zero({ router_id: id });
-      return fams[p].labels({ router_id: id });
-    });
+    // A family-wide constant label: one bound series per phase, looked up once.
+    this.children = OVERHEAD_PHASES.map((p) => fams[p].labels({ router_id: id }));
   }
 
   /** One decision's phase timings in ms (the router's `onOverhead` shape). */

@@ -2,10 +2,11 @@
  * Per-worker gauges (`dynamo_frontend_worker_*`, labels `worker_id`, `dp_rank`, `worker_type`) and
  * the router queue gauge `dynamo_frontend_router_queue_pending_requests{worker_type}` (§16, §10).
  */
-import type { Gauge, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { WorkerWithDpRank } from '@kvrouter/protocols';
 import { QUEUE_PENDING, WORKER, WORKER_LABELS, WORKER_TYPES, type WorkerType } from './names.js';
 import { gauge } from './registry.js';
+import type { GaugeFamily, GaugeSeries } from './series.js';
 import { checkCount, checkNonNeg, checkOneOf, dpRankLabel, workerIdLabel } from './validate.js';
 
 type WL = (typeof WORKER_LABELS)[number];
@@ -19,14 +20,12 @@ export interface LoadReport {
 }
 
 export class WorkerMetrics {
-  readonly activeDecodeBlocks: Gauge<WL>;
-  readonly activePrefillTokens: Gauge<WL>;
-  readonly lastTimeToFirstTokenSeconds: Gauge<WL>;
-  readonly lastInputSequenceTokens: Gauge<WL>;
-  readonly lastInterTokenLatencySeconds: Gauge<WL>;
-  readonly queuePendingRequests: Gauge<'worker_type'>;
-  /** worker_id label → label sets written for it, so `removeWorker` can drop them. */
-  private readonly seen = new Map<string, Map<string, Record<WL, string>>>();
+  readonly activeDecodeBlocks: GaugeFamily<WL>;
+  readonly activePrefillTokens: GaugeFamily<WL>;
+  readonly lastTimeToFirstTokenSeconds: GaugeFamily<WL>;
+  readonly lastInputSequenceTokens: GaugeFamily<WL>;
+  readonly lastInterTokenLatencySeconds: GaugeFamily<WL>;
+  readonly queuePendingRequests: GaugeFamily<'worker_type'>;
 
   constructor(registry: Registry) {
     const g = (name: string, help: string) => gauge(registry, name, help, WORKER_LABELS);
@@ -59,7 +58,6 @@ export class WorkerMetrics {
     const p = load.active_prefill_tokens;
     if (d != null) checkNonNeg('active_decode_blocks', d);
     if (p != null) checkNonNeg('active_prefill_tokens', p);
-    this.remember(l);
     if (d != null) this.activeDecodeBlocks.set(l, d);
     if (p != null) this.activePrefillTokens.set(l, p);
   }
@@ -69,7 +67,6 @@ export class WorkerMetrics {
     const l = this.labels(w?.worker_id, w?.dp_rank, workerType);
     checkNonNeg('ttft', ttftSeconds);
     checkCount('isl', isl);
-    this.remember(l);
     this.lastTimeToFirstTokenSeconds.set(l, ttftSeconds);
     this.lastInputSequenceTokens.set(l, isl);
   }
@@ -78,8 +75,12 @@ export class WorkerMetrics {
   setLastItl(w: WorkerWithDpRank, workerType: WorkerType, itlSeconds: number): void {
     const l = this.labels(w?.worker_id, w?.dp_rank, workerType);
     checkNonNeg('itl', itlSeconds);
-    this.remember(l);
     this.lastInterTokenLatencySeconds.set(l, itlSeconds);
+  }
+
+  /** The last-ITL gauge of one worker rank, for callers that set it per streamed chunk. */
+  lastItlSeries(w: WorkerWithDpRank, workerType: WorkerType): GaugeSeries<WL> {
+    return this.lastInterTokenLatencySeconds.labels(this.labels(w?.worker_id, w?.dp_rank, workerType));
   }
 
   /** Queue depth (the router's `onQueueChange` hook shape). */
@@ -94,18 +95,14 @@ export class WorkerMetrics {
    */
   removeWorker(workerId: bigint): void {
     const id = workerIdLabel('worker_id', workerId);
-    const sets = this.seen.get(id);
-    if (!sets) return;
-    for (const l of sets.values())
-      for (const g of [
-        this.activeDecodeBlocks,
-        this.activePrefillTokens,
-        this.lastTimeToFirstTokenSeconds,
-        this.lastInputSequenceTokens,
-        this.lastInterTokenLatencySeconds,
-      ])
-        g.remove(l);
-    this.seen.delete(id);
+    for (const g of [
+      this.activeDecodeBlocks,
+      this.activePrefillTokens,
+      this.lastTimeToFirstTokenSeconds,
+      this.lastInputSequenceTokens,
+      this.lastInterTokenLatencySeconds,
+    ])
+      for (const s of [...g.all()]) if (s.labels.worker_id === id) g.remove(s.labels);
   }
 
   private labels(workerId: bigint, dpRank: number, workerType: WorkerType): Record<WL, string> {
@@ -114,12 +111,5 @@ export class WorkerMetrics {
       dp_rank: dpRankLabel('dp_rank', dpRank),
       worker_type: checkOneOf('worker_type', WORKER_TYPES, workerType),
     };
-  }
-
-  private remember(l: Record<WL, string>): void {
-    let sets = this.seen.get(l.worker_id);
-    if (!sets) this.seen.set(l.worker_id, (sets = new Map<string, Record<WL, string>>()));
-    const key = `${l.dp_rank}/${l.worker_type}`;
-    if (!sets.has(key)) sets.set(key, l);
   }
 }
