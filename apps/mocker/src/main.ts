@@ -12,7 +12,10 @@ const SHUTDOWN_GRACE_MS = 5000;
 
 const log = (line: string): void => void process.stderr.write(`[mocker] ${line}\n`);
 
-const config = resolveMockerConfig(process.argv.slice(2), process.env, { log });
+const argv = process.argv.slice(2);
+// `pnpm start -- --flag` hands the separator through.
+if (argv[0] === '--') argv.shift();
+const config = resolveMockerConfig(argv, process.env, { log });
 let running;
 try {
   running = await startMocker(config, { log });

@@ -37,17 +37,21 @@ const isDirectory = (p: string): boolean => statSync(p, { throwIfNoEntry: false 
 export function resolveMockerConfig(argv: readonly string[], env: Record<string, string | undefined>, io: MockerIo): MockerConfig {
   const exit = io.exit ?? ((code: number) => process.exit(code));
   let full = [...argv];
+  let path: string | null = null;
   try {
-    const pre = resolveConfig('mocker', argv, env, { isDirectory });
-    const path = pre.config.extraEngineArgs;
-    if (path !== null) full = [...argv, ...extraArgsToArgv(readFileSync(path, 'utf8'), path)];
+    path = resolveConfig('mocker', argv, env, { isDirectory }).config.extraEngineArgs;
   } catch (e) {
-    // Configuration errors of the plain command line are reported by parseAppConfig below.
-    if (e instanceof MockerConfigError || (e instanceof Error && 'code' in e && (e as { code: unknown }).code === 'ENOENT')) {
-      process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : `--extra-engine-args: ${e.message}`}\n`);
+    // Errors of the plain command line are reported by parseAppConfig below.
+    if (!(e instanceof ConfigError)) throw e;
+  }
+  if (path !== null) {
+    try {
+      full = [...argv, ...extraArgsToArgv(readFileSync(path, 'utf8'), path)];
+    } catch (e) {
+      const msg = e instanceof MockerConfigError ? e.message : `--extra-engine-args ${path}: ${errText(e)}`;
+      process.stderr.write(`error: ${msg}\n`);
       return exit(CONFIG_EXIT_CODE);
     }
-    if (!(e instanceof ConfigError)) throw e;
   }
   return parseAppConfig('mocker', full, env, {
     info: { name: 'kvrouter-mocker', description: 'Simulated inference engine workers (PROTOCOL.md §17)' },

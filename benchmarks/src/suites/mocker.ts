@@ -102,6 +102,7 @@ async function runScenario(name: string, plan: Plan[], ctx: SuiteContext): Promi
   });
   const client = new InprocRequestClient(rpc);
   const rng = new Rng(7);
+  const elu0 = performance.eventLoopUtilization();
   const sent: Sent[] = [];
   const streams: Promise<void>[] = [];
   const t0 = performance.now() + 50;
@@ -133,6 +134,7 @@ async function runScenario(name: string, plan: Plan[], ctx: SuiteContext): Promi
     setTimeout(tick, 50);
   });
   await Promise.all(streams);
+  const elu = performance.eventLoopUtilization(elu0);
   const lagResets = fleet.workers.reduce((a, w) => a + w.stats.lagResets, 0);
   await client.close();
   await fleet.stop();
@@ -186,6 +188,7 @@ async function runScenario(name: string, plan: Plan[], ctx: SuiteContext): Promi
       extra: { mean: sl.mean, p90: sl.p90, p99: sl.p99, tokens: lateness.length, lagResets },
     },
     { name: `${label}, |token time − model|`, value: sa.p50, unit: 'ms p50', extra: { p90: sa.p90, p99: sa.p99 } },
+    { name: `${label}, event loop utilisation (workers + client)`, value: elu.utilization * 100, unit: '%' },
   ];
 }
 

@@ -99,7 +99,7 @@ describe('PassScheduler', () => {
     expect(s.size).toBe(0);
   });
 
-  it('slackMs runs entries due that close to now early; none by default', () => {
+  it('slackMs runs entries due that close to now early; none by default on an injected clock', () => {
     const { clock } = countingClock();
     const strict = new PassScheduler({ clock });
     const log: string[] = [];

@@ -9,11 +9,14 @@ import {
   type RouterEvent,
   type WorkerId,
 } from '@kvrouter/protocols';
-import { InprocEventBus, LoadChannel, kvEventsTopic } from '@kvrouter/kv-events';
+import { InprocEventBus, LoadChannel, NatsEventPlane, kvEventsTopic } from '@kvrouter/kv-events';
+import { startNats } from '@kvrouter/testkit';
 import {
   InprocHub,
   InprocRequestClient,
   MemDiscoveryHub,
+  NatsRequestClient,
+  connectNats,
   watchInstances,
   watchModelCards,
   type Instance,
@@ -317,5 +320,52 @@ describe('SimFleet', () => {
       }),
     ).rejects.toMatchObject({ code: 'invalid_engine_config', detail: { field: 'numGpuBlocks' } });
     expect(await observer.list('v1/')).toEqual([]);
+  });
+});
+
+describe('SimWorker over NATS (request plane and event plane)', () => {
+  it('serves generate and publishes its KV events through a real nats-server', async () => {
+    const nats = await startNats({ jetstream: false });
+    cleanups.push(() => nats.stop());
+    const nc = await connectNats(nats.url);
+    cleanups.push(() => nc.close());
+    const disc = new MemDiscoveryHub();
+    const d = disc.connect();
+    const w = await SimWorker.start({
+      discovery: d,
+      namespace: NS,
+      component: COMP,
+      modelName: 'm',
+      engine: { numGpuBlocks: 1000, blockSize: 16, speedupRatio: 100 },
+      requestPlane: { kind: 'nats', nc },
+      eventPlane: new NatsEventPlane({ nc, publisherId: d.leaseId, discovery: d }),
+    });
+    cleanups.push(() => w.stop());
+    expect(w.instance.transport).toEqual({ nats_tcp: `namespace.${NS}.component.${COMP}.instance.${w.instanceId.toString(16)}` });
+    const observer = new NatsEventPlane({ nc, publisherId: 1n });
+    const sub = observer.subscribe(kvEventsTopic(NS, COMP));
+    cleanups.push(() => sub.close());
+    await nc.flush();
+
+    const client = new NatsRequestClient(nc);
+    cleanups.push(() => client.close());
+    const tokens: number[] = [];
+    for await (const item of client.stream<GenerateItem>(w.instance.transport, 'generate', {
+      request_id: 'n1',
+      model: 'm',
+      token_ids: prompt(40),
+      stop_conditions: { max_tokens: 3 },
+    }))
+      tokens.push(...item.token_ids);
+    expect(tokens).toHaveLength(3);
+    // 40 tokens of 16 = 2 full blocks, stored in the prefill pass.
+    const first = await sub.next();
+    const ev = RouterEventCodec.decodeMsgpack((first.value as { payload: Uint8Array }).payload);
+    expect(ev.worker_id).toBe(w.instanceId);
+    expect((ev.event.data as { stored: { blocks: unknown[] } }).stored.blocks).toHaveLength(2);
+    // The NATS plane registered its channel under the worker's lease (§5.2).
+    expect((await d.list('v1/event_channels/')).map((e) => e.key)).toContain(
+      `v1/event_channels/${NS}/${COMP}/kv-events/${w.instanceId.toString(16)}`,
+    );
   });
 });
