@@ -8,6 +8,7 @@ import { KvrError } from '@kvrouter/protocols';
 import { FrontendMetricSet } from './app.js';
 import { FrontendMetrics } from './frontend.js';
 import { createRegistry } from './registry.js';
+import { GaugeFamily } from './series.js';
 import { histogramOf, populated, scrape, TEST_ENDPOINT, valueOf, type Family } from './test-helpers.js';
 
 const RD = [0, 1, 1.9, 3.4, 6.3, 12, 22, 40, 75, 140, 260];
@@ -184,6 +185,20 @@ describe('non-kv modes', () => {
     expect(histogramOf(fams, 'dynamo_frontend_time_to_first_token_seconds', { model: 'm' })!.count).toBe(1);
     expect(histogramOf(fams, 'dynamo_frontend_kv_hit_rate', { model: 'm' })).toBeUndefined();
     expect(histogramOf(fams, 'dynamo_frontend_cached_tokens', { model: 'm' })).toBeUndefined();
+  });
+
+  it('a group is registered whole or not at all', async () => {
+    const registry = createRegistry();
+    // Take one name from the middle of the frontend group.
+    new GaugeFamily(registry, 'dynamo_frontend_model_context_length', 'taken', []);
+    try {
+      new FrontendMetrics(registry);
+      throw new Error('registered over a taken name');
+    } catch (e) {
+      expect((e as KvrError).code).toBe('metric_exists');
+      expect((e as KvrError).detail?.field).toBe('dynamo_frontend_model_context_length');
+    }
+    expect([...(await scrape(registry)).keys()]).toEqual(['dynamo_frontend_model_context_length']);
   });
 
   it('kv mode needs a router id', () => {

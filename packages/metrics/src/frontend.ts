@@ -18,7 +18,7 @@ import {
 } from './names.js';
 import { frontendBucketLists, resolveFrontendBuckets, type BucketOverrides } from './overrides.js';
 import { counter, gauge, histogram } from './registry.js';
-import type { CounterFamily, GaugeFamily, HistogramFamily } from './series.js';
+import { type CounterFamily, type GaugeFamily, type HistogramFamily, reserveNames } from './series.js';
 import { checkCount, checkNonNeg, checkOneOf, checkString, invalid } from './validate.js';
 
 export interface FrontendMetricsOptions {
@@ -76,6 +76,7 @@ export class FrontendMetrics {
       throw invalid('--metrics-prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]*', prefix);
     // Resolved before anything is registered: a bad override leaves the registry untouched.
     const b = frontendBucketLists(resolveFrontendBuckets(opts.buckets));
+    reserveNames(registry, Object.values(FRONTEND).map((suffix) => `${prefix}_${suffix}`));
     this.prefix = prefix;
     this.buckets = b;
     const n = (suffix: string) => `${prefix}_${suffix}`;

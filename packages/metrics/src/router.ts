@@ -8,7 +8,7 @@ import type { RouterOverhead } from '@kvrouter/router';
 import { BUCKETS } from './buckets.js';
 import { OVERHEAD_PHASES, overheadName, ROUTER, ROUTER_LABELS, type OverheadPhase } from './names.js';
 import { counter, histogram } from './registry.js';
-import type { CounterFamily, CounterSeries, HistogramFamily, HistogramSeries } from './series.js';
+import { type CounterFamily, type CounterSeries, type HistogramFamily, type HistogramSeries, reserveNames } from './series.js';
 import { checkCount, checkNonNeg, checkRatio, checkString, invalid } from './validate.js';
 
 type RL = (typeof ROUTER_LABELS)[number];
@@ -33,6 +33,7 @@ export class RouterRequestMetrics {
   private readonly endpoints = new Map<string, RouterEndpointMetrics>();
 
   constructor(registry: Registry) {
+    reserveNames(registry, Object.values(ROUTER));
     const h = (name: string, help: string, b: readonly number[]) => histogram(registry, name, help, ROUTER_LABELS, b);
     this.requestsTotal = counter(registry, ROUTER.requestsTotal, 'Total number of requests processed by the router', ROUTER_LABELS);
     this.timeToFirstTokenSeconds = h(ROUTER.timeToFirstTokenSeconds, 'Time to first token observed at the router', BUCKETS.ttft);
@@ -167,6 +168,7 @@ export class RouterOverheadMetrics {
 
   constructor(registry: Registry, routerId: bigint | number | string) {
     const id = routerIdLabel(routerId);
+    reserveNames(registry, OVERHEAD_PHASES.map(overheadName));
     const fams = {} as Record<OverheadPhase, HistogramFamily<'router_id'>>;
     for (const p of OVERHEAD_PHASES) {
       const b = p === 'block_hashing' || p === 'seq_hashing' ? BUCKETS.overheadHashing : BUCKETS.overheadRouting;

@@ -9,11 +9,22 @@
  * through a handle is a field write (a bucket search for histograms).
  */
 import type { Metric, Registry } from 'prom-client';
+import { KvrError } from '@kvrouter/protocols';
 import { invalid } from './validate.js';
 
 const NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_RE = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const SEP = '\u0001';
+
+/**
+ * Fails before anything is registered when a group's name is taken (e.g. the same group built twice
+ * on one registry), so a group is registered whole or not at all.
+ */
+export function reserveNames(registry: Registry, names: readonly string[]): void {
+  for (const name of names)
+    if (registry.getSingleMetric(name))
+      throw new KvrError('metric_exists', `metric ${name} is already registered on this registry`, 500, { field: name });
+}
 
 export type LabelValues<L extends string> = Readonly<Record<L, string | number>>;
 
@@ -43,6 +54,7 @@ abstract class Family<L extends string, S extends { readonly labels: Readonly<Re
       if (!LABEL_RE.test(l) || l.startsWith('__')) throw invalid('labelNames', 'must be valid label names', l);
     if (new Set(labelNames).size !== labelNames.length) throw invalid('labelNames', 'must not repeat', labelNames.join(','));
     this.labelNames = Object.freeze([...labelNames]);
+    reserveNames(registry, [name]);
     registry.registerMetric(this as unknown as Metric);
   }
 

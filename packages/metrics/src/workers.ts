@@ -6,7 +6,7 @@ import type { Registry } from 'prom-client';
 import type { WorkerWithDpRank } from '@kvrouter/protocols';
 import { QUEUE_PENDING, WORKER, WORKER_LABELS, WORKER_TYPES, type WorkerType } from './names.js';
 import { gauge } from './registry.js';
-import type { GaugeFamily, GaugeSeries } from './series.js';
+import { type GaugeFamily, type GaugeSeries, reserveNames } from './series.js';
 import { checkCount, checkNonNeg, checkOneOf, dpRankLabel, workerIdLabel } from './validate.js';
 
 type WL = (typeof WORKER_LABELS)[number];
@@ -28,6 +28,7 @@ export class WorkerMetrics {
   readonly queuePendingRequests: GaugeFamily<'worker_type'>;
 
   constructor(registry: Registry) {
+    reserveNames(registry, [...Object.values(WORKER), QUEUE_PENDING]);
     const g = (name: string, help: string) => gauge(registry, name, help, WORKER_LABELS);
     this.activeDecodeBlocks = g(WORKER.activeDecodeBlocks, 'Active KV cache decode blocks per worker');
     this.activePrefillTokens = g(WORKER.activePrefillTokens, 'Active prefill tokens queued per worker');
