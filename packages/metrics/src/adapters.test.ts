@@ -4,7 +4,13 @@ import { KvrError, type ActiveLoad, type WorkerId } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { cleared, removed, stored } from '@kvrouter/radix-indexer/testing';
 import { KvRouter, VirtualClock, type RouterOverhead } from '@kvrouter/router';
-import { appliedHook, engineDroppedHook, errorTypeOf, routerMetricsHooks, workerTypeOfPhase } from './adapters.js';
+import {
+  appliedHook,
+  engineDroppedHook,
+  errorTypeOf,
+  routerMetricsHooks,
+  workerTypeOfPhase,
+} from './adapters.js';
 import { KvIndexMetrics, PublisherMetrics } from './kv.js';
 import { createRegistry } from './registry.js';
 import { RouterOverheadMetrics } from './router.js';
@@ -17,7 +23,13 @@ describe('router overhead → dynamo_router_overhead_*_ms', () => {
   it('places one decision in the buckets computed by hand', async () => {
     const reg = createRegistry();
     const m = new RouterOverheadMetrics(reg, 77n);
-    m.observe({ block_hashing: 0.003, seq_hashing: 0.001, indexer_find_matches: 0.05, scheduling: 0.2, total: 0.3 });
+    m.observe({
+      block_hashing: 0.003,
+      seq_hashing: 0.001,
+      indexer_find_matches: 0.05,
+      scheduling: 0.2,
+      total: 0.3,
+    });
     const f = await scrape(reg);
     const id = { router_id: '77' };
     // exp(0.001, 2, 15): 0.002 < 0.003 <= 0.004; 0.001 <= 0.001 (inclusive)
@@ -90,9 +102,19 @@ describe('router queue and load → worker gauges', () => {
     const reg = createRegistry();
     const workers = new WorkerMetrics(reg);
     const published: ActiveLoad[] = [];
-    const hooks = routerMetricsHooks({ workers, workerType: workerTypeOfPhase('aggregated'), publishLoad: (l) => published.push(l) });
+    const hooks = routerMetricsHooks({
+      workers,
+      workerType: workerTypeOfPhase('aggregated'),
+      publishLoad: (l) => published.push(l),
+    });
     expect(hooks.onOverhead).toBeUndefined();
-    const router = new KvRouter({ blockSize: 16, clock: new VirtualClock(0), random: () => 0, queueThreshold: 1, ...hooks });
+    const router = new KvRouter({
+      blockSize: 16,
+      clock: new VirtualClock(0),
+      random: () => 0,
+      queueThreshold: 1,
+      ...hooks,
+    });
     // max_num_batched_tokens 10: a request is parked while the rank has > 1 × 10 prefill tokens.
     router.addWorker({ workerId: 5, maxNumBatchedTokens: 10 });
     await router.route({ requestId: 'a', tokens: tokens(48) }); // books 48 prefill tokens, 3 blocks
@@ -126,7 +148,11 @@ describe('router queue and load → worker gauges', () => {
     workers.setLastTtft(w(2n), 'prefill', 0.7, 200);
     workers.removeWorker(1n);
     const f = await scrape(reg);
-    expect(f.get('dynamo_frontend_worker_last_time_to_first_token_seconds')!.samples.map((s) => s.labels.worker_id)).toEqual(['2']);
+    expect(
+      f
+        .get('dynamo_frontend_worker_last_time_to_first_token_seconds')!
+        .samples.map((s) => s.labels.worker_id),
+    ).toEqual(['2']);
     expect(f.get('dynamo_frontend_worker_last_inter_token_latency_seconds')!.samples).toEqual([]);
   });
 
@@ -143,7 +169,9 @@ describe('router queue and load → worker gauges', () => {
     };
     const load = { worker_id: 1n, dp_rank: 0, active_decode_blocks: 3, active_prefill_tokens: -1 };
     expect(field(() => workers.setLoad(load, 'decode'))).toBe('active_prefill_tokens');
-    expect(field(() => workers.setLoad({ ...load, active_prefill_tokens: 1 }, 'aggregated' as 'decode'))).toBe('worker_type');
+    expect(
+      field(() => workers.setLoad({ ...load, active_prefill_tokens: 1 }, 'aggregated' as 'decode')),
+    ).toBe('worker_type');
     expect(field(() => workers.setLoad({ ...load, worker_id: -1n }, 'decode'))).toBe('worker_id');
     expect(field(() => workers.setQueuePending('decode', 1.5))).toBe('pending');
     const f = await scrape(reg);
@@ -156,7 +184,12 @@ describe('index AppliedHook → dynamo_component_kv_cache_events_applied', () =>
     const reg = createRegistry();
     const m = new KvIndexMetrics(reg);
     const ix = new RadixIndexer({ onApplied: appliedHook(m) });
-    ix.applyEvent(stored(1n, [{ ext: 1n, local: 1n }, { ext: 2n, local: 2n }])); // ok / stored
+    ix.applyEvent(
+      stored(1n, [
+        { ext: 1n, local: 1n },
+        { ext: 2n, local: 2n },
+      ]),
+    ); // ok / stored
     ix.applyEvent(stored(1n, [{ ext: 3n, local: 3n }], 77n)); // parent 77 unknown: parent_block_not_found / stored
     ix.applyEvent(removed(1n, [2n])); // ok / removed
     ix.applyEvent(removed(1n, [99n])); // block_not_found / removed
@@ -172,11 +205,11 @@ describe('index AppliedHook → dynamo_component_kv_cache_events_applied', () =>
       const f = await scrape(reg);
       for (const status of ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'])
         for (const event_type of ['stored', 'removed', 'cleared'])
-          expect([status, event_type, valueOf(f, 'dynamo_component_kv_cache_events_applied', { status, event_type })]).toEqual([
+          expect([
             status,
             event_type,
-            expected[`${status}/${event_type}`] ?? 0,
-          ]);
+            valueOf(f, 'dynamo_component_kv_cache_events_applied', { status, event_type }),
+          ]).toEqual([status, event_type, expected[`${status}/${event_type}`] ?? 0]);
     }
   });
 
@@ -187,11 +220,23 @@ describe('index AppliedHook → dynamo_component_kv_cache_events_applied', () =>
       valueOf(await scrape(reg), 'dynamo_component_kv_cache_events_applied', { status, event_type });
     m.syncFrom(new Map([['ok/stored', 5]]));
     expect(await v('ok', 'stored')).toBe(5);
-    m.syncFrom(new Map([['ok/stored', 8], ['ok/removed', 2]])); // +3, +2
+    m.syncFrom(
+      new Map([
+        ['ok/stored', 8],
+        ['ok/removed', 2],
+      ]),
+    ); // +3, +2
     expect([await v('ok', 'stored'), await v('ok', 'removed')]).toEqual([8, 2]);
     m.syncFrom(new Map([['ok/stored', 1]])); // rebuilt index: 1 new event -> 9
     expect(await v('ok', 'stored')).toBe(9);
-    expect(() => m.syncFrom(new Map([['ok/stored', 2], ['bogus', 1]]))).toThrow(KvrError);
+    expect(() =>
+      m.syncFrom(
+        new Map([
+          ['ok/stored', 2],
+          ['bogus', 1],
+        ]),
+      ),
+    ).toThrow(KvrError);
     expect(await v('ok', 'stored')).toBe(9); // rejected snapshot changed nothing
     expect(() => m.hook('fine' as 'ok', 'stored')).toThrow(/status/);
   });
@@ -202,17 +247,26 @@ describe('publisher onEngineDropped → dropped-events counter', () => {
     const reg = createRegistry();
     const m = new PublisherMetrics(reg);
     const hook = engineDroppedHook(m, 42n);
-    expect(valueOf(await scrape(reg), 'dynamo_component_kv_publisher_engines_dropped_events_total', { worker_id: '42' })).toBe(0);
+    expect(
+      valueOf(await scrape(reg), 'dynamo_component_kv_publisher_engines_dropped_events_total', {
+        worker_id: '42',
+      }),
+    ).toBe(0);
     hook(3, 0);
     hook(2, 1); // dp rank is not a label of this counter
-    expect(valueOf(await scrape(reg), 'dynamo_component_kv_publisher_engines_dropped_events_total', { worker_id: '42' })).toBe(5);
+    expect(
+      valueOf(await scrape(reg), 'dynamo_component_kv_publisher_engines_dropped_events_total', {
+        worker_id: '42',
+      }),
+    ).toBe(5);
     expect(() => hook(-1, 0)).toThrow(KvrError);
   });
 });
 
 describe('errorTypeOf', () => {
   it('classifies errors into the §16 error_type values', () => {
-    const k = (code: string, status: number, detail?: Record<string, unknown>) => new KvrError(code, 'x', status, detail);
+    const k = (code: string, status: number, detail?: Record<string, unknown>) =>
+      new KvrError(code, 'x', status, detail);
     expect(errorTypeOf(k('all_workers_busy', 503, { error_type: 'overload' }))).toBe('overload');
     expect(errorTypeOf(k('invalid_argument', 400))).toBe('validation');
     expect(errorTypeOf(k('anything', 422))).toBe('validation');

@@ -61,7 +61,10 @@ export function appliedHook(m: KvIndexMetrics): AppliedHook {
 }
 
 /** Publisher `onEngineDropped(dropped, dpRank)` → the worker's dropped-events counter (§3.4). */
-export function engineDroppedHook(m: PublisherMetrics, workerId: bigint): (dropped: number, dpRank: number) => void {
+export function engineDroppedHook(
+  m: PublisherMetrics,
+  workerId: bigint,
+): (dropped: number, dpRank: number) => void {
   m.register(workerId);
   return (dropped) => m.recordDropped(workerId, dropped);
 }

@@ -30,8 +30,10 @@ export interface LogBucketSpec {
 
 /** `log(min, max, n)` of §16. With n = 1 the single point is `min`. */
 export function logBuckets(min: number, max: number, n: number): number[] {
-  if (typeof min !== 'number' || !Number.isFinite(min) || !(min > 0)) throw invalid('min', 'must be a finite number > 0', min);
-  if (typeof max !== 'number' || !Number.isFinite(max) || !(max > min)) throw invalid('max', `must be a finite number > min (${min})`, max);
+  if (typeof min !== 'number' || !Number.isFinite(min) || !(min > 0))
+    throw invalid('min', 'must be a finite number > 0', min);
+  if (typeof max !== 'number' || !Number.isFinite(max) || !(max > min))
+    throw invalid('max', `must be a finite number > min (${min})`, max);
   checkN(n);
   const out = [0];
   const lo = Math.log(min);
@@ -50,8 +52,10 @@ export function logBuckets(min: number, max: number, n: number): number[] {
  * (15 significant digits), so `0.01·3^2` is the literal `0.09`, not `0.09000000000000001`.
  */
 export function expBuckets(a: number, r: number, n: number): number[] {
-  if (typeof a !== 'number' || !Number.isFinite(a) || !(a > 0)) throw invalid('a', 'must be a finite number > 0', a);
-  if (typeof r !== 'number' || !Number.isFinite(r) || !(r > 1)) throw invalid('r', 'must be a finite number > 1', r);
+  if (typeof a !== 'number' || !Number.isFinite(a) || !(a > 0))
+    throw invalid('a', 'must be a finite number > 0', a);
+  if (typeof r !== 'number' || !Number.isFinite(r) || !(r > 1))
+    throw invalid('r', 'must be a finite number > 1', r);
   checkN(n);
   const out: number[] = [];
   for (let k = 0; k < n; k++) out.push(roundSig(a * r ** k, 15));
@@ -60,8 +64,10 @@ export function expBuckets(a: number, r: number, n: number): number[] {
 
 /** n evenly spaced points from `start` by `step` (noise removed like `expBuckets`). */
 export function linearBuckets(start: number, step: number, n: number): number[] {
-  if (typeof start !== 'number' || !Number.isFinite(start)) throw invalid('start', 'must be a finite number', start);
-  if (typeof step !== 'number' || !Number.isFinite(step) || !(step > 0)) throw invalid('step', 'must be a finite number > 0', step);
+  if (typeof start !== 'number' || !Number.isFinite(start))
+    throw invalid('start', 'must be a finite number', start);
+  if (typeof step !== 'number' || !Number.isFinite(step) || !(step > 0))
+    throw invalid('step', 'must be a finite number > 0', step);
   checkN(n);
   const out: number[] = [];
   for (let k = 0; k < n; k++) out.push(roundSig(start + step * k, 15));

@@ -14,14 +14,23 @@ import { histogramOf, populated, scrape, TEST_ENDPOINT, valueOf, type Family } f
 const RD = [0, 1, 1.9, 3.4, 6.3, 12, 22, 40, 75, 140, 260];
 const ISL = [0, 50, 100, 210, 430, 870, 1800, 3600, 7400, 15000, 31000, 63000, 130000];
 const OSL = [0, 50, 100, 210, 430, 880, 1800, 3700, 7600, 16000, 32000];
-const TTFT = [0, 0.001, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1, 2.2, 4.7, 10, 22, 48, 100, 220, 480];
+const TTFT = [
+  0, 0.001, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1, 2.2, 4.7, 10, 22, 48, 100, 220, 480,
+];
 const ITL = [0, 0.001, 0.0019, 0.0035, 0.0067, 0.013, 0.024, 0.045, 0.084, 0.16, 0.3, 0.56, 1.1, 2];
-const HIT = [0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1];
-const XFER = [0, 0.001, 0.0019, 0.0037, 0.0072, 0.014, 0.027, 0.052, 0.1, 0.19, 0.37, 0.72, 1.4, 2.7, 5.2, 10];
-const OH_HASH = [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384];
+const HIT = [
+  0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95,
+  1,
+];
+const XFER = [
+  0, 0.001, 0.0019, 0.0037, 0.0072, 0.014, 0.027, 0.052, 0.1, 0.19, 0.37, 0.72, 1.4, 2.7, 5.2, 10,
+];
+const OH_HASH = [
+  0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384,
+];
 const OH_ROUTE = [
-  0.01, 0.03, 0.09, 0.27, 0.81, 2.43, 7.29, 21.87, 65.61, 196.83, 590.49, 1771.47, 5314.41, 15943.23, 47829.69,
-  143489.07, 430467.21,
+  0.01, 0.03, 0.09, 0.27, 0.81, 2.43, 7.29, 21.87, 65.61, 196.83, 590.49, 1771.47, 5314.41, 15943.23,
+  47829.69, 143489.07, 430467.21,
 ];
 const TOK = [0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 const STAGE = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5];
@@ -151,13 +160,24 @@ describe('every family of §16 in a kv-mode frontend registry', () => {
     expect(req('unary', 'error', 'cancelled')).toBe(1);
     expect(valueOf(fams, 'dynamo_frontend_model_cancellation_total', { model: 'qwen3' })).toBe(1);
     expect(valueOf(fams, 'dynamo_frontend_disconnected_clients')).toBe(1);
-    expect(valueOf(fams, 'dynamo_component_kv_publisher_engines_dropped_events_total', { worker_id: '7' })).toBe(3);
+    expect(
+      valueOf(fams, 'dynamo_component_kv_publisher_engines_dropped_events_total', { worker_id: '7' }),
+    ).toBe(3);
     expect(histogramOf(fams, 'dynamo_router_overhead_total_ms', { router_id: '12345' })!.count).toBe(1);
     expect(
-      valueOf(fams, 'dynamo_frontend_worker_active_prefill_tokens', { worker_id: '7', dp_rank: '0', worker_type: 'decode' }),
+      valueOf(fams, 'dynamo_frontend_worker_active_prefill_tokens', {
+        worker_id: '7',
+        dp_rank: '0',
+        worker_type: 'decode',
+      }),
     ).toBe(300);
     expect(valueOf(fams, 'dynamo_frontend_model_context_length', { model: 'qwen3' })).toBe(32768);
-    expect(valueOf(fams, 'dynamo_frontend_model_migration_total', { model: 'qwen3', migration_type: 'new_request' })).toBe(1);
+    expect(
+      valueOf(fams, 'dynamo_frontend_model_migration_total', {
+        model: 'qwen3',
+        migration_type: 'new_request',
+      }),
+    ).toBe(1);
   });
 });
 
@@ -209,7 +229,17 @@ describe('non-kv modes', () => {
     const a = new FrontendMetricSet({ routerMode: 'kv', routerId: 1n });
     const b = new FrontendMetricSet({ routerMode: 'kv', routerId: 2n });
     a.frontend.migration('m', 'ongoing_request');
-    expect(valueOf(await scrape(a.registry), 'dynamo_frontend_model_migration_total', { model: 'm', migration_type: 'ongoing_request' })).toBe(1);
-    expect(valueOf(await scrape(b.registry), 'dynamo_frontend_model_migration_total', { model: 'm', migration_type: 'ongoing_request' })).toBeUndefined();
+    expect(
+      valueOf(await scrape(a.registry), 'dynamo_frontend_model_migration_total', {
+        model: 'm',
+        migration_type: 'ongoing_request',
+      }),
+    ).toBe(1);
+    expect(
+      valueOf(await scrape(b.registry), 'dynamo_frontend_model_migration_total', {
+        model: 'm',
+        migration_type: 'ongoing_request',
+      }),
+    ).toBeUndefined();
   });
 });

@@ -76,19 +76,21 @@ export class FrontendMetrics {
       throw invalid('--metrics-prefix', 'must match [a-zA-Z_:][a-zA-Z0-9_:]*', prefix);
     // Resolved before anything is registered: a bad override leaves the registry untouched.
     const b = frontendBucketLists(resolveFrontendBuckets(opts.buckets));
-    reserveNames(registry, Object.values(FRONTEND).map((suffix) => `${prefix}_${suffix}`));
+    reserveNames(
+      registry,
+      Object.values(FRONTEND).map((suffix) => `${prefix}_${suffix}`),
+    );
     this.prefix = prefix;
     this.buckets = b;
     const n = (suffix: string) => `${prefix}_${suffix}`;
     const m = ['model'] as const;
 
-    this.requestsTotal = counter(registry, n(FRONTEND.requestsTotal), 'Total number of LLM requests processed', [
-      'model',
-      'endpoint',
-      'request_type',
-      'status',
-      'error_type',
-    ]);
+    this.requestsTotal = counter(
+      registry,
+      n(FRONTEND.requestsTotal),
+      'Total number of LLM requests processed',
+      ['model', 'endpoint', 'request_type', 'status', 'error_type'],
+    );
     this.inflightRequests = gauge(registry, n(FRONTEND.inflightRequests), 'Number of inflight requests', m);
     this.queuedRequests = gauge(
       registry,
@@ -96,7 +98,12 @@ export class FrontendMetrics {
       'Number of requests in HTTP processing queue (handler entry to first token)',
       m,
     );
-    this.disconnectedClients = counter(registry, n(FRONTEND.disconnectedClients), 'Number of disconnected clients', []);
+    this.disconnectedClients = counter(
+      registry,
+      n(FRONTEND.disconnectedClients),
+      'Number of disconnected clients',
+      [],
+    );
     this.requestDurationSeconds = histogram(
       registry,
       n(FRONTEND.requestDurationSeconds),
@@ -160,8 +167,14 @@ export class FrontendMetrics {
       BUCKETS.tokenizerLatencyMs,
     );
     const g = (suffix: string, help: string) => gauge(registry, n(suffix), help, m);
-    this.modelTotalKvBlocks = g(FRONTEND.modelTotalKvBlocks, 'Total KV cache blocks available for a worker serving the model');
-    this.modelMaxNumSeqs = g(FRONTEND.modelMaxNumSeqs, 'Maximum number of sequences for a worker serving the model');
+    this.modelTotalKvBlocks = g(
+      FRONTEND.modelTotalKvBlocks,
+      'Total KV cache blocks available for a worker serving the model',
+    );
+    this.modelMaxNumSeqs = g(
+      FRONTEND.modelMaxNumSeqs,
+      'Maximum number of sequences for a worker serving the model',
+    );
     this.modelMaxNumBatchedTokens = g(
       FRONTEND.modelMaxNumBatchedTokens,
       'Maximum number of batched tokens for a worker serving the model',
@@ -174,7 +187,10 @@ export class FrontendMetrics {
       FRONTEND.modelKvCacheBlockSize,
       'KV cache block size in tokens for a worker serving the model',
     );
-    this.modelMigrationLimit = g(FRONTEND.modelMigrationLimit, 'Maximum number of request migrations allowed for the model');
+    this.modelMigrationLimit = g(
+      FRONTEND.modelMigrationLimit,
+      'Maximum number of request migrations allowed for the model',
+    );
     this.modelMigrationTotal = counter(
       registry,
       n(FRONTEND.modelMigrationTotal),

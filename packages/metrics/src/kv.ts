@@ -31,7 +31,8 @@ export class KvIndexMetrics {
       ['status', 'event_type'],
     );
     // Every (status, event_type) pair exists from the start, so rate() is defined before the first event.
-    for (const status of STATUSES) for (const event_type of KINDS) this.slots.push(this.eventsApplied.labels({ status, event_type }));
+    for (const status of STATUSES)
+      for (const event_type of KINDS) this.slots.push(this.eventsApplied.labels({ status, event_type }));
     const slots = this.slots;
     this.hook = (status, kind) => {
       const s = STATUSES.indexOf(status);

@@ -74,9 +74,13 @@ describe('a streamed kv-mode request, end to end', () => {
 
     // isl 64 in (50, 100]; osl 4 in (0, 50]; cached 48 (the router's prediction) in (0, 50]
     const isl = histogramOf(f, 'dynamo_frontend_input_sequence_tokens', M)!;
-    expect([isl.sum, isl.cumulative[isl.le.indexOf(50)], isl.cumulative[isl.le.indexOf(100)]]).toEqual([64, 0, 1]);
+    expect([isl.sum, isl.cumulative[isl.le.indexOf(50)], isl.cumulative[isl.le.indexOf(100)]]).toEqual([
+      64, 0, 1,
+    ]);
     const osl = histogramOf(f, 'dynamo_frontend_output_sequence_tokens', M)!;
-    expect([osl.sum, osl.cumulative[osl.le.indexOf(0)], osl.cumulative[osl.le.indexOf(50)]]).toEqual([4, 0, 1]);
+    expect([osl.sum, osl.cumulative[osl.le.indexOf(0)], osl.cumulative[osl.le.indexOf(50)]]).toEqual([
+      4, 0, 1,
+    ]);
     const cached = histogramOf(f, 'dynamo_frontend_cached_tokens', M)!;
     expect([cached.sum, cached.count, cached.cumulative[cached.le.indexOf(50)]]).toEqual([48, 1, 1]);
     // hit rate 0.75 in (0.7, 0.75]
@@ -90,7 +94,9 @@ describe('a streamed kv-mode request, end to end', () => {
     const ritl = histogramOf(f, 'dynamo_component_router_inter_token_latency_seconds', RL)!;
     expect(ritl.count).toBe(1);
     expect(ritl.sum).toBeCloseTo(0.2 / 3, 12);
-    expect([ritl.cumulative[ritl.le.indexOf(0.045)], ritl.cumulative[ritl.le.indexOf(0.084)]]).toEqual([0, 1]);
+    expect([ritl.cumulative[ritl.le.indexOf(0.045)], ritl.cumulative[ritl.le.indexOf(0.084)]]).toEqual([
+      0, 1,
+    ]);
     expect(histogramOf(f, 'dynamo_component_router_input_sequence_tokens', RL)!.sum).toBe(64);
     expect(histogramOf(f, 'dynamo_component_router_output_sequence_tokens', RL)!.sum).toBe(4);
     expect(histogramOf(f, 'dynamo_component_router_kv_hit_rate', RL)!.sum).toBe(0.75);
@@ -139,8 +145,12 @@ describe('outcomes', () => {
     expect(valueOf(f, 'dynamo_frontend_disconnected_clients')).toBe(1);
     expect(valueOf(f, 'dynamo_frontend_model_cancellation_total', M)).toBe(1);
     const base = { model: 'llama', endpoint: 'chat_completions', request_type: 'stream' };
-    expect(valueOf(f, 'dynamo_frontend_requests_total', { ...base, status: 'error', error_type: 'cancelled' })).toBe(1);
-    expect(valueOf(f, 'dynamo_frontend_requests_total', { ...base, status: 'success', error_type: '' })).toBeUndefined();
+    expect(
+      valueOf(f, 'dynamo_frontend_requests_total', { ...base, status: 'error', error_type: 'cancelled' }),
+    ).toBe(1);
+    expect(
+      valueOf(f, 'dynamo_frontend_requests_total', { ...base, status: 'success', error_type: '' }),
+    ).toBeUndefined();
     expect(valueOf(f, 'dynamo_frontend_output_tokens_total', M)).toBe(3);
     expect(valueOf(f, 'dynamo_frontend_inflight_requests', M)).toBe(0);
     // dispatched, so the router counts it; osl 3
@@ -158,13 +168,25 @@ describe('outcomes', () => {
     r.end('', 400);
     const f = await scrape(set.registry);
     expect(
-      valueOf(f, 'dynamo_frontend_worker_last_time_to_first_token_seconds', { worker_id: '10', dp_rank: '0', worker_type: 'prefill' }),
+      valueOf(f, 'dynamo_frontend_worker_last_time_to_first_token_seconds', {
+        worker_id: '10',
+        dp_rank: '0',
+        worker_type: 'prefill',
+      }),
     ).toBe(0.3);
     expect(
-      valueOf(f, 'dynamo_frontend_worker_last_inter_token_latency_seconds', { worker_id: '20', dp_rank: '2', worker_type: 'decode' }),
+      valueOf(f, 'dynamo_frontend_worker_last_inter_token_latency_seconds', {
+        worker_id: '20',
+        dp_rank: '2',
+        worker_type: 'decode',
+      }),
     ).toBe(0.02);
     expect(
-      valueOf(f, 'dynamo_frontend_worker_last_time_to_first_token_seconds', { worker_id: '20', dp_rank: '2', worker_type: 'decode' }),
+      valueOf(f, 'dynamo_frontend_worker_last_time_to_first_token_seconds', {
+        worker_id: '20',
+        dp_rank: '2',
+        worker_type: 'decode',
+      }),
     ).toBeUndefined();
     const hr = histogramOf(f, 'dynamo_frontend_kv_hit_rate', M)!;
     expect([hr.count, hr.sum]).toEqual([1, 0.5]);
@@ -202,12 +224,24 @@ describe('outcomes', () => {
 describe('bad input', () => {
   it('is a KvrError naming the field and changes nothing', async () => {
     const { set, life } = kvSet();
-    expect(fieldOf(() => life.start({ model: 'm', endpoint: 'x', requestType: 'batch' as 'unary' }, 0))).toBe('request_type');
-    expect(fieldOf(() => life.start({ model: 3 as unknown as string, endpoint: 'x', requestType: 'unary' }, 0))).toBe('model');
+    expect(fieldOf(() => life.start({ model: 'm', endpoint: 'x', requestType: 'batch' as 'unary' }, 0))).toBe(
+      'request_type',
+    );
+    expect(
+      fieldOf(() => life.start({ model: 3 as unknown as string, endpoint: 'x', requestType: 'unary' }, 0)),
+    ).toBe('model');
     const r = life.start({ model: 'm', endpoint: 'x', requestType: 'stream' }, 100);
-    expect(fieldOf(() => r.routed({ workerId: 1n, dpRank: 0, kvHitRate: 1.5, cachedTokens: 0 }, { isl: 4 }))).toBe('kvHitRate');
-    expect(fieldOf(() => r.routed({ workerId: 1 as unknown as bigint, dpRank: 0, kvHitRate: 0, cachedTokens: 0 }, { isl: 4 }))).toBe('workerId');
-    expect(fieldOf(() => r.routed({ workerId: 1n, dpRank: 0, kvHitRate: 0, cachedTokens: 0 }, { isl: -4 }))).toBe('isl');
+    expect(
+      fieldOf(() => r.routed({ workerId: 1n, dpRank: 0, kvHitRate: 1.5, cachedTokens: 0 }, { isl: 4 })),
+    ).toBe('kvHitRate');
+    expect(
+      fieldOf(() =>
+        r.routed({ workerId: 1 as unknown as bigint, dpRank: 0, kvHitRate: 0, cachedTokens: 0 }, { isl: 4 }),
+      ),
+    ).toBe('workerId');
+    expect(
+      fieldOf(() => r.routed({ workerId: 1n, dpRank: 0, kvHitRate: 0, cachedTokens: 0 }, { isl: -4 })),
+    ).toBe('isl');
     expect(fieldOf(() => r.tokens(-1, 200))).toBe('tokens');
     expect(fieldOf(() => r.tokens(1.5, 200))).toBe('tokens');
     expect(fieldOf(() => r.tokens(1, NaN))).toBe('at');

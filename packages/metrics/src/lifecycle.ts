@@ -187,7 +187,8 @@ export class RequestTracker {
     if (this.ended_) return;
     const worker = { worker_id: d?.workerId, dp_rank: d?.dpRank } as WorkerWithDpRank;
     if (typeof worker.worker_id !== 'bigint') throw invalid('workerId', 'must be a bigint', worker.worker_id);
-    if (!Number.isInteger(worker.dp_rank) || worker.dp_rank < 0) throw invalid('dpRank', 'must be an integer >= 0', worker.dp_rank);
+    if (!Number.isInteger(worker.dp_rank) || worker.dp_rank < 0)
+      throw invalid('dpRank', 'must be an integer >= 0', worker.dp_rank);
     const isl = checkCount('isl', o?.isl);
     const phase = checkOneOf('phase', ['aggregated', 'prefill', 'decode'] as const, o.phase ?? 'aggregated');
     const kv = this.router !== null;
@@ -237,7 +238,8 @@ export class RequestTracker {
     checkCount('tokens', n);
     checkTime('at', at);
     if (this.ended_ || n === 0) return;
-    if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
+    if (at < this.lastAt)
+      throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
     const m = this.m;
     m.outputTokens.inc(n);
     this.osl += n;
@@ -251,7 +253,8 @@ export class RequestTracker {
         this.router?.observeTtft(ttft);
       }
       const w = this.prefillWorker ?? this.decodeWorker;
-      if (w && this.deps.workers) this.deps.workers.setLastTtft(w, this.prefillWorker ? 'prefill' : 'decode', ttft, this.isl);
+      if (w && this.deps.workers)
+        this.deps.workers.setLastTtft(w, this.prefillWorker ? 'prefill' : 'decode', ttft, this.isl);
     } else {
       const itl = (at - this.lastAt) / 1000 / n;
       m.itl.observeMany(itl, n);
@@ -273,7 +276,8 @@ export class RequestTracker {
     const et = checkOneOf('error_type', ERROR_TYPES, errorType);
     checkTime('at', at);
     if (this.ended_) return;
-    if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
+    if (at < this.lastAt)
+      throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
     this.ended_ = true;
     const m = this.m;
     this.leaveQueue();
@@ -306,7 +310,8 @@ export class RequestTracker {
   disconnected(at: number = this.now()): void {
     checkTime('at', at);
     if (this.ended_) return;
-    if (at < this.lastAt) throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
+    if (at < this.lastAt)
+      throw invalid('at', `must not be earlier than the previous event (${this.lastAt})`, at);
     this.deps.frontend.disconnectedClients.inc({});
     this.end('cancelled', at);
   }
@@ -319,5 +324,6 @@ export class RequestTracker {
 }
 
 function checkTime(field: string, at: number): void {
-  if (typeof at !== 'number' || !Number.isFinite(at)) throw invalid(field, 'must be a finite number of ms', at);
+  if (typeof at !== 'number' || !Number.isFinite(at))
+    throw invalid(field, 'must be a finite number of ms', at);
 }

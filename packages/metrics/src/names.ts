@@ -50,7 +50,13 @@ export const ROUTER = Object.freeze({
 export const ROUTER_LABELS = ['dynamo_namespace', 'dynamo_component', 'dynamo_endpoint'] as const;
 
 /** Phases of one routing decision, the `<phase>` of `dynamo_router_overhead_<phase>_ms`. */
-export const OVERHEAD_PHASES = ['block_hashing', 'seq_hashing', 'indexer_find_matches', 'scheduling', 'total'] as const;
+export const OVERHEAD_PHASES = [
+  'block_hashing',
+  'seq_hashing',
+  'indexer_find_matches',
+  'scheduling',
+  'total',
+] as const;
 export type OverheadPhase = (typeof OVERHEAD_PHASES)[number];
 export const overheadName = (p: OverheadPhase): string => `dynamo_router_overhead_${p}_ms`;
 

@@ -89,9 +89,15 @@ describe('resolveFrontendBuckets', () => {
   });
 
   it('rejects non-positive MIN, non-finite MAX and out-of-range COUNT', () => {
-    expect(errOf(() => resolveFrontendBuckets({ itl: { min: 0 } })).detail?.field).toBe('DYN_METRICS_ITL_MIN');
-    expect(errOf(() => resolveFrontendBuckets({ itl: { min: NaN } })).detail?.field).toBe('DYN_METRICS_ITL_MIN');
-    expect(errOf(() => resolveFrontendBuckets({ itl: { max: Infinity } })).detail?.field).toBe('DYN_METRICS_ITL_MAX');
+    expect(errOf(() => resolveFrontendBuckets({ itl: { min: 0 } })).detail?.field).toBe(
+      'DYN_METRICS_ITL_MIN',
+    );
+    expect(errOf(() => resolveFrontendBuckets({ itl: { min: NaN } })).detail?.field).toBe(
+      'DYN_METRICS_ITL_MIN',
+    );
+    expect(errOf(() => resolveFrontendBuckets({ itl: { max: Infinity } })).detail?.field).toBe(
+      'DYN_METRICS_ITL_MAX',
+    );
     expect(errOf(() => resolveFrontendBuckets({ requestDuration: { count: 0 } })).detail?.field).toBe(
       'DYN_METRICS_REQUEST_DURATION_COUNT',
     );
@@ -105,10 +111,16 @@ describe('overrides reach the frontend histograms only', () => {
   it('DYN_METRICS_TTFT_* changes the frontend TTFT buckets, not the router one', async () => {
     const registry = createRegistry();
     const f = new FrontendMetrics(registry, {
-      buckets: bucketOverridesFromEnv({ DYN_METRICS_TTFT_MIN: '0.01', DYN_METRICS_TTFT_MAX: '10', DYN_METRICS_TTFT_COUNT: '4' }),
+      buckets: bucketOverridesFromEnv({
+        DYN_METRICS_TTFT_MIN: '0.01',
+        DYN_METRICS_TTFT_MAX: '10',
+        DYN_METRICS_TTFT_COUNT: '4',
+      }),
     });
     f.timeToFirstTokenSeconds.observe({ model: 'm' }, 0.5);
-    const h = histogramOf(await scrape(registry), 'dynamo_frontend_time_to_first_token_seconds', { model: 'm' })!;
+    const h = histogramOf(await scrape(registry), 'dynamo_frontend_time_to_first_token_seconds', {
+      model: 'm',
+    })!;
     // log(0.01, 10, 4): ratio 1000^(1/3) = 10 -> 0.01, 0.1, 1, 10
     expect(h.le).toEqual([0, 0.01, 0.1, 1, 10]);
     // 0.5 falls in (0.1, 1]

@@ -4,7 +4,13 @@
  * functions: the env arrives as a record, errors name the variable (`detail.field`).
  */
 import { KvrError } from '@kvrouter/protocols';
-import { DEFAULT_LOG_SPECS, logBuckets, MAX_BUCKET_COUNT, type LogBucketSpec, type OverridableHistogram } from './buckets.js';
+import {
+  DEFAULT_LOG_SPECS,
+  logBuckets,
+  MAX_BUCKET_COUNT,
+  type LogBucketSpec,
+  type OverridableHistogram,
+} from './buckets.js';
 
 /** Env stem of each overridable histogram. */
 export const OVERRIDE_ENV: Readonly<Record<OverridableHistogram, string>> = Object.freeze({
@@ -21,9 +27,14 @@ export type BucketOverrides = Partial<Record<OverridableHistogram, Partial<LogBu
 export type FrontendBucketSpecs = Record<OverridableHistogram, LogBucketSpec>;
 
 const err = (v: string, reason: string, got: string | number) =>
-  new KvrError('invalid_argument', `${v} ${reason}, got ${typeof got === 'string' ? JSON.stringify(got) : got}`, 400, {
-    field: v,
-  });
+  new KvrError(
+    'invalid_argument',
+    `${v} ${reason}, got ${typeof got === 'string' ? JSON.stringify(got) : got}`,
+    400,
+    {
+      field: v,
+    },
+  );
 
 const FLOAT_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -112,10 +123,12 @@ export function resolveFrontendBuckets(overrides: BucketOverrides = {}): Fronten
     const stem = OVERRIDE_ENV[k];
     if (typeof s.min !== 'number' || !Number.isFinite(s.min) || !(s.min > 0))
       throw err(`${stem}_MIN`, 'must be a finite number > 0', s.min);
-    if (typeof s.max !== 'number' || !Number.isFinite(s.max)) throw err(`${stem}_MAX`, 'must be a finite number', s.max);
+    if (typeof s.max !== 'number' || !Number.isFinite(s.max))
+      throw err(`${stem}_MAX`, 'must be a finite number', s.max);
     if (!(s.min < s.max)) {
       // Name the variable that was given; with both given, MIN (config's convention).
-      if (overrides[k]?.min !== undefined) throw err(`${stem}_MIN`, `must be less than ${stem}_MAX (${s.max})`, s.min);
+      if (overrides[k]?.min !== undefined)
+        throw err(`${stem}_MIN`, `must be less than ${stem}_MAX (${s.max})`, s.min);
       throw err(`${stem}_MAX`, `must be greater than ${stem}_MIN (${s.min})`, s.max);
     }
     if (!Number.isInteger(s.count) || s.count < 1 || s.count > MAX_BUCKET_COUNT)

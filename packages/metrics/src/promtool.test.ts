@@ -14,7 +14,9 @@ function promtool(): string {
   const r = spawnSync('sh', ['-c', 'command -v promtool']);
   const found = r.stdout?.toString().trim();
   if (r.status === 0 && found) return found;
-  throw new Error("promtool not found: run 'pnpm services' (tools/services.mjs installs Debian's prometheus package)");
+  throw new Error(
+    "promtool not found: run 'pnpm services' (tools/services.mjs installs Debian's prometheus package)",
+  );
 }
 
 function check(text: string): { status: number | null; out: string } {
@@ -61,7 +63,9 @@ describe('promtool check metrics', () => {
   });
 
   it('reports a lint finding outside the allowed list', () => {
-    const { status, out } = check('# HELP foo_seconds_total x\n# TYPE foo_seconds_total gauge\nfoo_seconds_total 1\n');
+    const { status, out } = check(
+      '# HELP foo_seconds_total x\n# TYPE foo_seconds_total gauge\nfoo_seconds_total 1\n',
+    );
     expect(status).toBe(3);
     expect(out).toContain('non-counter metrics should not have "_total" suffix');
   });

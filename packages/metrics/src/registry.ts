@@ -25,11 +25,21 @@ export async function exposition(registry: Registry): Promise<Exposition> {
 
 // Constructors so every family is registered on the given registry only.
 
-export function counter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): CounterFamily<L> {
+export function counter<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+): CounterFamily<L> {
   return new CounterFamily<L>(registry, name, help, labelNames);
 }
 
-export function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): GaugeFamily<L> {
+export function gauge<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+): GaugeFamily<L> {
   return new GaugeFamily<L>(registry, name, help, labelNames);
 }
 

@@ -8,7 +8,13 @@ import type { RouterOverhead } from '@kvrouter/router';
 import { BUCKETS } from './buckets.js';
 import { OVERHEAD_PHASES, overheadName, ROUTER, ROUTER_LABELS, type OverheadPhase } from './names.js';
 import { counter, histogram } from './registry.js';
-import { type CounterFamily, type CounterSeries, type HistogramFamily, type HistogramSeries, reserveNames } from './series.js';
+import {
+  type CounterFamily,
+  type CounterSeries,
+  type HistogramFamily,
+  type HistogramSeries,
+  reserveNames,
+} from './series.js';
 import { checkCount, checkNonNeg, checkRatio, checkString, invalid } from './validate.js';
 
 type RL = (typeof ROUTER_LABELS)[number];
@@ -34,15 +40,29 @@ export class RouterRequestMetrics {
 
   constructor(registry: Registry) {
     reserveNames(registry, Object.values(ROUTER));
-    const h = (name: string, help: string, b: readonly number[]) => histogram(registry, name, help, ROUTER_LABELS, b);
-    this.requestsTotal = counter(registry, ROUTER.requestsTotal, 'Total number of requests processed by the router', ROUTER_LABELS);
-    this.timeToFirstTokenSeconds = h(ROUTER.timeToFirstTokenSeconds, 'Time to first token observed at the router', BUCKETS.ttft);
+    const h = (name: string, help: string, b: readonly number[]) =>
+      histogram(registry, name, help, ROUTER_LABELS, b);
+    this.requestsTotal = counter(
+      registry,
+      ROUTER.requestsTotal,
+      'Total number of requests processed by the router',
+      ROUTER_LABELS,
+    );
+    this.timeToFirstTokenSeconds = h(
+      ROUTER.timeToFirstTokenSeconds,
+      'Time to first token observed at the router',
+      BUCKETS.ttft,
+    );
     this.interTokenLatencySeconds = h(
       ROUTER.interTokenLatencySeconds,
       'Average inter-token latency of a request observed at the router',
       BUCKETS.itl,
     );
-    this.inputSequenceTokens = h(ROUTER.inputSequenceTokens, 'Input sequence length observed at the router', BUCKETS.inputSequence);
+    this.inputSequenceTokens = h(
+      ROUTER.inputSequenceTokens,
+      'Input sequence length observed at the router',
+      BUCKETS.inputSequence,
+    );
     this.outputSequenceTokens = h(
       ROUTER.outputSequenceTokens,
       'Output sequence length observed at the router',
@@ -103,8 +123,12 @@ export class RouterEndpointMetrics {
   private readonly queryFailures: Incrementer;
   private readonly writeFailures: Incrementer;
 
-  constructor(f: RouterRequestMetrics, readonly labels: Readonly<Record<RL, string>>) {
-    for (const c of [f.requestsTotal, f.remoteIndexerQueryFailuresTotal, f.remoteIndexerWriteFailuresTotal]) c.inc(labels, 0);
+  constructor(
+    f: RouterRequestMetrics,
+    readonly labels: Readonly<Record<RL, string>>,
+  ) {
+    for (const c of [f.requestsTotal, f.remoteIndexerQueryFailuresTotal, f.remoteIndexerWriteFailuresTotal])
+      c.inc(labels, 0);
     for (const h of [
       f.timeToFirstTokenSeconds,
       f.interTokenLatencySeconds,
@@ -171,7 +195,8 @@ export class RouterOverheadMetrics {
     reserveNames(registry, OVERHEAD_PHASES.map(overheadName));
     const fams = {} as Record<OverheadPhase, HistogramFamily<'router_id'>>;
     for (const p of OVERHEAD_PHASES) {
-      const b = p === 'block_hashing' || p === 'seq_hashing' ? BUCKETS.overheadHashing : BUCKETS.overheadRouting;
+      const b =
+        p === 'block_hashing' || p === 'seq_hashing' ? BUCKETS.overheadHashing : BUCKETS.overheadRouting;
       fams[p] = histogram(registry, overheadName(p), HELP[p], ['router_id'], b);
     }
     this.families = fams;
@@ -198,7 +223,8 @@ const HELP: Record<OverheadPhase, string> = {
 
 function routerIdLabel(v: bigint | number | string): string {
   if (typeof v === 'bigint' || typeof v === 'number') {
-    if (typeof v === 'number' ? Number.isSafeInteger(v) && v >= 0 : v >= 0n && v < 1n << 64n) return String(v);
+    if (typeof v === 'number' ? Number.isSafeInteger(v) && v >= 0 : v >= 0n && v < 1n << 64n)
+      return String(v);
   } else if (typeof v === 'string' && v.length > 0) return v;
   throw invalid('router_id', 'must be a u64 or a non-empty string', v);
 }

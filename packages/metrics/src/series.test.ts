@@ -10,9 +10,20 @@ describe('families in a prom-client registry', () => {
     const theirs = new Registry();
     const b = [0, 0.5, 1, 2.5];
     const h1 = new HistogramFamily(ours, 'lat_seconds', 'latency', ['model', 'op'], b);
-    const h2 = new Histogram({ name: 'lat_seconds', help: 'latency', labelNames: ['model', 'op'], buckets: b, registers: [theirs] });
+    const h2 = new Histogram({
+      name: 'lat_seconds',
+      help: 'latency',
+      labelNames: ['model', 'op'],
+      buckets: b,
+      registers: [theirs],
+    });
     const c1 = new CounterFamily(ours, 'req_total', 'requests', ['status']);
-    const c2 = new Counter({ name: 'req_total', help: 'requests', labelNames: ['status'], registers: [theirs] });
+    const c2 = new Counter({
+      name: 'req_total',
+      help: 'requests',
+      labelNames: ['status'],
+      registers: [theirs],
+    });
     const g1 = new GaugeFamily(ours, 'depth', 'queue "depth"\nnow', []);
     const g2 = new Gauge({ name: 'depth', help: 'queue "depth"\nnow', registers: [theirs] });
     for (const [v, model] of [

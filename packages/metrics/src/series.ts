@@ -23,7 +23,9 @@ const SEP = '\u0001';
 export function reserveNames(registry: Registry, names: readonly string[]): void {
   for (const name of names)
     if (registry.getSingleMetric(name))
-      throw new KvrError('metric_exists', `metric ${name} is already registered on this registry`, 500, { field: name });
+      throw new KvrError('metric_exists', `metric ${name} is already registered on this registry`, 500, {
+        field: name,
+      });
 }
 
 export type LabelValues<L extends string> = Readonly<Record<L, string | number>>;
@@ -51,8 +53,10 @@ abstract class Family<L extends string, S extends { readonly labels: Readonly<Re
     if (!NAME_RE.test(name)) throw invalid('name', 'must match [a-zA-Z_:][a-zA-Z0-9_:]*', name);
     if (typeof help !== 'string' || help === '') throw invalid('help', 'must be a non-empty string', help);
     for (const l of labelNames)
-      if (!LABEL_RE.test(l) || l.startsWith('__')) throw invalid('labelNames', 'must be valid label names', l);
-    if (new Set(labelNames).size !== labelNames.length) throw invalid('labelNames', 'must not repeat', labelNames.join(','));
+      if (!LABEL_RE.test(l) || l.startsWith('__'))
+        throw invalid('labelNames', 'must be valid label names', l);
+    if (new Set(labelNames).size !== labelNames.length)
+      throw invalid('labelNames', 'must not repeat', labelNames.join(','));
     this.labelNames = Object.freeze([...labelNames]);
     reserveNames(registry, [name]);
     registry.registerMetric(this as unknown as Metric);
@@ -100,12 +104,17 @@ abstract class Family<L extends string, S extends { readonly labels: Readonly<Re
   protected abstract samples(s: S, out: Sample[]): void;
 
   private key(values: LabelValues<L>): string {
-    if (values === null || typeof values !== 'object') throw invalid(`${this.name} labels`, 'must be an object', values);
+    if (values === null || typeof values !== 'object')
+      throw invalid(`${this.name} labels`, 'must be an object', values);
     let key = '';
     let given = 0;
     for (const k in values) if (Object.prototype.hasOwnProperty.call(values, k)) given++;
     if (given !== this.labelNames.length)
-      throw invalid(`${this.name} labels`, `must be exactly {${this.labelNames.join(', ')}}`, Object.keys(values).join(','));
+      throw invalid(
+        `${this.name} labels`,
+        `must be exactly {${this.labelNames.join(', ')}}`,
+        Object.keys(values).join(','),
+      );
     for (let i = 0; i < this.labelNames.length; i++) {
       const v = values[this.labelNames[i]!];
       if (typeof v !== 'string' && typeof v !== 'number')
@@ -192,12 +201,14 @@ export class HistogramSeries<L extends string> {
     this.counts = new Float64Array(bounds.length + 1);
   }
   observe(v: number): void {
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid('histogram value', 'must be a finite number', v);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw invalid('histogram value', 'must be a finite number', v);
     this.add(v, 1);
   }
   /** `n` observations of the same value (one streamed chunk of n tokens has n equal ITLs). */
   observeMany(v: number, n: number): void {
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid('histogram value', 'must be a finite number', v);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw invalid('histogram value', 'must be a finite number', v);
     if (!Number.isSafeInteger(n) || n < 0) throw invalid('histogram repeat', 'must be an integer >= 0', n);
     if (n > 0) this.add(v, n);
   }
@@ -217,8 +228,15 @@ export class HistogramFamily<L extends string> extends Family<L, HistogramSeries
   readonly upperBounds: readonly number[];
   private readonly bounds: Float64Array;
 
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly L[], buckets: readonly number[]) {
-    if ((labelNames as readonly string[]).includes('le')) throw invalid('labelNames', 'must not contain le', 'le');
+  constructor(
+    registry: Registry,
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    buckets: readonly number[],
+  ) {
+    if ((labelNames as readonly string[]).includes('le'))
+      throw invalid('labelNames', 'must not contain le', 'le');
     for (let i = 0; i < buckets.length; i++)
       if (!Number.isFinite(buckets[i]) || (i > 0 && !(buckets[i]! > buckets[i - 1]!)))
         throw invalid('buckets', 'must be finite and strictly increasing', buckets.join(','));
@@ -238,7 +256,12 @@ export class HistogramFamily<L extends string> extends Family<L, HistogramSeries
     let acc = 0;
     for (let i = 0; i < this.upperBounds.length; i++) {
       acc += s.counts[i]!;
-      out.push({ labels: { le: this.upperBounds[i]! }, sharedLabels: s.labels, value: acc, metricName: bucket });
+      out.push({
+        labels: { le: this.upperBounds[i]! },
+        sharedLabels: s.labels,
+        value: acc,
+        metricName: bucket,
+      });
     }
     out.push({ labels: { le: '+Inf' }, sharedLabels: s.labels, value: s.count, metricName: bucket });
     out.push({ labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum` });

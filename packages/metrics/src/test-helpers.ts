@@ -53,7 +53,8 @@ function parseSample(line: string): Sample {
   const body = m[2] ? m[2].slice(1, -1) : '';
   const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?/g;
   let lm: RegExpExecArray | null;
-  while ((lm = re.exec(body))) labels[lm[1]!] = lm[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+  while ((lm = re.exec(body)))
+    labels[lm[1]!] = lm[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
   const v = m[3]!;
   return { name: m[1]!, labels, value: v === '+Inf' ? Infinity : v === '-Inf' ? -Infinity : Number(v) };
 }
@@ -68,7 +69,11 @@ const sameLabels = (a: Record<string, string>, b: Record<string, string>) => {
 };
 
 /** Value of the counter/gauge sample with exactly these labels (undefined if absent). */
-export function valueOf(fams: Map<string, Family>, name: string, labels: Record<string, string> = {}): number | undefined {
+export function valueOf(
+  fams: Map<string, Family>,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
   return fams.get(name)?.samples.find((s) => s.name === name && sameLabels(s.labels, labels))?.value;
 }
 
@@ -139,9 +144,18 @@ export function populated(prefix?: string): FrontendMetricSet {
   f.migrationMaxSeqLenExceeded('Qwen3');
   f.observeStage('route', 0.0004);
   f.observeTokenizer('tokenize', 0.7);
-  workers.setLoad({ worker_id: 7n, dp_rank: 0, active_decode_blocks: 12, active_prefill_tokens: 300 }, 'decode');
+  workers.setLoad(
+    { worker_id: 7n, dp_rank: 0, active_decode_blocks: 12, active_prefill_tokens: 300 },
+    'decode',
+  );
   workers.setQueuePending('decode', 2);
-  overhead!.observe({ block_hashing: 0.01, seq_hashing: 0.005, indexer_find_matches: 0.05, scheduling: 0.02, total: 0.1 });
+  overhead!.observe({
+    block_hashing: 0.01,
+    seq_hashing: 0.005,
+    indexer_find_matches: 0.05,
+    scheduling: 0.02,
+    total: 0.1,
+  });
   index!.hook('ok', 'stored');
   const e = set.routerRequests.forEndpoint(TEST_ENDPOINT);
   e.remoteQueryFailed();

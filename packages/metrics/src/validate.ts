@@ -16,7 +16,8 @@ function show(v: unknown): string {
 
 /** A finite number >= 0 (durations, token counts, ratios). */
 export function checkNonNeg(field: string, v: number): number {
-  if (typeof v !== 'number' || !(v >= 0) || v === Infinity) throw invalid(field, 'must be a finite number >= 0', v);
+  if (typeof v !== 'number' || !(v >= 0) || v === Infinity)
+    throw invalid(field, 'must be a finite number >= 0', v);
   return v;
 }
 
