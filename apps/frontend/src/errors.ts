@@ -1,0 +1,62 @@
+/**
+ * Every error leaves the HTTP layer through `toOpenAiError`, once, as the OpenAI body
+ * `{error: {message, type, code}}` (ARCHITECTURE.md "Errors"). Domain errors are `KvrError`s whose
+ * `status` is the HTTP status; anything else is an internal error whose text is not leaked.
+ */
+import { KvrError } from '@kvrouter/protocols';
+
+export interface OpenAiErrorBody {
+  error: { message: string; type: string; code: string | number | null; param?: string | null };
+}
+
+/** OpenAI's `type` per status class (what the official clients map to exception classes). */
+function typeOf(status: number): string {
+  if (status === 400 || status === 413 || status === 422) return 'invalid_request_error';
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status === 501) return 'not_implemented_error';
+  if (status === 503) return 'service_unavailable';
+  if (status === 499) return 'cancelled';
+  return status >= 500 ? 'internal_server_error' : 'invalid_request_error';
+}
+
+export function badRequest(field: string, message: string): KvrError {
+  return new KvrError('invalid_request', message, 400, { field });
+}
+
+export function modelNotFound(model: string): KvrError {
+  return new KvrError('model_not_found', `The model \`${model}\` does not exist.`, 404, { field: 'model' });
+}
+
+export function notImplemented(path: string): KvrError {
+  return new KvrError('not_implemented', `${path} is not implemented by kvrouter yet`, 501);
+}
+
+/** Status and OpenAI body of any thrown value. */
+export function toOpenAiError(err: unknown): { status: number; body: OpenAiErrorBody } {
+  if (err instanceof KvrError) {
+    const status = Number.isInteger(err.status) && err.status >= 400 && err.status <= 599 ? err.status : 500;
+    const field = err.detail?.field;
+    return {
+      status,
+      body: {
+        error: {
+          message: err.message,
+          type: typeOf(status),
+          code: err.code,
+          ...(typeof field === 'string' ? { param: field } : {}),
+        },
+      },
+    };
+  }
+  // body-parser style errors (`status`, `type`) from express middleware.
+  const e = err as { status?: unknown; statusCode?: unknown; type?: unknown; message?: unknown } | null;
+  const s = typeof e?.status === 'number' ? e.status : typeof e?.statusCode === 'number' ? e.statusCode : 500;
+  if (s >= 400 && s < 500) {
+    const msg = typeof e?.message === 'string' ? e.message : 'invalid request';
+    return { status: s, body: { error: { message: msg, type: typeOf(s), code: typeof e?.type === 'string' ? e.type : null } } };
+  }
+  return { status: 500, body: { error: { message: 'internal server error', type: typeOf(500), code: 'internal' } } };
+}

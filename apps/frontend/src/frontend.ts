@@ -1,0 +1,317 @@
+/**
+ * The frontend process as one object: discovery (its lease id is the `router_id`), the request and
+ * event planes, metrics, tokenizer, model registry, the embedded simulated workers (mem discovery
+ * with no workers), and the HTTP(S) server with graceful shutdown.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import path from 'node:path';
+import type { ResolvedConfig } from '@kvrouter/config';
+import { InprocEventBus, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
+import { FrontendMetricSet, bucketOverridesFromConfig } from '@kvrouter/metrics';
+import { KvrError } from '@kvrouter/protocols';
+import { routerParamsFromConfig } from '@kvrouter/router';
+import {
+  InprocRequestClient,
+  MultiTransportClient,
+  NatsRequestClient,
+  TcpRequestClient,
+  connectNats,
+  createDiscovery,
+  defaultInprocHub,
+  defaultMemHub,
+  type Discovery,
+  type InprocHub,
+  type MemDiscoveryHub,
+  type NatsConnection,
+} from '@kvrouter/runtime';
+import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
+import { createApp } from './http/app.js';
+import { pathsFromConfig } from './http/paths.js';
+import { ModelRegistry, type Logger } from './models.js';
+import { InferenceService } from './service.js';
+import { PromptEncoder } from './tokenizer/encoder.js';
+import { loadTokenizer, specFor } from './tokenizer/load.js';
+import { TokenizerPool } from './tokenizer/pool.js';
+
+export type FrontendConfig = ResolvedConfig<'frontend'>;
+
+export interface EmbeddedOptions {
+  /** Engine parameters of the simulated workers (default: PROTOCOL §17's mocker defaults). */
+  engine?: SimWorkerOptions['engine'];
+  /** Tokens generated when a request gives no max_tokens (default 128). */
+  defaultMaxTokens?: number;
+  namespace?: string;
+  component?: string;
+}
+
+export interface FrontendOptions {
+  log?: Logger;
+  /** mem discovery store; default the process-wide hub (where in-process workers register). */
+  memHub?: MemDiscoveryHub;
+  /** In-process request plane; default the process-wide hub. */
+  inprocHub?: InprocHub;
+  embedded?: EmbeddedOptions;
+  /** Tokenizer threads for long prompts (default 1; 0 = tokenize on the event loop). */
+  tokenizerThreads?: number;
+  /** Do not open the HTTP port (interactive mode). */
+  noHttp?: boolean;
+}
+
+/** Model name of the embedded workers when neither --model-name nor --model-path says otherwise. */
+export const DEFAULT_EMBEDDED_MODEL = 'mock-model';
+
+export const consoleLogger: Logger = {
+  info: (m) => console.log(`${new Date().toISOString()} INFO  ${m}`),
+  warn: (m) => console.warn(`${new Date().toISOString()} WARN  ${m}`),
+  error: (m) => console.error(`${new Date().toISOString()} ERROR ${m}`),
+};
+
+export class Frontend {
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
+  private closing: Promise<void> | null = null;
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    readonly config: FrontendConfig,
+    readonly discovery: Discovery,
+    readonly registry: ModelRegistry,
+    readonly service: InferenceService,
+    readonly metrics: FrontendMetricSet,
+    readonly fleet: SimFleet | null,
+    readonly server: http.Server | https.Server | null,
+    private readonly cleanup: (() => Promise<void> | void)[],
+    private readonly log: Logger,
+  ) {
+    server?.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+  }
+
+  /** `http(s)://host:port` as a client reaches it (0.0.0.0 → 127.0.0.1). */
+  get url(): string {
+    const a = this.server?.address() as AddressInfo | null;
+    if (!a) return '';
+    const host = a.address === '0.0.0.0' || a.address === '::' ? '127.0.0.1' : a.address.includes(':') ? `[${a.address}]` : a.address;
+    return `${this.server instanceof https.Server ? 'https' : 'http'}://${host}:${a.port}`;
+  }
+
+  get inflightRequests(): number {
+    return this.inflight;
+  }
+
+  static async start(config: FrontendConfig, opts: FrontendOptions = {}): Promise<Frontend> {
+    const log = opts.log ?? consoleLogger;
+    const cleanup: (() => Promise<void> | void)[] = [];
+    const undo = async () => {
+      for (const c of cleanup.reverse()) await Promise.resolve(c()).catch(() => undefined);
+    };
+    try {
+      const params = routerParamsFromConfig(config);
+      if (params.index.kind === 'remote')
+        throw new KvrError('not_supported', '--use-remote-indexer is not supported by the kvrouter frontend yet', 400, {
+          field: 'use-remote-indexer',
+        });
+      if (params.aic)
+        throw new KvrError('not_supported', '--router-prefill-load-model aic needs a performance model kvrouter does not ship yet', 400, {
+          field: 'router-prefill-load-model',
+        });
+      const backend = config.discoveryBackend;
+      const memHub = opts.memHub ?? defaultMemHub();
+      const inprocHub = opts.inprocHub ?? defaultInprocHub();
+      const discovery = await createDiscovery({
+        backend,
+        hub: memHub,
+        fileRoot: config.fileKv,
+        etcdEndpoints: [...config.etcdEndpoints],
+      });
+      cleanup.push(() => discovery.close());
+      const routerId = discovery.leaseId;
+
+      const needNats = config.requestPlane === 'nats' || (backend !== 'mem' && config.eventPlane === 'nats');
+      let nc: NatsConnection | null = null;
+      if (needNats) {
+        nc = await connectNats(config.natsServer);
+        const c = nc;
+        cleanup.push(() => c.close());
+      }
+      // mem discovery is process-local, so every worker it lists is in this process: the
+      // in-process event bus replaces zmq/nats there.
+      const bus = new InprocEventBus();
+      const plane: EventPlane =
+        backend === 'mem'
+          ? bus.plane({ publisherId: routerId })
+          : createEventPlane({
+              kind: config.eventPlane,
+              discoveryBackend: backend,
+              discovery,
+              nc,
+              publisherId: routerId,
+              onError: (e) => log.warn(`event plane: ${(e as Error).message}`),
+            });
+      cleanup.push(() => plane.close());
+
+      const client = new MultiTransportClient({
+        tcp: new TcpRequestClient(),
+        inproc: new InprocRequestClient(inprocHub),
+        ...(nc ? { nats_tcp: new NatsRequestClient(nc) } : {}),
+      });
+      cleanup.push(() => client.close());
+
+      const metrics = new FrontendMetricSet({
+        prefix: config.metricsPrefix,
+        buckets: bucketOverridesFromConfig(config),
+        routerMode: config.routerMode,
+        routerId,
+      });
+
+      const loaded = loadTokenizer(specFor(config.modelPath));
+      const threads = opts.tokenizerThreads ?? 1;
+      const pool = threads > 0 ? new TokenizerPool(loaded.spec, threads) : null;
+      if (pool) cleanup.push(() => pool.close());
+      const encoder = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: config.tokenizer, pool });
+
+      const registry = new ModelRegistry({
+        discovery,
+        namespace: config.namespace,
+        namespacePrefix: config.namespacePrefix,
+        modelName: config.modelName,
+        params,
+        eventPlane: plane,
+        client,
+        metrics,
+        routerId,
+        log,
+      });
+      cleanup.push(() => registry.close());
+      await registry.start();
+
+      let fleet: SimFleet | null = null;
+      const hasWorkers = registry.allSets().some((s) => s.workers.size > 0);
+      if (backend === 'mem' && config.mockerWorkers > 0 && !hasWorkers) {
+        const e = opts.embedded ?? {};
+        const modelName = config.modelName ?? (config.modelPath ? path.basename(path.resolve(config.modelPath)) : DEFAULT_EMBEDDED_MODEL);
+        fleet = await SimFleet.start({
+          numWorkers: config.mockerWorkers,
+          openDiscovery: async () => memHub.connect(),
+          namespace: e.namespace ?? config.namespace ?? 'dynamo',
+          component: e.component ?? 'backend',
+          modelName,
+          requestPlane: { kind: 'inproc', hub: inprocHub },
+          eventPlane: (id) => bus.plane({ publisherId: id }),
+          defaultMaxTokens: e.defaultMaxTokens ?? 128,
+          engine: {
+            ...(config.kvCacheBlockSize !== null ? { blockSize: config.kvCacheBlockSize } : {}),
+            // Output ids the tokenizer can decode.
+            vocabSize: Math.min(loaded.tokenizer.vocabSize, 100256),
+            ...e.engine,
+          },
+          onError: (err) => log.warn(`embedded worker: ${(err as Error).message}`),
+        });
+        const f = fleet;
+        cleanup.push(() => f.stop());
+        await waitFor(() => registry.get(modelName) !== null && registry.get(modelName)!.sets.some((s) => s.readyCount === f.workers.length), 10_000);
+        log.info(
+          `no workers registered in mem discovery: started ${config.mockerWorkers} embedded simulated workers (--mocker-workers) serving model "${modelName}"`,
+        );
+      }
+
+      const service = new InferenceService({
+        registry,
+        client,
+        encoder,
+        template: loaded.template,
+        metrics,
+        migrationLimit: config.migrationLimit,
+        migrationMaxSeqLen: config.migrationMaxSeqLen,
+        log,
+      });
+
+      const ref: { fe: Frontend | null } = { fe: null };
+      let server: http.Server | https.Server | null = null;
+      if (!opts.noHttp) {
+        const app = createApp({
+          service,
+          registry,
+          paths: pathsFromConfig(config),
+          bodyLimitMb: config.httpBodyLimitMb,
+          enableAnthropicApi: config.enableAnthropicApi,
+          metrics: async () => {
+            metrics.index?.syncFrom(registry.appliedCounts());
+            return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
+          },
+          healthy: () => ref.fe !== null && !ref.fe.closing,
+          onInflight: (d) => ref.fe?.onInflight(d),
+        });
+        server =
+          config.tlsCertPath && config.tlsKeyPath
+            ? https.createServer({ cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) }, app)
+            : http.createServer(app);
+        // Long prompts and slow engines: no server-side timeouts on requests.
+        server.requestTimeout = 0;
+        server.headersTimeout = 60_000;
+        server.keepAliveTimeout = 65_000;
+        const s = server;
+        await new Promise<void>((resolve, reject) => {
+          s.once('error', reject);
+          s.listen(config.httpPort, config.httpHost, () => {
+            s.off('error', reject);
+            resolve();
+          });
+        });
+      }
+      ref.fe = new Frontend(config, discovery, registry, service, metrics, fleet, server, cleanup, log);
+      return ref.fe;
+    } catch (e) {
+      await undo();
+      throw e;
+    }
+  }
+
+  private onInflight(d: number): void {
+    this.inflight += d;
+    if (this.inflight === 0 && this.idleWaiters.length > 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /**
+   * Graceful shutdown (DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS): stop accepting connections, let
+   * in-flight requests (streams included) finish for up to the timeout, then drop what is left
+   * and release everything.
+   */
+  close(timeoutSecs: number = this.config.httpGracefulShutdownTimeoutSecs): Promise<void> {
+    this.closing ??= (async () => {
+      const srv = this.server;
+      if (srv) {
+        const closed = new Promise<void>((r) => srv.close(() => r()));
+        // Idle keep-alive connections would hold close() open.
+        srv.closeIdleConnections();
+        if (this.inflight > 0) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([
+            new Promise<void>((r) => this.idleWaiters.push(r)),
+            new Promise<void>((r) => (timer = setTimeout(r, timeoutSecs * 1000))),
+          ]);
+          clearTimeout(timer);
+          if (this.inflight > 0) this.log.warn(`shutdown: ${this.inflight} requests still running after ${timeoutSecs}s; closing them`);
+        }
+        srv.closeAllConnections();
+        for (const s of this.sockets) s.destroy();
+        await closed;
+      }
+      for (const c of [...this.cleanup].reverse()) await Promise.resolve(c()).catch((e: unknown) => this.log.warn(`shutdown: ${(e as Error).message}`));
+    })();
+    return this.closing;
+  }
+}
+
+async function waitFor(cond: () => boolean, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new KvrError('startup_timeout', 'embedded workers did not become routable in time', 500);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * `/openapi.json` (OpenAPI 3.0 of the routes this frontend serves, with the configured paths) and
+ * `/docs`: Swagger UI from the swagger-ui-dist npm package, served locally (no CDN).
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import express from 'express';
+import type { Paths } from './paths.js';
+
+const errorSchema = {
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: { message: { type: 'string' }, type: { type: 'string' }, code: { type: 'string', nullable: true } },
+    },
+  },
+};
+
+const nvextSchema = {
+  type: 'object',
+  description: 'kvrouter / Dynamo request extension (PROTOCOL.md §15)',
+  properties: {
+    backend_instance_id: { type: 'integer', format: 'uint64' },
+    dp_rank: { type: 'integer' },
+    token_data: { type: 'array', items: { type: 'integer' } },
+    agent_hints: { type: 'object' },
+    session_control: { type: 'object' },
+    extra_fields: { type: 'array', items: { type: 'string', enum: ['worker_id', 'timing'] } },
+    annotations: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+function op(summary: string, body: Record<string, unknown> | null, ok: string, extra: Record<string, unknown> = {}) {
+  const responses: Record<string, unknown> = {
+    '200': { description: ok },
+    default: { description: 'OpenAI error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+  };
+  return {
+    summary,
+    ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
+    responses,
+    ...extra,
+  };
+}
+
+export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknown> {
+  const chatBody = {
+    type: 'object',
+    required: ['model', 'messages'],
+    properties: {
+      model: { type: 'string' },
+      messages: {
+        type: 'array',
+        minItems: 1,
+        items: { type: 'object', required: ['role'], properties: { role: { type: 'string' }, content: { type: 'string' } } },
+      },
+      stream: { type: 'boolean' },
+      stream_options: { type: 'object', properties: { include_usage: { type: 'boolean' } } },
+      max_tokens: { type: 'integer', minimum: 1 },
+      max_completion_tokens: { type: 'integer', minimum: 1 },
+      temperature: { type: 'number' },
+      top_p: { type: 'number' },
+      stop: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] },
+      ignore_eos: { type: 'boolean' },
+      nvext: { $ref: '#/components/schemas/Nvext' },
+    },
+  };
+  const cmpBody = {
+    type: 'object',
+    required: ['model', 'prompt'],
+    properties: {
+      model: { type: 'string' },
+      prompt: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'integer' } }] },
+      stream: { type: 'boolean' },
+      max_tokens: { type: 'integer', minimum: 1 },
+      echo: { type: 'boolean' },
+      nvext: { $ref: '#/components/schemas/Nvext' },
+    },
+  };
+  const notImpl = (s: string) => op(`${s} (answers 501 until implemented)`, { type: 'object' }, 'not returned');
+  const paths: Record<string, unknown> = {
+    [p.chat]: { post: op('OpenAI chat completions (SSE when stream is true)', chatBody, 'chat.completion or SSE chunks ending with [DONE]') },
+    [p.completions]: { post: op('OpenAI text completions', cmpBody, 'text_completion or SSE chunks') },
+    [p.models]: { get: op('Models with at least one ready worker', null, 'model list') },
+    [p.embeddings]: { post: notImpl('Embeddings') },
+    [p.responses]: { post: notImpl('Responses API') },
+    '/v1/images/generations': { post: notImpl('Image generation') },
+    '/v1/videos/generations': { post: notImpl('Video generation') },
+    '/v1/videos/generations/stream': { post: notImpl('Video generation, streamed') },
+    [p.health]: { get: op('200 once discovery is connected, else 503', null, '{"status": "healthy"}') },
+    [p.live]: { get: op('200 while the process serves', null, '{"status": "live"}') },
+    [p.metrics]: { get: op('Prometheus text exposition', null, 'metrics text') },
+    '/busy_threshold': {
+      get: op('Busy thresholds of every model', null, '{"thresholds": [...]}'),
+      post: op(
+        'Set (any threshold field present) or read one model\'s busy thresholds',
+        {
+          type: 'object',
+          required: ['model'],
+          properties: {
+            model: { type: 'string' },
+            active_decode_blocks_threshold: { type: 'number', nullable: true },
+            active_prefill_tokens_threshold: { type: 'integer', nullable: true },
+            active_prefill_tokens_threshold_frac: { type: 'number', nullable: true },
+          },
+        },
+        'the model\'s thresholds',
+      ),
+    },
+  };
+  if (anthropic) {
+    paths[p.anthropic] = { post: notImpl('Anthropic Messages') };
+    paths[`${p.anthropic}/count_tokens`] = { post: notImpl('Anthropic token count') };
+  }
+  return {
+    openapi: '3.0.3',
+    info: { title: 'kvrouter frontend', version: '0.1.0', description: 'OpenAI-compatible frontend with a KV-cache-aware router' },
+    paths,
+    components: { schemas: { Error: errorSchema, Nvext: nvextSchema } },
+  };
+}
+
+const html = (specUrl: string) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kvrouter API</title>
+<link rel="stylesheet" href="/docs/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/swagger-ui-bundle.js"></script>
+<script src="/docs/init.js" data-spec="${specUrl}"></script>
+</body></html>`;
+
+const init = `window.ui = SwaggerUIBundle({ url: document.currentScript.dataset.spec, dom_id: '#swagger-ui' });\n`;
+
+export function docsRouter(specUrl: string): express.Router {
+  const dir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+  const r = express.Router();
+  r.get('/docs', (_req, res) => void res.type('html').send(html(specUrl)));
+  r.get('/docs/init.js', (_req, res) => void res.type('application/javascript').send(init));
+  r.use('/docs', express.static(dir, { index: false }));
+  return r;
+}

@@ -1,0 +1,41 @@
+/** Server-sent events in OpenAI's framing: `data: <json>\n\n` per chunk, `data: [DONE]\n\n` last. */
+import type { ServerResponse } from 'node:http';
+
+export class SseWriter {
+  private started = false;
+
+  constructor(private readonly res: ServerResponse) {}
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+  }
+
+  /** Writes one event; resolves when the socket can take more (backpressure for slow clients). */
+  send(json: string): Promise<void> | void {
+    this.start();
+    if (this.res.destroyed) return;
+    if (!this.res.write(`data: ${json}\n\n`)) {
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          this.res.off('drain', done);
+          this.res.off('close', done);
+          resolve();
+        };
+        this.res.on('drain', done);
+        this.res.on('close', done);
+      });
+    }
+  }
+
+  done(): void {
+    this.start();
+    if (!this.res.destroyed) this.res.end('data: [DONE]\n\n');
+  }
+}

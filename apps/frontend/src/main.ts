@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+/**
+ * `kvrouter-frontend` (`pnpm --filter @kvrouter/frontend start`): resolves the configuration from
+ * the one flag table, starts the frontend, prints the URL and a ready-to-paste curl example, and
+ * shuts down gracefully on SIGTERM / SIGINT. `-i` runs the interactive chat instead of HTTP.
+ */
+import fs from 'node:fs';
+import { parseAppConfig } from '@kvrouter/config/cli';
+import { Frontend, consoleLogger } from './frontend.js';
+import { runInteractive } from './interactive.js';
+
+// `pnpm --filter` runs this in apps/frontend; relative paths on the command line mean the caller's directory.
+const callerDir = process.env.INIT_CWD;
+if (callerDir && fs.statSync(callerDir, { throwIfNoEntry: false })?.isDirectory()) process.chdir(callerDir);
+// `npm start -- --flag` can leave a literal `--` in front.
+const argv = process.argv.slice(2);
+if (argv[0] === '--') argv.shift();
+
+const { config } = parseAppConfig('frontend', argv, process.env, {
+  info: { name: 'kvrouter-frontend', description: 'KV-cache-aware OpenAI-compatible frontend with an embedded router' },
+  isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
+  writeFile: (p, text) => fs.writeFileSync(p, text),
+});
+
+let fe: Frontend;
+try {
+  fe = await Frontend.start(config, { noHttp: config.interactive });
+} catch (e) {
+  console.error(`error: ${(e as Error).message}`);
+  process.exit(1);
+}
+
+if (config.interactive) {
+  await runInteractive(fe, process.stdin, process.stdout);
+  await fe.close(0);
+  process.exit(0);
+}
+
+const model = fe.registry.list()[0]?.id ?? '<model>';
+const url = fe.url;
+consoleLogger.info(`kvrouter frontend listening on ${url} (router mode ${config.routerMode}, discovery ${config.discoveryBackend})`);
+console.log(`
+Try it:
+
+  curl -s ${url}/v1/chat/completions -H 'Content-Type: application/json' ${url.startsWith('https') ? '-k ' : ''}\\
+    -d '{"model": "${model}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
+
+Models: ${url}/v1/models   Metrics: ${url}${config.httpSvcMetricsPath}   API docs: ${url}/docs
+`);
+
+let signals = 0;
+const stop = (sig: string) => {
+  if (++signals > 1) process.exit(1);
+  consoleLogger.info(`${sig}: shutting down (up to ${config.httpGracefulShutdownTimeoutSecs}s for in-flight requests)`);
+  fe.close().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      console.error(`error during shutdown: ${(e as Error).message}`);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGTERM', () => stop('SIGTERM'));
+process.on('SIGINT', () => stop('SIGINT'));

@@ -1,0 +1,381 @@
+/**
+ * One inference request from validated body to text deltas, independent of HTTP (the interactive
+ * chat uses it too): model lookup, chat template, tokenization, routing, dispatch over the request
+ * plane, migration when a worker dies, detokenization with stop strings, and the router's
+ * lifecycle calls (first token → MarkPrefillCompleted, end / error / disconnect → Free).
+ */
+import { randomUUID } from 'node:crypto';
+import { KvrError, isQueryOnly, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { errorTypeOf, type FrontendMetricSet, type RequestTracker } from '@kvrouter/metrics';
+import type { RoutingDecision } from '@kvrouter/router';
+import { isMigratable, type RequestClient } from '@kvrouter/runtime';
+import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
+import { badRequest, modelNotFound } from './errors.js';
+import type { Logger, ModelRegistry, WorkerSet } from './models.js';
+import type { InferenceRequest } from './openai/validate.js';
+import { DecodeStream } from './tokenizer/detok.js';
+import type { PromptEncoder } from './tokenizer/encoder.js';
+import type { ChatTemplate } from './tokenizer/template.js';
+
+export type FinishReason = 'stop' | 'length';
+
+export interface Delta {
+  text: string;
+  tokenIds: number[];
+  /** Set on the last delta. */
+  finishReason: FinishReason | null;
+}
+
+export interface ServiceOptions {
+  registry: ModelRegistry;
+  client: RequestClient;
+  encoder: PromptEncoder;
+  template: ChatTemplate;
+  metrics: FrontendMetricSet;
+  /** `--migration-limit` (0 = off unless the card sets one). */
+  migrationLimit: number;
+  /** `--migration-max-seq-len` (null = no limit). */
+  migrationMaxSeqLen: number | null;
+  log: Logger;
+}
+
+export interface RequestContext {
+  /** `chat_completions` | `completions` (metrics label). */
+  endpoint: string;
+  /** Header `x-worker-instance-id`. */
+  workerHeader?: string;
+  /** Header `x-prefill-instance-id`. */
+  prefillHeader?: string;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** `performance.now()` at arrival. */
+  receivedAt?: number;
+}
+
+export interface Timing {
+  request_received_ms: number;
+  preprocess_ms: number;
+  route_ms: number;
+  /** Arrival → dispatch over the request plane (the frontend's own added latency before the engine). */
+  dispatch_ms: number;
+  ttft_ms: number | null;
+  total_ms: number | null;
+  migrations: number;
+}
+
+const ms3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+/** Min of the non-zero limits (§14: "the smaller non-zero value wins"); 0 = off. */
+export function migrationBudget(flag: number, card: number): number {
+  if (flag > 0 && card > 0) return Math.min(flag, card);
+  return Math.max(flag, card, 0);
+}
+
+export class Completion {
+  readonly id: string;
+  readonly created = Math.floor(Date.now() / 1000);
+  readonly promptTokens: number;
+  /** Set once routed. */
+  decision: RoutingDecision | null = null;
+  worker: WorkerWithDpRank | null = null;
+  /** Engine-reported prefix hit (first item), else the router's prediction. */
+  cachedTokens = 0;
+  completionTokens = 0;
+  readonly timing: Timing;
+  private readonly t0: number;
+  readonly queryOnly: boolean;
+  readonly deltas: AsyncGenerator<Delta, void, undefined>;
+  private started = false;
+
+  constructor(
+    readonly req: InferenceRequest,
+    readonly model: string,
+    readonly set: WorkerSet,
+    readonly tokens: Uint32Array,
+    private readonly maxTokens: number | null,
+    private readonly svc: InferenceService,
+    private readonly ctx: RequestContext,
+    readonly tracker: RequestTracker,
+    t0: number,
+    preprocessMs: number,
+  ) {
+    this.id = randomUUID();
+    this.promptTokens = tokens.length;
+    this.t0 = t0;
+    this.timing = {
+      request_received_ms: Date.now() - Math.round(performance.now() - t0),
+      preprocess_ms: ms3(preprocessMs),
+      route_ms: 0,
+      dispatch_ms: 0,
+      ttft_ms: null,
+      total_ms: null,
+      migrations: 0,
+    };
+    this.queryOnly = isQueryOnly(req.nvext);
+    this.deltas = this.run();
+  }
+
+  /** Response `nvext` per `extra_fields` (and always for query-only requests), or undefined. */
+  nvextOut(): Record<string, unknown> | undefined {
+    const want = new Set(this.req.nvext.extra_fields ?? []);
+    const out: Record<string, unknown> = {};
+    const w = this.worker;
+    if ((want.has('worker_id') || this.queryOnly) && w)
+      // Aggregated serving: one worker did both phases.
+      out.worker_id = {
+        prefill_worker_id: w.worker_id,
+        prefill_dp_rank: w.dp_rank,
+        decode_worker_id: w.worker_id,
+        decode_dp_rank: w.dp_rank,
+      };
+    if (want.has('timing')) out.timing = this.timing;
+    if (this.queryOnly) out.token_data = Array.from(this.tokens);
+    return Object.keys(out).length > 0 ? out : undefined;
+  }
+
+  /** The response is abandoned before its first pull (client gone): the request still has to end. */
+  abandon(): void {
+    if (!this.started) {
+      this.started = true;
+      this.tracker.disconnected();
+    }
+    void this.deltas.return();
+  }
+
+  private async *run(): AsyncGenerator<Delta, void, undefined> {
+    this.started = true;
+    const svc = this.svc;
+    const set = this.set;
+    const router = set.router;
+    const signal = this.ctx.signal;
+    const req = this.req;
+    const detok = new DecodeStream(svc.encoder.tokenizer);
+    const stops = req.stop;
+    const maxStop = stops.reduce((m, s) => Math.max(m, s.length), 0);
+    let held = '';
+    const generated: number[] = [];
+    const budget = migrationBudget(svc.o.migrationLimit, set.migrationLimit);
+    let migrations = 0;
+    let finished: FinishReason | null = null;
+    let error: unknown = null;
+    const tracker = this.tracker;
+    const stopIds = req.ignoreEos ? req.stopTokenIds : [...req.stopTokenIds, ...svc.encoder.tokenizer.eosTokenIds];
+    try {
+      for (;;) {
+        const prompt = generated.length === 0 ? this.tokens : concat(this.tokens, generated);
+        const tRoute = performance.now();
+        const d = await router.route({
+          requestId: this.id,
+          tokens: prompt,
+          nvext: req.nvext,
+          pinHeader: this.ctx.workerHeader,
+          signal,
+        });
+        const routedAt = performance.now();
+        if (migrations === 0) {
+          this.timing.route_ms = ms3(routedAt - tRoute);
+          svc.o.metrics.frontend.observeStage('route', (routedAt - tRoute) / 1000);
+          this.decision = d;
+          this.cachedTokens = d.cachedTokens;
+          tracker.routed(
+            { workerId: d.workerId, dpRank: d.dpRank, kvHitRate: d.kvHitRate, cachedTokens: d.cachedTokens },
+            { isl: this.promptTokens },
+          );
+        }
+        this.worker = d.worker;
+        if (d.queryOnly) return;
+        let prefillDone = false;
+        const ac = new AbortController();
+        const onAbort = () => ac.abort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        let gotItems = false;
+        try {
+          const transport = set.transportOf(d.workerId);
+          if (!transport) throw new KvrError('cannot_connect', `worker ${d.workerId} has no known transport`, 503);
+          const payload: GenerateRequest = {
+            request_id: this.id,
+            model: this.model,
+            token_ids: prompt,
+            dp_rank: d.dpRank,
+            stop_conditions: {
+              // Unset = the worker's default (kvrouter's embedded workers stop at 128 tokens);
+              // the context length bounds it either way.
+              max_tokens: this.maxTokens === null ? null : this.maxTokens - generated.length,
+              stop_token_ids: stopIds,
+              ignore_eos: req.ignoreEos,
+            },
+            sampling_options: { ...req.sampling },
+            ...(req.nvext.agent_hints?.priority !== undefined ? { priority: req.nvext.agent_hints.priority } : {}),
+          };
+          const dispatchedAt = performance.now();
+          if (migrations === 0) {
+            this.timing.dispatch_ms = ms3(dispatchedAt - this.t0);
+            svc.o.metrics.frontend.observeStage('dispatch', (dispatchedAt - routedAt) / 1000);
+          }
+          const stream = svc.o.client.stream<GenerateItem>(transport, 'generate', payload, { signal: ac.signal });
+          for await (const item of stream) {
+            gotItems = true;
+            const ids = item.token_ids;
+            if (ids.length > 0 && !prefillDone) {
+              prefillDone = true;
+              router.markPrefillCompleted(this.id);
+              if (this.timing.ttft_ms === null) this.timing.ttft_ms = ms3(performance.now() - this.t0);
+              if (migrations === 0 && typeof item.cached_tokens === 'number') {
+                this.cachedTokens = item.cached_tokens;
+                tracker.observeCachedTokens(item.cached_tokens);
+              }
+            }
+            if (ids.length > 0) {
+              for (const t of ids) generated.push(t);
+              this.completionTokens = generated.length;
+              router.onOutputTokens(this.id, generated.length);
+              tracker.tokens(ids.length);
+            }
+            let text = detok.push(ids);
+            let reason: FinishReason | null = null;
+            if (item.finish_reason === 'length') reason = 'length';
+            else if (item.finish_reason === 'stop') reason = 'stop';
+            else if (item.finish_reason === 'error') throw new KvrError('engine_error', 'the engine failed the request', 502);
+            else if (item.finish_reason === 'cancelled') throw new KvrError('cancelled', 'the engine cancelled the request', 499);
+            if (reason) text += detok.flush();
+            if (maxStop > 0) {
+              held += text;
+              const cut = firstStop(held, stops);
+              if (cut >= 0) {
+                finished = 'stop';
+                yield { text: held.slice(0, cut), tokenIds: ids, finishReason: 'stop' };
+                return;
+              }
+              // Hold back what could still become a stop string.
+              const keep = reason ? 0 : Math.min(held.length, maxStop - 1);
+              text = held.slice(0, held.length - keep);
+              held = held.slice(held.length - keep);
+            }
+            if (reason) {
+              finished = reason;
+              this.timing.total_ms = ms3(performance.now() - this.t0);
+              yield { text, tokenIds: ids, finishReason: reason };
+              return;
+            }
+            if (text.length > 0 || ids.length > 0) yield { text, tokenIds: ids, finishReason: null };
+          }
+          // A stream that ends without a finish reason ended normally (e.g. a foreign engine).
+          finished = this.maxTokens !== null && generated.length >= this.maxTokens ? 'length' : 'stop';
+          const tail = detok.flush() + held;
+          yield { text: tail, tokenIds: [], finishReason: finished };
+          return;
+        } catch (e) {
+          if (signal.aborted) throw new KvrError('cancelled', 'client disconnected', 499);
+          if (!isMigratable(e) || migrations >= budget) throw e;
+          const seqLen = this.tokens.length + generated.length;
+          if (svc.o.migrationMaxSeqLen !== null && seqLen > svc.o.migrationMaxSeqLen) {
+            svc.o.metrics.frontend.migrationMaxSeqLenExceeded(this.model);
+            throw e;
+          }
+          migrations++;
+          this.timing.migrations = migrations;
+          svc.o.metrics.frontend.migration(this.model, gotItems || generated.length > 0 ? 'ongoing_request' : 'new_request');
+          svc.o.log.warn(
+            `request ${this.id}: worker ${d.workerId} failed (${(e as KvrError).code}); migrating with ${generated.length} tokens (${migrations}/${budget})`,
+          );
+        } finally {
+          signal.removeEventListener('abort', onAbort);
+          // Stops the worker's generation when we leave early (stop string, client gone, error).
+          ac.abort();
+          router.free(this.id);
+        }
+      }
+    } catch (e) {
+      error = e;
+      throw e;
+    } finally {
+      this.timing.total_ms = ms3(performance.now() - this.t0);
+      if (finished || this.queryOnly) tracker.end('');
+      else if (signal.aborted) tracker.disconnected();
+      else if (error) tracker.end(errorTypeOf(error));
+      else tracker.disconnected();
+    }
+  }
+}
+
+function firstStop(text: string, stops: readonly string[]): number {
+  let best = -1;
+  for (const s of stops) {
+    const i = text.indexOf(s);
+    if (i >= 0 && (best < 0 || i < best)) best = i;
+  }
+  return best;
+}
+
+function concat(a: Uint32Array, b: readonly number[]): Uint32Array {
+  const out = new Uint32Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+export class InferenceService {
+  constructor(readonly o: ServiceOptions) {}
+
+  get encoder(): PromptEncoder {
+    return this.o.encoder;
+  }
+
+  /**
+   * Everything that can fail with a status before a response starts: model lookup, chat template,
+   * tokenization, context-length check. Routing happens on the first pull of `deltas`.
+   */
+  async start(req: InferenceRequest, ctx: RequestContext): Promise<Completion> {
+    const t0 = ctx.receivedAt ?? performance.now();
+    const model = this.o.registry.get(req.model);
+    const set = model?.pick() ?? null;
+    if (!model || !set) throw modelNotFound(req.model);
+    const tracker = set.lifecycle.start(
+      { model: model.name, endpoint: ctx.endpoint, requestType: req.stream ? 'stream' : 'unary' },
+      t0,
+    );
+    try {
+      const tokens = await this.tokenize(req);
+      if (tokens.length === 0) throw badRequest(req.kind === 'chat' ? 'messages' : 'prompt', 'the prompt is empty after tokenization');
+      const ctxLen = set.contextLength;
+      if (tokens.length >= ctxLen)
+        throw badRequest(
+          req.kind === 'chat' ? 'messages' : 'prompt',
+          `This model's maximum context length is ${ctxLen} tokens. However, your prompt has ${tokens.length} tokens.`,
+        );
+      if (req.maxTokens !== null && tokens.length + req.maxTokens > ctxLen)
+        throw badRequest(
+          'max_tokens',
+          `This model's maximum context length is ${ctxLen} tokens. However, you requested ${tokens.length + req.maxTokens} tokens (${tokens.length} in the messages, ${req.maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+        );
+      const pre = performance.now() - t0;
+      this.o.metrics.frontend.observeStage('preprocess', pre / 1000);
+      return new Completion(req, model.name, set, tokens, req.maxTokens, this, ctx, tracker, t0, pre);
+    } catch (e) {
+      tracker.end(errorTypeOf(e));
+      throw e;
+    }
+  }
+
+  private async tokenize(req: InferenceRequest): Promise<Uint32Array> {
+    if (req.nvext.token_data) return req.nvext.token_data;
+    const t = performance.now();
+    let ids: Uint32Array;
+    if (req.kind === 'chat') {
+      const text = this.o.template.render(req.messages, {
+        addGenerationPrompt: req.addGenerationPrompt,
+        ...(req.tools ? { tools: req.tools } : {}),
+        ...(req.toolChoice !== undefined ? { toolChoice: req.toolChoice } : {}),
+        ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
+      });
+      ids = await this.o.encoder.encode(text);
+    } else if (req.promptTokens) return req.promptTokens;
+    else {
+      const body = await this.o.encoder.encode(req.prompt ?? '');
+      const bos = this.o.encoder.tokenizer.bosTokenIds;
+      ids = bos.length === 0 ? body : concat(Uint32Array.from(bos), Array.from(body));
+    }
+    this.o.metrics.frontend.observeTokenizer('tokenize', performance.now() - t);
+    return ids;
+  }
+}

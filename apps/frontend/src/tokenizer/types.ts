@@ -1,0 +1,31 @@
+/**
+ * The tokenizer seam. Implementations encode *plain text* (no special-token recognition): the
+ * prompt encoder (encoder.ts) splits a rendered prompt at the special-token strings itself, so the
+ * default and the fastokens paths share one segmentation and give identical ids by construction.
+ */
+export interface TextTokenizer {
+  readonly name: string;
+  /** Ids are below this (engines of embedded workers draw output tokens from it). */
+  readonly vocabSize: number;
+  /** Special token text → id (split points of a rendered prompt). */
+  readonly specialTokens: ReadonlyMap<string, number>;
+  /** Ids that end a generation unless `ignore_eos`. */
+  readonly eosTokenIds: readonly number[];
+  /** Prepended to completions prompts (HF `add_special_tokens`); empty for tiktoken-style vocabularies. */
+  readonly bosTokenIds: readonly number[];
+  /**
+   * Whether a text's ids equal the concatenation of its pieces' ids when it is cut at special
+   * tokens (true for byte-level BPE; false for normalizers that look across a cut). Chunk caching
+   * (fastokens) is only used when true.
+   */
+  readonly chunkSafe: boolean;
+  /** Plain text, no special-token recognition (a piece between two specials). */
+  encodeText(text: string): number[] | Uint32Array;
+  /** Whole text with special tokens recognised (Hugging Face `add_special_tokens=False` semantics). */
+  encode(text: string): number[] | Uint32Array;
+  /** Unknown ids decode to nothing; special tokens are skipped. */
+  decode(ids: ArrayLike<number>): string;
+}
+
+/** Plain data that rebuilds the same tokenizer in a worker thread. */
+export type TokenizerSpec = { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' } | { kind: 'hf'; dir: string };

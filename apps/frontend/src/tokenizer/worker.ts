@@ -1,0 +1,22 @@
+/** A tokenizer thread: encodes texts posted by `TokenizerPool` with its own copy of the tokenizer. */
+import { parentPort, workerData } from 'node:worker_threads';
+import { loadTokenizer } from './load.js';
+import type { TokenizerSpec } from './types.js';
+
+interface Job {
+  id: number;
+  texts: string[];
+  /** true: recognise special tokens (whole prompts); false: plain pieces. */
+  whole: boolean;
+}
+
+const { tokenizer } = loadTokenizer(workerData as TokenizerSpec);
+parentPort!.on('message', (job: Job) => {
+  try {
+    const out = job.texts.map((t) => Uint32Array.from(job.whole ? tokenizer.encode(t) : tokenizer.encodeText(t)));
+    parentPort!.postMessage({ id: job.id, out }, out.map((a) => a.buffer));
+  } catch (e) {
+    parentPort!.postMessage({ id: job.id, error: { message: (e as Error).message } });
+  }
+});
+parentPort!.postMessage({ ready: true });
