@@ -18,7 +18,14 @@ if (argv[0] === '--') argv.shift();
 const config = resolveMockerConfig(argv, process.env, { log });
 let running;
 try {
-  running = await startMocker(config, { log });
+  running = await startMocker(config, {
+    log,
+    // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts the process.
+    onLeaseLost: (id, err) => {
+      log(`error: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); exiting`);
+      process.exit(1);
+    },
+  });
 } catch (e) {
   process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : errText(e)}\n`);
   process.exit(e instanceof MockerConfigError ? 2 : 1);

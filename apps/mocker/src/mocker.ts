@@ -15,6 +15,11 @@ import { topologyRuntimeConfig } from './topology.js';
 
 export interface MockerIo {
   log: (line: string) => void;
+  /**
+   * A worker's discovery lease ended behind its back (etcd unreachable for a TTL): its keys are gone
+   * and routers dropped it. Default: log it (the app exits so a supervisor restarts it).
+   */
+  onLeaseLost?: (instanceId: bigint, err: KvrError) => void;
   /** Default process.exit. */
   exit?: (code: number) => never;
 }
@@ -83,12 +88,17 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
         : { kind: 'tcp', ...(plan.tcpPort !== null ? { port: plan.tcpPort } : { port: 0 }) };
     const fleet = await SimFleet.start({
       numWorkers: plan.numWorkers,
-      openDiscovery: () =>
-        createDiscovery({
+      openDiscovery: async () => {
+        const d = await createDiscovery({
           backend: plan.discoveryBackend,
           etcdEndpoints: [...config.etcdEndpoints],
           fileRoot: config.fileKv ?? undefined,
-        }),
+        });
+        d.onLeaseLost((e) =>
+          (io.onLeaseLost ?? ((id, err) => io.log(`lease of worker ${u64ToHex(id)} lost: ${errText(err)}`)))(d.leaseId, e),
+        );
+        return d;
+      },
       namespace: plan.path.namespace,
       component: plan.path.component,
       endpoint: plan.path.endpoint,

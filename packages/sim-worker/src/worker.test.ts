@@ -303,6 +303,35 @@ describe('SimFleet', () => {
     expect(await observer.list('v1/')).toEqual([]);
   });
 
+  it('startup delay and stagger postpone the registration of each worker', async () => {
+    const e = env();
+    const observer = e.disc.connect();
+    cleanups.push(() => observer.close());
+    const started = SimFleet.start({
+      numWorkers: 3,
+      openDiscovery: async () => e.disc.connect(),
+      namespace: NS,
+      component: COMP,
+      modelName: 'm',
+      engine: { numGpuBlocks: 100, blockSize: 16 },
+      requestPlane: { kind: 'inproc', hub: e.rpc },
+      scheduler: e.scheduler,
+      startupDelayMs: 5,
+      staggerMs: 10,
+    });
+    const registered = async () => (await observer.list(`v1/instances/${NS}/${COMP}/generate/`)).length;
+    // Worker i registers at 5 + 10·i ms.
+    const seen: number[] = [];
+    for (const t of [4, 5, 14, 15, 25]) {
+      e.clock.advanceTo(t);
+      await settle();
+      seen.push(await registered());
+    }
+    expect(seen).toEqual([0, 1, 1, 2, 3]);
+    const fleet = await started;
+    cleanups.push(() => fleet.stop());
+  });
+
   it('a worker that fails to start stops the others and the error names the field', async () => {
     const e = env();
     const observer = e.disc.connect();
