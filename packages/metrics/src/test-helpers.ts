@@ -110,12 +110,6 @@ export function histogramOf(
   };
 }
 
-/** Index of the first bucket whose cumulative count reached `n` (which bucket a lone sample fell in). */
-export function bucketOfSingle(h: HistogramSeries): number | '+Inf' {
-  const i = h.cumulative.findIndex((c) => c >= 1);
-  return i < h.le.length ? h.le[i]! : '+Inf';
-}
-
 export const TEST_ENDPOINT = { namespace: 'dynamo', component: 'backend', endpoint: 'generate' };
 
 /** A kv-mode frontend registry (plus a publisher counter) with at least one sample in every family. */
