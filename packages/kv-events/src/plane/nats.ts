@@ -99,7 +99,10 @@ export class NatsEventPlane implements EventPlane {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    await this.flush();
+    // A flush waits for a reconnect that may never come; closing must not.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.flush(), new Promise<void>((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
     this.closed = true;
     for (const e of [...this.subs]) e.q.close();
     const d = this.opts.discovery;
