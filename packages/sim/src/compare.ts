@@ -62,7 +62,7 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
   const W = 1000;
   const H = 450 + 18 * Math.ceil(Math.max(1, entries.length) / 3);
   const L = { x: 70, y: 60, w: 520, h: 320 };
-  const R = { x: 680, y: 60, w: 280, h: 320 };
+  const R = { x: 680, y: 60, w: 250, h: 320 };
   const parts: string[] = [];
   parts.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
@@ -99,6 +99,7 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
     parts.push(`<text x="${L.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${p / 4}</text>`);
   }
   parts.push(`<text x="${L.x + L.w / 2}" y="${L.y + L.h + 36}" text-anchor="middle">time to first token, ms (log scale)</text>`);
+  parts.push(`<text x="18" y="${L.y + L.h / 2}" text-anchor="middle" transform="rotate(-90 18 ${L.y + L.h / 2})">fraction of requests</text>`);
   entries.forEach((e, i) => {
     const s = e.ttftMs;
     if (s.length === 0) return;
@@ -127,13 +128,14 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
   });
   const o = entries[0]?.report.oracle;
   if (o) {
-    for (const [v, name, dash] of [
-      [o.pooled_lru_hit_rate, 'pooled LRU', '6 4'],
-      [o.infinite_hit_rate, 'infinite', '2 3'],
+    // Labels sit above (pooled) and below (infinite) their lines so they never overlap.
+    for (const [v, name, dash, dy] of [
+      [o.pooled_lru_hit_rate, 'pooled LRU', '6 4', -6],
+      [o.infinite_hit_rate, 'infinite', '2 3', 12],
     ] as const) {
-      const y = n2(yr(v));
-      parts.push(`<line x1="${R.x}" y1="${y}" x2="${R.x + R.w}" y2="${y}" stroke="#000" stroke-dasharray="${dash}"/>`);
-      parts.push(`<text x="${R.x + R.w + 4}" y="${y}" dominant-baseline="middle" font-size="10">${name}</text>`);
+      const y = yr(v);
+      parts.push(`<line x1="${R.x}" y1="${n2(y)}" x2="${R.x + R.w}" y2="${n2(y)}" stroke="#000" stroke-dasharray="${dash}"/>`);
+      parts.push(`<text x="${R.x + R.w + 4}" y="${n2(y + dy)}" font-size="10">${name} ${(v * 100).toFixed(1)}</text>`);
     }
   }
   // Legend under both panels.

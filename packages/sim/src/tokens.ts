@@ -117,9 +117,52 @@ export class TokenSynth {
     return 1 + this.reduce(this.reduce(this.reduce(a * 65536) * 65536) + this.out[0]!);
   }
 
-  /** Tokens j0..j0+n−1 of block (lo, hi) into `dst` at `at`. */
+  /**
+   * Tokens j0..j0+n−1 of block (lo, hi) into `dst` at `at`: `xxh3Len12(lo, hi, j)` with everything
+   * that depends only on (lo, hi) hoisted out of the loop (half of the 128-bit product and the
+   * byte swaps), then the reduction mod V − 1.
+   */
   private fill(lo: number, hi: number, j0: number, n: number, dst: Uint32Array, at: number): void {
-    for (let j = 0; j < n; j++) dst[at + j] = this.token(lo, hi, j0 + j);
+    if (this.mod >= 1 << 21) {
+      for (let j = 0; j < n; j++) dst[at + j] = this.token(lo, hi, j0 + j);
+      return;
+    }
+    const m = this.mod;
+    const inv = this.inv;
+    // 2^32 mod m: with m < 2^21, (hi mod m)·(2^32 mod m) + lo < 2^42 + 2^32 stays exact in a double.
+    const c = 4294967296 % m;
+    const al = (lo ^ BF1_LO) >>> 0;
+    const ah = (hi ^ BF1_HI) >>> 0;
+    const bl = (hi ^ BF2_LO) >>> 0;
+    const l00 = Math.imul(al, bl) >>> 0;
+    const l10 = Math.imul(ah, bl) >>> 0;
+    const c00 = (al * bl - l00) * TWO_NEG32 + 0.5;
+    const c10 = (ah * bl - l10) * TWO_NEG32;
+    const sah = 12 + bswap32(ah) + bl;
+    const sal = bswap32(al);
+    for (let j = 0; j < n; j++) {
+      const bh = ((j0 + j) ^ BF2_HI) >>> 0;
+      const l01 = Math.imul(al, bh) >>> 0;
+      const l11 = Math.imul(ah, bh) >>> 0;
+      const m1 = c00 + l01 + l10;
+      const x1 = m1 >>> 0;
+      const m2 = (al * bh - l01) * TWO_NEG32 + c10 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const x2 = m2 >>> 0;
+      const x3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+      const sl = sah + ((l00 ^ x2) >>> 0);
+      let rlo = sl >>> 0;
+      const rhi = (sal + bh + ((x1 ^ x3) >>> 0) + (sl - rlo) * TWO_NEG32) >>> 0;
+      rlo = (rlo ^ (rhi >>> 5)) >>> 0;
+      const nl = Math.imul(rlo, 0x9e3779f9) >>> 0;
+      const nh = ((((rlo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(rlo, 0x16566791) + Math.imul(rhi, 0x9e3779f9)) >>> 0;
+      const hlo = (nl ^ nh) >>> 0;
+      let a = nh - Math.floor(nh * inv) * m;
+      a = a < 0 ? a + m : a >= m ? a - m : a;
+      const x = a * c + hlo;
+      let r = x - Math.floor(x * inv) * m;
+      r = r < 0 ? r + m : r >= m ? r - m : r;
+      dst[at + j] = 1 + r;
+    }
   }
 
   /** The full expansion of trace block `h` (a safe integer id); cached. */
