@@ -20,10 +20,20 @@ import {
   type RouterEvent,
 } from '@kvrouter/protocols';
 import { RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import { EnvelopeBuilder, KvEventSubscriber, NatsEventPlane, kvEventsTopic } from '@kvrouter/kv-events';
-import { connectNats } from '@kvrouter/runtime';
+import {
+  EnvelopeBuilder,
+  KvEventPublisher,
+  KvEventSubscriber,
+  NatsEventPlane,
+  kvEventsTopic,
+  planeSink,
+  requestPlaneQueryClient,
+  serveLocalIndexer,
+  type RouterEventSink,
+} from '@kvrouter/kv-events';
+import { TcpRequestClient, TcpRequestServer, connectNats } from '@kvrouter/runtime';
 import { Rng, startNats } from '@kvrouter/testkit';
-import type { Row, Suite } from '../harness.js';
+import { stats, type Row, type Suite } from '../harness.js';
 
 const WORKERS = 16;
 const CHAIN = 512;
@@ -172,6 +182,62 @@ async function endToEnd(
   };
 }
 
+/**
+ * Time to reconverge after a gap: one worker publishes over NATS, its local indexer is queried over
+ * the tcp request plane. Each round loses `lost` events, then publishes one more; the clock runs
+ * from that publish until the router's cursor has caught up (gap seen, query, reply applied).
+ */
+async function recoveryLatency(url: string, rounds: number, lost: number, blocksPerEvent: number): Promise<{ ms: number[]; treeBlocks: number }> {
+  const ncW = await connectNats(url);
+  const ncR = await connectNats(url);
+  const server = await TcpRequestServer.listen({ host: '127.0.0.1' });
+  const client = new TcpRequestClient();
+  let drop = false;
+  const inner = planeSink(new NatsEventPlane({ publisherId: 77n, nc: ncW }), TOPIC);
+  const sink: RouterEventSink = { publishEvent: (e) => (drop ? undefined : inner.publishEvent(e)) };
+  const pub = new KvEventPublisher({ workerId: 77n, sink });
+  serveLocalIndexer(server, pub);
+  const index = new RadixIndexer({ maxSlots: 32 });
+  const plane = new NatsEventPlane({ publisherId: 78n, nc: ncR });
+  const sub = new KvEventSubscriber({ index, query: requestPlaneQueryClient(client, { resolve: () => server.transport }) });
+  sub.start(() => plane.subscribe(TOPIC));
+  sub.addWorker(77n);
+  const rng = new Rng(5);
+  let parent: bigint | null = null;
+  let ext = 1n;
+  // Chains of 64 blocks: the tree grows by `blocksPerEvent` per event, restarting every 64 blocks.
+  const next = () => {
+    const blocks = [];
+    for (let i = 0; i < blocksPerEvent; i++) blocks.push({ block_hash: ext++ as never, tokens_hash: rng.u64() as never, mm_extra_info: null });
+    pub.engineEvent({ data: { stored: { parent_hash: parent as never, start_position: null, blocks } } });
+    parent = ext % 64n < BigInt(blocksPerEvent) ? null : blocks[blocks.length - 1].block_hash;
+  };
+  const caughtUp = async () => {
+    while (sub.cursor(77n)?.last !== pub.lastEventId(0) || sub.pendingRecoveries > 0) await new Promise<void>((r) => setImmediate(r));
+  };
+  await new Promise((r) => setTimeout(r, 150));
+  next();
+  await caughtUp();
+  const ms: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    drop = true;
+    for (let i = 0; i < lost; i++) next();
+    drop = false;
+    const t0 = performance.now();
+    next();
+    await caughtUp();
+    ms.push(performance.now() - t0);
+  }
+  const treeBlocks = [...index.treeSizes().values()].reduce((a, b) => a + b, 0);
+  await sub.close();
+  await plane.close();
+  await client.close();
+  await server.close();
+  await ncW.close();
+  await ncR.close();
+  return { ms, treeBlocks };
+}
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export const suite: Suite = {
@@ -231,6 +297,20 @@ export const suite: Suite = {
           unit: 'block-events/s',
           extra: { ...extra, 'target 500k': rate >= 500_000 ? 'met' : 'missed', 'load avg': Number(loadavg()[0].toFixed(1)) },
         });
+      }
+      for (const [label, lost, rounds] of [
+        ['gap inside the ring -> Events', 1, ctx.quick ? 50 : 200],
+        ['gap past the 1024-event ring -> TreeDump', 1100, ctx.quick ? 5 : 20],
+      ] as const) {
+        const r = await recoveryLatency(nats.url, rounds, lost, 4);
+        const st = stats(r.ms);
+        rows.push({
+          name: `reconverge after a ${label} (tcp query, NATS live path)`,
+          value: st.p50,
+          unit: 'ms p50',
+          extra: { p90: Number(st.p90.toFixed(2)), max: Number(st.max.toFixed(2)), rounds, 'tree blocks': r.treeBlocks },
+        });
+        ctx.progress('recovery latency', rounds, rounds);
       }
     } finally {
       await nats.stop();
