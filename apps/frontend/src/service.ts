@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { KvrError, isQueryOnly, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { errorTypeOf, type FrontendMetricSet, type RequestTracker } from '@kvrouter/metrics';
+import { RequestLifecycleMetrics, errorTypeOf, type FrontendMetricSet, type RequestTracker } from '@kvrouter/metrics';
 import type { RoutingDecision } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
 import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
@@ -315,7 +315,17 @@ function concat(a: Uint32Array, b: readonly number[]): Uint32Array {
 }
 
 export class InferenceService {
-  constructor(readonly o: ServiceOptions) {}
+  /** Requests that fail before a worker set is chosen (unknown model, invalid body) count here. */
+  private readonly unrouted: RequestLifecycleMetrics;
+
+  constructor(readonly o: ServiceOptions) {
+    this.unrouted = new RequestLifecycleMetrics({ frontend: o.metrics.frontend, workers: o.metrics.workers });
+  }
+
+  /** Counts a request rejected before `start` could (bad body with a model name, unknown model). */
+  countRejected(model: string, endpoint: string, stream: boolean, err: unknown, at: number = performance.now()): void {
+    this.unrouted.start({ model, endpoint, requestType: stream ? 'stream' : 'unary' }, at).end(errorTypeOf(err));
+  }
 
   get encoder(): PromptEncoder {
     return this.o.encoder;
@@ -329,7 +339,11 @@ export class InferenceService {
     const t0 = ctx.receivedAt ?? performance.now();
     const model = this.o.registry.get(req.model);
     const set = model?.pick() ?? null;
-    if (!model || !set) throw modelNotFound(req.model);
+    if (!model || !set) {
+      const e = modelNotFound(req.model);
+      this.countRejected(req.model, ctx.endpoint, req.stream, e, t0);
+      throw e;
+    }
     const tracker = set.lifecycle.start(
       { model: model.name, endpoint: ctx.endpoint, requestType: req.stream ? 'stream' : 'unary' },
       t0,

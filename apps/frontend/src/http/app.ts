@@ -3,6 +3,7 @@
  * one body parser with the `DYN_HTTP_BODY_LIMIT_MB` limit (413), and one error middleware that
  * turns anything thrown into the OpenAI error body.
  */
+import './cjs-interop.js';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';

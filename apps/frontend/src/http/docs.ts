@@ -4,6 +4,7 @@
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import './cjs-interop.js';
 import express from 'express';
 import type { Paths } from './paths.js';
 

@@ -6,7 +6,7 @@
 import type { Request, Response } from 'express';
 import { stringifyJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
-import { parseChatRequest, parseCompletionRequest } from '../openai/validate.js';
+import { parseChatRequest, parseCompletionRequest, type InferenceRequest } from '../openai/validate.js';
 import type { Completion, InferenceService } from '../service.js';
 import { SseWriter } from './sse.js';
 import { parseBody, sendError } from './util.js';
@@ -44,9 +44,18 @@ export function completionsHandler(svc: InferenceService, kind: Kind) {
       if (!res.writableFinished) ac.abort();
     });
     let completion: Completion;
+    let body: unknown;
     try {
-      const body = parseBody(req);
-      const r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
+      body = parseBody(req);
+      let r: InferenceRequest;
+      try {
+        r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
+      } catch (e) {
+        // An invalid request that names its model still counts in that model's request metrics.
+        const b = body as { model?: unknown; stream?: unknown };
+        if (typeof b?.model === 'string' && b.model.length > 0) svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
+        throw e;
+      }
       completion = await svc.start(r, {
         endpoint,
         workerHeader: header(req, 'x-worker-instance-id'),

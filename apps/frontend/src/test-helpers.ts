@@ -1,0 +1,90 @@
+/**
+ * Shared by this app's tests (not exported): a frontend on a loopback port with its own discovery
+ * store and in-process request plane, so tests never share workers.
+ */
+import { spawnSync } from 'node:child_process';
+import { resolveConfig } from '@kvrouter/config';
+import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
+import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
+import type { Logger } from './models.js';
+
+export const quietLog: Logger & { lines: string[] } = {
+  lines: [],
+  info(m) {
+    this.lines.push(`info ${m}`);
+  },
+  warn(m) {
+    this.lines.push(`warn ${m}`);
+  },
+  error(m) {
+    this.lines.push(`error ${m}`);
+  },
+};
+
+export interface TestFrontendOptions extends Omit<FrontendOptions, 'embedded'> {
+  env?: Record<string, string>;
+  embedded?: EmbeddedOptions;
+}
+
+/** Simulated engines 20x faster than the §17 timing model (a few ms per pass). */
+export const FAST_ENGINE = { speedupRatio: 20, numGpuBlocks: 4096, blockSize: 16 };
+
+export async function startFrontend(argv: string[] = [], o: TestFrontendOptions = {}): Promise<Frontend> {
+  const { config } = resolveConfig('frontend', ['--http-host', '127.0.0.1', '--http-port', '0', ...argv], o.env ?? {});
+  return Frontend.start(config, {
+    log: quietLog,
+    memHub: o.memHub ?? new MemDiscoveryHub(),
+    inprocHub: o.inprocHub ?? new InprocHub(),
+    tokenizerThreads: o.tokenizerThreads ?? 0,
+    embedded: { ...o.embedded, engine: { ...FAST_ENGINE, ...o.embedded?.engine } },
+    ...(o.noHttp ? { noHttp: true } : {}),
+  });
+}
+
+/** Polls until `cond` holds (state that settles through the event loop), failing after `ms`. */
+export async function eventually(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** Every rank of every worker of every model: no requests, no prefill tokens, no blocks, nothing in flight. */
+export function routerIdle(fe: Frontend): boolean {
+  for (const s of fe.registry.allSets()) {
+    if (s.router.liveRequestCount !== 0 || s.router.activeRequestCount !== 0) return false;
+    for (const w of s.workers.values()) {
+      if (s.router.inflight(w.id) !== 0) return false;
+      const l = s.router.rankLoad({ worker_id: w.id, dp_rank: 0 });
+      if (l.active_requests !== 0 || l.active_prefill_tokens !== 0 || l.active_decode_blocks !== 0) return false;
+    }
+  }
+  return true;
+}
+
+const NO_TOTAL = 'counter metrics should have "_total" suffix';
+const ABBREV = 'metric names should not contain abbreviated units';
+/** promtool lint findings caused by names PROTOCOL §16 fixes (Dynamo compatibility); nothing else is accepted. */
+const ALLOWED_LINT = new Set([
+  `dynamo_component_kv_cache_events_applied ${NO_TOTAL}`,
+  `dynamo_frontend_disconnected_clients ${NO_TOTAL}`,
+  `dynamo_frontend_tokenizer_latency_ms ${ABBREV}`,
+  ...['block_hashing', 'seq_hashing', 'indexer_find_matches', 'scheduling', 'total'].map((p) => `dynamo_router_overhead_${p}_ms ${ABBREV}`),
+]);
+
+/**
+ * `promtool check metrics` on an exposition (promtool comes from `node tools/services.mjs install`).
+ * Returns what is wrong: a parse failure, or lint findings other than the §16-mandated names.
+ */
+export function promtoolProblems(text: string): string[] {
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 30_000 });
+  if (r.error) return [`promtool not runnable (${r.error.message}); run node tools/services.mjs install`];
+  const findings = `${r.stdout}${r.stderr}`
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  // 0 = clean, 3 = lint findings only; anything else is a parse error.
+  if (r.status !== 0 && r.status !== 3) return [`promtool exit ${r.status}: ${findings.join('; ')}`];
+  return findings.filter((f) => !ALLOWED_LINT.has(f));
+}
