@@ -15,7 +15,6 @@ import {
   META_LIVE_CHILD,
   META_LIVE_ROOT,
   META_TOMBSTONE,
-  PARENT_HI,
   PARENT_LO,
   holderWords,
 } from './layout.js';
@@ -183,14 +182,13 @@ export class BlockTable {
     }
   }
 
-  private fill(off: number, lo: number, hi: number, localLo: number, localHi: number, hasParent: boolean, pLo: number, pHi: number): void {
+  private fill(off: number, lo: number, hi: number, localLo: number, localHi: number, hasParent: boolean, pLo: number, _pHi: number): void {
     const w = this.words;
     w[off + KEY_LO] = lo;
     w[off + KEY_HI] = hi;
     w[off + LOCAL_LO] = localLo | 0;
     w[off + LOCAL_HI] = localHi | 0;
     w[off + PARENT_LO] = hasParent ? pLo | 0 : 0;
-    w[off + PARENT_HI] = hasParent ? pHi | 0 : 0;
     for (let k = 0; k < this.hw; k++) w[off + HOLDERS + k] = 0;
   }
 

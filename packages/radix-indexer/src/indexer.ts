@@ -1,6 +1,7 @@
 import {
   KvrError,
   chainHashInto,
+  sequenceHashOf,
   computeSequenceHashes,
   u64FromParts,
   u64sToPairs,
@@ -26,7 +27,6 @@ import {
   META_EMPTY,
   META_LIVE_CHILD,
   META_LIVE_ROOT,
-  PARENT_HI,
   PARENT_LO,
   holderWords,
 } from './layout.js';
@@ -315,22 +315,8 @@ export class RadixIndexer implements KvIndexer {
     }
     let maxSlots = this.table.maxSlots;
     while (maxSlots < needed) maxSlots *= 2;
-    const old = this.table;
-    const t = new BlockTable(old.capacity, maxSlots);
-    old.forEachLive((off) => {
-      const w = old.words;
-      const meta = w[off + META];
-      const n = t.upsert(
-        w[off + KEY_LO],
-        w[off + KEY_HI],
-        w[off + LOCAL_LO],
-        w[off + LOCAL_HI],
-        meta === META_LIVE_CHILD,
-        w[off + PARENT_LO],
-        w[off + PARENT_HI],
-      );
-      for (let k = 0; k < old.hw; k++) t.words[n + HOLDERS + k] = w[off + HOLDERS + k]!;
-    });
+    const t = new BlockTable(this.table.capacity, maxSlots);
+    this.table.copyInto(t, false);
     this.table = t;
     const ts = new Int32Array(maxSlots);
     ts.set(this.treeSize);
@@ -549,17 +535,29 @@ export class RadixIndexer implements KvIndexer {
     const roots: bigint[] = [];
     const children = new Map<bigint, bigint[]>();
     const local = new Map<bigint, bigint>();
+    const pending: { seq: bigint; parentLo: number }[] = [];
+    const byLo = new Map<number, bigint[]>();
     t.forEachLive((off) => {
-      if ((words[off + wi] & bit) === 0) return;
-      const seq = u64FromParts(words[off + KEY_LO], words[off + KEY_HI]);
-      local.set(seq, u64FromParts(words[off + LOCAL_LO], words[off + LOCAL_HI]));
-      if (words[off + META] === META_LIVE_CHILD) {
-        const p = u64FromParts(words[off + PARENT_LO], words[off + PARENT_HI]);
-        const list = children.get(p);
-        if (list) list.push(seq);
-        else children.set(p, [seq]);
-      } else roots.push(seq);
+      if ((words[off + wi]! & bit) === 0) return;
+      const kLo = words[off + KEY_LO]! >>> 0;
+      const seq = u64FromParts(kLo, words[off + KEY_HI]!);
+      local.set(seq, u64FromParts(words[off + LOCAL_LO]!, words[off + LOCAL_HI]!));
+      const same = byLo.get(kLo);
+      if (same) same.push(seq);
+      else byLo.set(kLo, [seq]);
+      if (words[off + META] === META_LIVE_CHILD) pending.push({ seq, parentLo: words[off + PARENT_LO]! >>> 0 });
+      else roots.push(seq);
     });
+    // The parent is the held block whose low word matches and which re-chains to this identity;
+    // a child whose parent this slot does not hold is unreachable and left out.
+    for (const { seq, parentLo } of pending) {
+      const l = local.get(seq)!;
+      const parent = byLo.get(parentLo)?.find((p) => sequenceHashOf(p, l) === seq);
+      if (parent === undefined) continue;
+      const list = children.get(parent);
+      if (list) list.push(seq);
+      else children.set(parent, [seq]);
+    }
     // A held block with no external mapping (its ext hash was re-stored elsewhere) is dumped with
     // its identity as a synthetic external hash, so the dump still reproduces its scores.
     const extFor = (seq: bigint) => extOf.get(seq) ?? seq;

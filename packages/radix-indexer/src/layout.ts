@@ -8,8 +8,12 @@
  *   word  0      META      EMPTY | TOMBSTONE | LIVE_ROOT | LIVE_CHILD (| CLAIMED in the pool)
  *   words 1..2   KEY       sequence hash (lo, hi) — the block identity (PROTOCOL §7.2)
  *   words 3..4   LOCAL     local block hash (lo, hi) — tokens_hash, kept for dumps
- *   words 5..6   PARENT    parent's sequence hash (lo, hi); meaningful only when META = LIVE_CHILD
- *   words 7..    HOLDERS   bitset over worker slots, HOLDER_WORDS(maxSlots) words
+ *   word  5      PARENT_LO low word of the parent's sequence hash (META = LIVE_CHILD only). Dumps
+ *                          find the parent among the slot's held blocks with that low word and
+ *                          confirm it by re-chaining: chain(parent, LOCAL) must equal KEY.
+ *   words 6..    HOLDERS   bitset over worker slots, HOLDER_WORDS(maxSlots) words
+ *
+ * With up to 64 slots an entry is 8 words: 32 bytes, two entries per cache line.
  *
  * u64 words are stored as `value | 0` (Int32Array) so Atomics can operate on them; compare with `| 0`.
  */
@@ -19,9 +23,8 @@ export const KEY_HI = 2;
 export const LOCAL_LO = 3;
 export const LOCAL_HI = 4;
 export const PARENT_LO = 5;
-export const PARENT_HI = 6;
-export const HOLDERS = 7;
-export const FIXED_WORDS = 7;
+export const HOLDERS = 6;
+export const FIXED_WORDS = 6;
 
 export const META_EMPTY = 0;
 export const META_TOMBSTONE = 1;
