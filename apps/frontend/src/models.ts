@@ -72,6 +72,8 @@ interface WorkerEntry {
   card: ModelDeploymentCard | null;
   transport: Transport | null;
   routed: boolean;
+  /** Its stream failed to connect or dropped: not routed again until discovery re-announces it. */
+  down: boolean;
 }
 
 /** One (namespace, component, endpoint) of one model: the unit a router routes over. */
@@ -186,7 +188,7 @@ export class WorkerSet {
 
   /** Adds or removes the worker from the router according to what is known of it. */
   sync(w: WorkerEntry): void {
-    const ready = w.card !== null && w.transport !== null;
+    const ready = w.card !== null && w.transport !== null && !w.down;
     if (ready && !w.routed) {
       const rc = w.card!.runtime_config;
       this.router.addWorker({
@@ -207,6 +209,18 @@ export class WorkerSet {
       this.o.log.info(`worker ${u64ToHex(w.id)} left model ${this.model}`);
     }
     if (w.card === null && w.transport === null) this.workers.delete(w.id);
+  }
+
+  /**
+   * A worker whose connection failed (a crashed process keeps its discovery keys until its lease
+   * expires, 10 s): taken out of routing now, so migration and new requests go elsewhere.
+   */
+  markDown(id: bigint): void {
+    const w = this.workers.get(id);
+    if (!w || w.down) return;
+    w.down = true;
+    this.o.log.warn(`worker ${u64ToHex(w.id)} of ${this.model} is unreachable; not routing to it until it re-registers`);
+    this.sync(w);
   }
 
   async close(): Promise<void> {
@@ -324,7 +338,7 @@ export class ModelRegistry {
     if (set) {
       let w = set.workers.get(id);
       if (!w) {
-        w = this.pending.get(key)?.get(id) ?? { id: id as WorkerId, card: null, transport: null, routed: false };
+        w = this.pending.get(key)?.get(id) ?? { id: id as WorkerId, card: null, transport: null, routed: false, down: false };
         this.pending.get(key)?.delete(id);
         set.workers.set(id, w);
       }
@@ -333,7 +347,7 @@ export class ModelRegistry {
     let m = this.pending.get(key);
     if (!m) this.pending.set(key, (m = new Map<bigint, WorkerEntry>()));
     let w = m.get(id);
-    if (!w) m.set(id, (w = { id: id as WorkerId, card: null, transport: null, routed: false }));
+    if (!w) m.set(id, (w = { id: id as WorkerId, card: null, transport: null, routed: false, down: false }));
     return w;
   }
 
@@ -349,6 +363,7 @@ export class ModelRegistry {
       const key = setKey(i.namespace, i.component, i.endpoint);
       const w = this.entry(key, i.instance_id);
       w.transport = i.transport;
+      w.down = false;
       this.sets.get(key)?.sync(w);
       return;
     }

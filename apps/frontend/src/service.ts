@@ -266,6 +266,8 @@ export class Completion {
           return;
         } catch (e) {
           if (signal.aborted) throw new KvrError('cancelled', 'client disconnected', 499);
+          const code = (e as KvrError).code;
+          if (code === 'cannot_connect' || code === 'disconnected' || code === 'connection_timeout') set.markDown(d.workerId);
           if (!isMigratable(e) || migrations >= budget) throw e;
           const seqLen = this.tokens.length + generated.length;
           if (svc.o.migrationMaxSeqLen !== null && seqLen > svc.o.migrationMaxSeqLen) {

@@ -88,3 +88,16 @@ export function promtoolProblems(text: string): string[] {
   if (r.status !== 0 && r.status !== 3) return [`promtool exit ${r.status}: ${findings.join('; ')}`];
   return findings.filter((f) => !ALLOWED_LINT.has(f));
 }
+
+/** Reads a streaming response body as text pieces. */
+export function bodyReader(r: Response): { read(): Promise<string | null>; cancel(): Promise<void> } {
+  const reader = (r.body as unknown as { getReader(): { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(): Promise<void> } }).getReader();
+  const dec = new TextDecoder();
+  return {
+    async read() {
+      const x = await reader.read();
+      return x.done ? null : dec.decode(x.value, { stream: true });
+    },
+    cancel: () => reader.cancel(),
+  };
+}
