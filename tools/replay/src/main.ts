@@ -18,6 +18,7 @@ import {
   addEngineOptions,
   addSimOptions,
   addSyntheticOptions,
+  intArg,
   simConfigOf,
   type EngineOpts,
   type SimOpts,
@@ -140,8 +141,8 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
       .command('generate')
       .description('write a synthetic workload as a Mooncake JSONL trace')
       .requiredOption('--out <file>', 'output trace file')
-      .addOption(new Option('--seed <n>', 'generator seed').default(0).argParser((v) => Number(v)))
-      .addOption(new Option('--trace-block-size <n>', 'tokens per hash id').default(512).argParser((v) => Number(v))),
+      .addOption(new Option('--seed <n>', 'generator seed').default(0).argParser(intArg('--seed', 0, 0xffffffff)))
+      .addOption(new Option('--trace-block-size <n>', 'tokens per hash id').default(512).argParser(intArg('--trace-block-size', 1, 1 << 20))),
   ).action((o: SyntheticOpts & { out: string; seed: number; traceBlockSize: number }) => {
     if (o.synthetic === undefined) throw new Error('generate needs --synthetic <preset>');
     const w = makeWorkload(undefined, o, io);
