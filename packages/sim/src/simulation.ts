@@ -329,6 +329,8 @@ export async function runSimulation(
         }
       }
       if ((++events & 4095) === 0) hooks.onProgress?.({ done, total: n, simMs: q.now() });
+      // Every request has ended: what is left are router housekeeping timers, which may re-arm forever.
+      if (done === n) break;
     }
   } finally {
     policy.close();
