@@ -1,8 +1,12 @@
 /**
  * Incremental detokenization: text deltas for a growing list of ids. A token can end in the middle
- * of a multi-byte character (decoded as U+FFFD); such a tail is held back until the next token
- * completes it, so streamed deltas concatenate to the full decode.
+ * of a multi-byte character, and decoders render such a prefix differently (U+FFFD at the end, in
+ * the middle, or nothing); a delta containing U+FFFD is held back until later tokens complete the
+ * character, so streamed deltas concatenate to the full decode. Genuinely invalid byte sequences
+ * (random ids from a simulated engine) are released after `MAX_HOLD` tokens.
  */
+
+const MAX_HOLD = 4;
 import type { TextTokenizer } from './types.js';
 
 export class DecodeStream {
@@ -20,8 +24,8 @@ export class DecodeStream {
     const window = this.ids.slice(this.prefix);
     const before = this.tok.decode(this.ids.slice(this.prefix, this.read));
     const all = this.tok.decode(window);
-    if (all.length > before.length && !all.endsWith('\uFFFD')) {
-      const delta = all.slice(before.length);
+    const delta = all.length > before.length ? all.slice(before.length) : '';
+    if (delta.length > 0 && (!delta.includes('\uFFFD') || this.ids.length - this.read >= MAX_HOLD)) {
       this.prefix = this.read;
       this.read = this.ids.length;
       this.text += delta;

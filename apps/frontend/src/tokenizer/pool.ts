@@ -11,6 +11,11 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
+/** tsx's ESM API (a dev dependency of the repository root; only used when running from sources). */
+function tsxApi(): string {
+  return import.meta.resolve('tsx/esm/api');
+}
+
 export class TokenizerPool {
   private readonly workers: Worker[] = [];
   private readonly pending = new Map<number, Pending>();
@@ -24,10 +29,14 @@ export class TokenizerPool {
     const file = new URL(source ? './worker.ts' : './worker.js', import.meta.url);
     const readies: Promise<void>[] = [];
     for (let i = 0; i < threads; i++) {
-      const w = new Worker(file, {
-        workerData: spec,
-        execArgv: source ? ['--import', 'tsx', '--conditions=source'] : [],
-      });
+      // From sources the entry is a small script that registers tsx's loader in the thread and then
+      // imports the .ts file (a .ts entry would be rejected before any --import hook applies).
+      const w = source
+        ? new Worker(
+            `import(${JSON.stringify(tsxApi())}).then((t) => { t.register(); return import(${JSON.stringify(file.href)}); })`,
+            { eval: true, workerData: spec },
+          )
+        : new Worker(file, { workerData: spec });
       w.unref();
       readies.push(
         new Promise<void>((resolve, reject) => {
