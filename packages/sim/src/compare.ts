@@ -59,7 +59,7 @@ const n2 = (x: number): string => (Math.round(x * 100) / 100).toString();
 
 /** Two panels: TTFT CDF (log-scale ms) and hit rate per configuration with the oracle bounds. */
 export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter replay compare'): string {
-  const W = 1000;
+  const W = 1060; // room right of the hit-rate panel for the oracle labels
   const H = 450 + 18 * Math.ceil(Math.max(1, entries.length) / 3);
   const L = { x: 70, y: 60, w: 520, h: 320 };
   const R = { x: 680, y: 60, w: 250, h: 320 };
@@ -135,7 +135,7 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
     ] as const) {
       const y = yr(v);
       parts.push(`<line x1="${R.x}" y1="${n2(y)}" x2="${R.x + R.w}" y2="${n2(y)}" stroke="#000" stroke-dasharray="${dash}"/>`);
-      parts.push(`<text x="${R.x + R.w + 4}" y="${n2(y + dy)}" font-size="10">${name} ${(v * 100).toFixed(1)}</text>`);
+      parts.push(`<text x="${R.x + R.w + 4}" y="${n2(y + dy)}" font-size="10">${name} ${(v * 100).toFixed(1)}%</text>`);
     }
   }
   // Legend under both panels.
