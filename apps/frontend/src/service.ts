@@ -60,6 +60,8 @@ export interface Timing {
   dispatch_ms: number;
   ttft_ms: number | null;
   total_ms: number | null;
+  /** Dispatch → last item from the worker (the engine's share of the request, transport included). */
+  engine_ms: number | null;
   migrations: number;
 }
 
@@ -109,6 +111,7 @@ export class Completion {
       dispatch_ms: 0,
       ttft_ms: null,
       total_ms: null,
+      engine_ms: null,
       migrations: 0,
     };
     this.queryOnly = isQueryOnly(req.nvext);
@@ -253,7 +256,9 @@ export class Completion {
             }
             if (reason) {
               finished = reason;
-              this.timing.total_ms = ms3(performance.now() - this.t0);
+              const end = performance.now();
+              this.timing.total_ms = ms3(end - this.t0);
+              this.timing.engine_ms = ms3(end - this.t0 - this.timing.dispatch_ms);
               yield { text, tokenIds: ids, finishReason: reason };
               return;
             }

@@ -1,0 +1,81 @@
+/**
+ * Benchmark workload: multi-turn chat sessions whose prompts are about `promptTokens` long. Each
+ * session opens with its own long context; each turn appends a short user question and the
+ * previous answer, the way chat clients resend the whole conversation. Deterministic (seeded).
+ */
+const WORDS = (
+  'the of and to in is was that for on are with as his they be at one have this from or had by hot word but what some we ' +
+  'can out other were all there when up use your how said an each she which do their time if will way about many then them ' +
+  'write would like so these her long make thing see him two has look more day could go come did number sound no most people ' +
+  'my over know water than call first who may down side been now find any new work part take get place made live where after'
+).split(' ');
+
+/** xorshift32: a few lines, no dependency, identical on every run. */
+class Xs {
+  constructor(private s: number) {}
+  next(): number {
+    let x = this.s;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.s = x >>> 0;
+    return this.s;
+  }
+}
+
+/** About `tokens` cl100k tokens of text (common English words are one token each, with their space). */
+export function words(rng: Xs, tokens: number): string {
+  const out: string[] = [];
+  for (let i = 0; i < tokens; i++) out.push(WORDS[rng.next() % WORDS.length]!);
+  return out.join(' ');
+}
+
+export interface ChatTurn {
+  session: number;
+  messages: { role: 'system' | 'user' | 'assistant'; content: string }[];
+}
+
+export interface SessionWorkloadOptions {
+  sessions: number;
+  /** Target prompt length in tokens (default 8192). */
+  promptTokens?: number;
+  /** Tokens of each new user question (default 64). */
+  questionTokens?: number;
+  /** Tokens of each assistant answer resent in the history (default 32). */
+  answerTokens?: number;
+  /** Turns before a session starts over with a fresh context (default 8). */
+  turns?: number;
+  seed?: number;
+}
+
+/** An endless, deterministic sequence of turns, sessions interleaved round robin. */
+export class SessionWorkload {
+  private readonly rng: Xs;
+  private readonly state: { context: string; history: ChatTurn['messages']; turn: number; generation: number }[] = [];
+  private next = 0;
+  private readonly o: Required<SessionWorkloadOptions>;
+
+  constructor(o: SessionWorkloadOptions) {
+    this.o = { promptTokens: 8192, questionTokens: 64, answerTokens: 32, turns: 8, seed: 1, ...o };
+    this.rng = new Xs(this.o.seed || 1);
+    for (let s = 0; s < this.o.sessions; s++) this.state.push(this.fresh(s, 0));
+  }
+
+  private fresh(s: number, generation: number) {
+    const o = this.o;
+    const historyTokens = o.turns * (o.questionTokens + o.answerTokens);
+    const context = `session ${s}.${generation}: ${words(this.rng, Math.max(16, o.promptTokens - historyTokens))}`;
+    return { context, history: [] as ChatTurn['messages'], turn: 0, generation };
+  }
+
+  take(): ChatTurn {
+    const s = this.next;
+    this.next = (this.next + 1) % this.o.sessions;
+    let st = this.state[s]!;
+    if (st.turn >= this.o.turns) st = this.state[s] = this.fresh(s, st.generation + 1);
+    if (st.turn > 0) st.history.push({ role: 'assistant', content: words(this.rng, this.o.answerTokens) });
+    st.history.push({ role: 'user', content: words(this.rng, this.o.questionTokens) });
+    st.turn++;
+    return { session: s, messages: [{ role: 'system', content: st.context }, ...st.history] };
+  }
+}
