@@ -62,6 +62,8 @@ const port = (proxy.address() as AddressInfo).port;
 console.log(JSON.stringify({ frontend: fe.url, proxy: `http://127.0.0.1:${port}`, model: fe.registry.list()[0]!.id }));
 
 const stop = () => {
+  // A benchmark server must never outlive its run, even with requests still open.
+  setTimeout(() => process.exit(0), 5000).unref();
   proxy.close();
   void fe.close(0).then(() => process.exit(0));
 };
