@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
 import { PoolIndexer } from './pool.js';
 import { RadixIndexer } from '../indexer.js';
-import { ReferenceIndex, Workload, refSequence, stored, type Op } from '../testing/index.js';
+import { ReferenceIndex, Workload, refSequence, removed, stored, type Op } from '../testing/index.js';
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
@@ -96,6 +96,47 @@ describe('PoolIndexer under concurrent writes', () => {
       pool.applyEvent(stored(1n, [{ ext: 11n, local: 6n }], 10n));
       await pool.flush();
       expect(pool.findMatches([5n, 6n]).scores).toEqual(new Map([['1:0', 2], ['2:0', 1]]));
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('PoolIndexer ordering', () => {
+  it('applies a worker’s events in order even when many batches queue up at once', async () => {
+    // Long chains submitted without yielding: several sealed batches per writer thread, each
+    // later event depending on earlier ones (parents, removals of stored blocks).
+    const pool = PoolIndexer.create({ threads: 2, initialCapacity: 1 << 18, maxSlots: 32 });
+    const single = new RadixIndexer();
+    try {
+      let ext = 1n;
+      const live: bigint[][] = [[], [], [], []];
+      for (let round = 0; round < 60; round++) {
+        for (let w = 0; w < 4; w++) {
+          const worker = BigInt(w + 1);
+          let parent: bigint | null = null;
+          const chain: bigint[] = [];
+          for (let s = 0; s < 16; s++) {
+            const blocks = Array.from({ length: 32 }, () => ({ ext: ext, local: ext++ * 7919n }));
+            const ev = stored(worker, blocks, parent);
+            pool.applyEvent(ev);
+            single.applyEvent(ev);
+            parent = blocks[31]!.ext;
+            chain.push(...blocks.map((b) => b.ext));
+          }
+          live[w]!.push(...chain);
+          if (live[w]!.length > 4096) {
+            const old = live[w]!.splice(0, 512);
+            const ev = removed(worker, old);
+            pool.applyEvent(ev);
+            single.applyEvent(ev);
+          }
+        }
+      }
+      await pool.flush();
+      expect(pool.appliedCounts(), 'every event applied by the time flush resolves').toEqual(single.appliedCounts());
+      expect(pool.appliedCounts().get('ok/stored')).toBe(60 * 4 * 16);
+      expect(pool.treeSizes()).toEqual(single.treeSizes());
     } finally {
       await pool.close();
     }

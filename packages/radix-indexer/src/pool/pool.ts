@@ -75,9 +75,30 @@ interface Lane {
   pool: Piscina;
   builder: OpsBuilder;
   sealed: Batch[];
+  /** An ops task is in flight. At most one at a time: piscina does not keep FIFO order. */
+  busy: boolean;
   tail: Promise<void>;
   slots: Set<number>;
   workers: Set<bigint>;
+}
+
+/** One task from several sealed batches (kept in order). */
+function merge(batches: Batch[]): Batch {
+  if (batches.length === 1) return batches[0]!;
+  let len = 0;
+  for (const b of batches) len += b.ops.length;
+  const ops = new Int32Array(len);
+  let at = 0;
+  for (const b of batches) {
+    ops.set(b.ops, at);
+    at += b.ops.length;
+  }
+  return {
+    ops,
+    blocks: batches.reduce((a, b) => a + b.blocks, 0),
+    register: batches.flatMap((b) => b.register),
+    release: batches.flatMap((b) => b.release),
+  };
 }
 
 /**
@@ -129,7 +150,7 @@ export class PoolIndexer implements KvIndexer {
         // Writer threads load TypeScript sources in dev/test runs, compiled JS otherwise.
         execArgv: source ? ['--import', 'tsx', '--conditions=source'] : [],
       });
-      this.lanes.push({ id: i, pool, builder: new OpsBuilder(), sealed: [], tail: Promise.resolve(), slots: new Set(), workers: new Set() });
+      this.lanes.push({ id: i, pool, builder: new OpsBuilder(), sealed: [], busy: false, tail: Promise.resolve(), slots: new Set(), workers: new Set() });
     }
     if (this.approx) {
       this.tickTimer = setInterval(() => void this.expireNow(), 1000);
@@ -298,10 +319,14 @@ export class PoolIndexer implements KvIndexer {
       this.grow(pending);
       return;
     }
-    for (const lane of this.lanes) for (const batch of lane.sealed.splice(0)) this.dispatch(lane, batch);
+    for (const lane of this.lanes) {
+      if (lane.busy || lane.sealed.length === 0) continue;
+      this.dispatch(lane, merge(lane.sealed.splice(0)));
+    }
   }
 
   private dispatch(lane: Lane, batch: Batch): void {
+    lane.busy = true;
     this.inflightBlocks += batch.blocks;
     const task: Task = {
       kind: 'ops',
@@ -325,6 +350,8 @@ export class PoolIndexer implements KvIndexer {
           this.slots.recycle(s);
           lane.slots.delete(s);
         }
+        lane.busy = false;
+        this.pump();
       });
   }
 
@@ -379,7 +406,9 @@ export class PoolIndexer implements KvIndexer {
       await Promise.all(tails);
       const idle =
         !this.growing &&
-        this.lanes.every((l, i) => l.sealed.length === 0 && l.builder.empty && l.builder.release.length === 0 && l.tail === tails[i]);
+        this.lanes.every(
+          (l, i) => !l.busy && l.sealed.length === 0 && l.builder.empty && l.builder.release.length === 0 && l.tail === tails[i],
+        );
       if (idle) return;
     }
   }
