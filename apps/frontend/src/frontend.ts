@@ -175,7 +175,19 @@ export class Frontend {
       if (pool) cleanup.push(() => pool.close());
       const encoder = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: config.tokenizer, pool });
 
+      let decisionLog: { sink: (line: string) => void; sampleRate: number } | null = null;
+      if (config.decisionLog) {
+        const target = config.decisionLog;
+        const fd = target === '-' ? null : fs.openSync(target, 'a');
+        if (fd !== null) cleanup.push(() => fs.closeSync(fd));
+        decisionLog = {
+          sink: fd === null ? (line) => void process.stdout.write(`${line}\n`) : (line) => fs.writeSync(fd, `${line}\n`),
+          sampleRate: config.decisionLogSample,
+        };
+      }
       const registry = new ModelRegistry({
+        decisionLog,
+        minInitialWorkers: config.routerMinInitialWorkers,
         discovery,
         namespace: config.namespace,
         namespacePrefix: config.namespacePrefix,

@@ -62,6 +62,10 @@ export interface ModelRegistryOptions {
   /** This frontend's discovery instance id (`router_id`). */
   routerId: bigint;
   log: Logger;
+  /** `--decision-log` / `--decision-log-sample`: sampled routing decisions as JSON lines. */
+  decisionLog?: { sink: (line: string) => void; sampleRate: number } | null;
+  /** `--router-min-initial-workers`: a worker set serves once this many workers were ready. */
+  minInitialWorkers?: number;
   /** Clock in ms (`Date.now` in production). */
   now?: () => number;
   random?: () => number;
@@ -122,6 +126,7 @@ export class WorkerSet {
       indexer: this.indexer,
       routerId: o.routerId,
       hrtime: () => performance.now(),
+      decisionLog: o.decisionLog ?? null,
       ...o.metrics.routerHooks('decode', replicaSync && loadChannel ? (l) => loadChannel.publish(l) : null),
       ...(replica ? { publishActiveSequenceEvent: (ev) => replica.publish(ev) } : {}),
       sessionRpc: (worker, payload) => {
@@ -173,6 +178,14 @@ export class WorkerSet {
       () => watch.close(),
       () => sub.close(),
     );
+  }
+
+  private reachedMin = false;
+
+  /** `--router-min-initial-workers` reached once (§6.5): until then requests get 503. */
+  get initialized(): boolean {
+    if (!this.reachedMin && this.readyCount >= (this.o.minInitialWorkers ?? 0)) this.reachedMin = true;
+    return this.reachedMin;
   }
 
   /** Workers the router can pick. */

@@ -351,6 +351,16 @@ export class InferenceService {
       this.countRejected(req.model, ctx.endpoint, req.stream, e, t0);
       throw e;
     }
+    if (!set.initialized) {
+      const e = new KvrError(
+        'model_not_ready',
+        `model ${model.name} is waiting for --router-min-initial-workers workers (${set.readyCount} ready)`,
+        503,
+        { error_type: 'overload' },
+      );
+      this.countRejected(model.name, ctx.endpoint, req.stream, e, t0);
+      throw e;
+    }
     const tracker = set.lifecycle.start(
       { model: model.name, endpoint: ctx.endpoint, requestType: req.stream ? 'stream' : 'unary' },
       t0,

@@ -72,13 +72,17 @@ export const suite: Suite = {
     const server = tsNode('server.ts', ['--router-mode', 'kv', '--mocker-workers', '4', '--tokenizer', 'fastokens', '--router-event-threads', '1']);
     try {
       const { frontend, proxy, model } = JSON.parse(await firstLine(server)) as { frontend: string; proxy: string; model: string };
-      const run = async (url: string, label: string, scrape: boolean, rate?: number): Promise<LoadResult> => {
+      const run = async (url: string, label: string, scrape: boolean, rate?: number, warm = false): Promise<LoadResult> => {
         ctx.progress(label, 0, 1);
-        const c = tsNode('load.ts', [url, model, JSON.stringify({ ...o, scrape, ...(rate ? { rate } : {}) })]);
+        const opts = warm ? { ...o, seconds: 2, warmupS: 0 } : o;
+        const c = tsNode('load.ts', [url, model, JSON.stringify({ ...opts, scrape, ...(rate ? { rate } : {}) })]);
         const r = JSON.parse(await firstLine(c)) as LoadResult;
         ctx.progress(label, 1, 1);
         return r;
       };
+      // A short unmeasured pass over both first (JIT, lazily loaded modules, tokenizer thread).
+      await run(frontend, 'warm-up frontend', false, undefined, true);
+      await run(proxy, 'warm-up proxy', false, undefined, true);
       // Latency at a fixed offered rate (open loop), then the most each sustains (closed loop, 32 clients).
       const feRate = await run(frontend, `kvrouter frontend at ${RATE} req/s`, true, RATE);
       const pxRate = await run(proxy, `plain proxy at ${RATE} req/s`, false, RATE);

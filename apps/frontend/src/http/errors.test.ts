@@ -263,4 +263,31 @@ describe('config', () => {
     expect(dumped.routerMode).toBe('kv');
     expect(dumped.httpPort).toBe(8000);
   });
+
+  it('--decision-log writes sampled routing decisions as JSON lines (sample 1 = every one)', async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-dl-')), 'decisions.jsonl');
+    const o = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1', '--mocker-workers', '2', '--decision-log', file, '--decision-log-sample', '1']);
+    try {
+      for (let i = 0; i < 3; i++)
+        expect((await fetch(`${o.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat({})) })).status).toBe(200);
+    } finally {
+      await o.close(0);
+    }
+    const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(3);
+    for (const l of lines) expect(JSON.parse(l)).toBeTypeOf('object');
+    // Never prompt text.
+    expect(fs.readFileSync(file, 'utf8')).not.toContain('"hi"');
+  });
+
+  it('--router-min-initial-workers: 503 until that many workers were ready', async () => {
+    const o = await startFrontend(['--mocker-workers', '1', '--router-min-initial-workers', '2']);
+    try {
+      const r = await fetch(`${o.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chat({})) });
+      expect(r.status).toBe(503);
+      expect(((await r.json()) as ErrBody).error.message).toMatch(/waiting for --router-min-initial-workers/);
+    } finally {
+      await o.close(0);
+    }
+  });
 });
