@@ -62,11 +62,13 @@ export const suite: Suite = {
       ctx.progress(`building ${scale.label} workload`, 0, 1);
       const { events, blocks, chains } = build(scale.chains, 42);
       ctx.progress(`building ${scale.label} workload`, 1, 1);
-      // Apply throughput: median of 3 fresh builds after 2 warm-up builds (steady-state JIT, as in
-      // a long-running router; the first builds of a process run unoptimised code).
+      // Apply throughput: median of 3 fresh builds after warm-up builds (steady-state JIT, as in a
+      // long-running router: V8 needs several thousand events before the apply path is fully
+      // optimised; about 50k warm-up events here).
       const rates: number[] = [];
       let ix!: RadixIndexer;
-      for (let rep = -2; rep < 3; rep++) {
+      const warmups = Math.max(1, Math.ceil(50_000 / events.length));
+      for (let rep = -warmups; rep < 3; rep++) {
         ix = new RadixIndexer({ initialCapacity: 1 << 16, maxSlots: 64 });
         const t0 = performance.now();
         for (let i = 0; i < events.length; i++) {
