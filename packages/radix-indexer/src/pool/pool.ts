@@ -43,8 +43,11 @@ export interface PoolOptions {
 /** Blocks per task: big enough to amortise the ~50 µs round trip, small enough to pipeline. */
 const BATCH_BLOCKS = 8192;
 
+/** Words a builder starts with: one full batch of 16-block Stored events fits without growing. */
+const BUILDER_WORDS = BATCH_BLOCKS * 4 + (BATCH_BLOCKS / 16) * STORED_HEADER + 1024;
+
 class OpsBuilder {
-  buf = new Int32Array(1024);
+  buf = new Int32Array(BUILDER_WORDS);
   len = 0;
   blocks = 0;
   register: [number, bigint, number][] = [];
@@ -64,7 +67,8 @@ class OpsBuilder {
 }
 
 interface Batch {
-  ops: Int32Array;
+  /** One or more op runs, applied in order (views of whole buffers, transferred). */
+  ops: Int32Array[];
   blocks: number;
   register: [number, bigint, number][];
   release: number[];
@@ -82,19 +86,11 @@ interface Lane {
   workers: Set<bigint>;
 }
 
-/** One task from several sealed batches (kept in order). */
+/** One task from several sealed batches (kept in order, buffers not copied). */
 function merge(batches: Batch[]): Batch {
   if (batches.length === 1) return batches[0]!;
-  let len = 0;
-  for (const b of batches) len += b.ops.length;
-  const ops = new Int32Array(len);
-  let at = 0;
-  for (const b of batches) {
-    ops.set(b.ops, at);
-    at += b.ops.length;
-  }
   return {
-    ops,
+    ops: batches.flatMap((b) => b.ops),
     blocks: batches.reduce((a, b) => a + b.blocks, 0),
     register: batches.flatMap((b) => b.register),
     release: batches.flatMap((b) => b.release),
@@ -302,7 +298,8 @@ export class PoolIndexer implements KvIndexer {
   private seal(lane: Lane): void {
     const b = lane.builder;
     if (b.empty && b.release.length === 0) return;
-    lane.sealed.push({ ops: b.buf.slice(0, b.len), blocks: b.blocks, register: b.register, release: b.release });
+    // Hand the builder's own buffer over (no copy); the next builder starts with a fresh one.
+    lane.sealed.push({ ops: [b.buf.subarray(0, b.len)], blocks: b.blocks, register: b.register, release: b.release });
     lane.builder = new OpsBuilder();
   }
 
@@ -337,7 +334,7 @@ export class PoolIndexer implements KvIndexer {
       approx: this.approxConfig(),
       maxBlocks: this.maxBlocks,
     };
-    const run = lane.pool.run(task, { transferList: [batch.ops.buffer as ArrayBuffer] }) as Promise<OpsResult>;
+    const run = lane.pool.run(task, { transferList: batch.ops.map((o) => o.buffer as ArrayBuffer) }) as Promise<OpsResult>;
     lane.tail = run
       .then((res) => {
         this.reader.addCounts(res.counts);
@@ -367,7 +364,9 @@ export class PoolIndexer implements KvIndexer {
       await Promise.all(this.lanes.map((l) => l.tail));
       const t = this.reader.table;
       const needed = t.occupied + pendingBlocks;
-      const capacity = pow2(Math.max(t.capacity, Math.ceil((needed + 1) / 0.5)));
+      // The smallest power of two that leaves the table at most 60% full after the pending work:
+      // below MAX_LOAD with room for the next batches, without quadrupling the memory.
+      const capacity = pow2(Math.max(t.capacity, Math.ceil((needed + 1) / 0.6)));
       let maxSlots = t.maxSlots;
       while (maxSlots < this.maxSlotNeeded) maxSlots *= 2;
       const res = (await this.lanes[0]!.pool.run({ kind: 'grow', table: this.tableRef, capacity, maxSlots } satisfies Task)) as GrowResult;

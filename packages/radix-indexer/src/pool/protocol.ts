@@ -39,7 +39,8 @@ export type Task =
       table: TableRef;
       /** Slots first seen since the last task: [slot, worker_id, dp_rank]. */
       register: [number, bigint, number][];
-      ops: Int32Array;
+      /** Op runs applied in order. */
+      ops: Int32Array[];
       now: number;
       approx?: ApproxConfig;
       maxBlocks: number;

@@ -63,9 +63,18 @@ function runOps(t: Extract<Task, { kind: 'ops' }>): OpsResult {
   now = t.now;
   approx?.expire(now);
   const before = index.countsSnapshot();
-  const ops = t.ops;
-  let i = 0;
   try {
+    for (const ops of t.ops) applyOps(index, ops);
+  } catch (e) {
+    const err = e as { code?: string; message?: string };
+    return { counts: index.countsSince(before), error: { code: err.code ?? 'internal', message: err.message ?? String(e) } };
+  }
+  return { counts: index.countsSince(before) };
+}
+
+function applyOps(index: RadixIndexer, ops: Int32Array): void {
+  let i = 0;
+  {
     while (i < ops.length) {
       const op = ops[i]!;
       if (op === OP_STORED) {
@@ -81,12 +90,17 @@ function runOps(t: Extract<Task, { kind: 'ops' }>): OpsResult {
         index.applyRemovedRaw(ops[i + 1]!, ops, i + REMOVED_HEADER, n);
         i += REMOVED_HEADER + 4 * n;
       } else if (op === OP_CLEAR || op === OP_DROP) {
-        const count = ops[i + 1]!;
+        // Consecutive drops (a fleet leaving) share one O(table) pass instead of one each.
         const set = new Set<number>();
-        for (let k = 0; k < count; k++) set.add(ops[i + 2 + k]!);
+        let clears = 0;
+        while (i < ops.length && ops[i] === op) {
+          const count = ops[i + 1]!;
+          for (let k = 0; k < count; k++) set.add(ops[i + 2 + k]!);
+          i += 2 + count;
+          clears++;
+        }
         index.clearSlots(set, op === OP_DROP);
-        if (op === OP_CLEAR) index.countCleared();
-        i += 2 + count;
+        if (op === OP_CLEAR) for (let k = 0; k < clears; k++) index.countCleared();
       } else if (op === OP_RECORD) {
         const slot = ops[i + 1]!;
         const n = ops[i + 2]!;
@@ -105,11 +119,7 @@ function runOps(t: Extract<Task, { kind: 'ops' }>): OpsResult {
         throw new Error(`unknown op ${op} at ${i}`);
       }
     }
-  } catch (e) {
-    const err = e as { code?: string; message?: string };
-    return { counts: index.countsSince(before), error: { code: err.code ?? 'internal', message: err.message ?? String(e) } };
   }
-  return { counts: index.countsSince(before) };
 }
 
 function grow(t: Extract<Task, { kind: 'grow' }>): GrowResult {
