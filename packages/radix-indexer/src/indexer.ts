@@ -52,6 +52,8 @@ export interface RadixIndexerOptions {
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
+/** Depths probed together in `matchSeq`. */
+const CHUNK = 8;
 const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
 const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
 
@@ -84,6 +86,7 @@ export class RadixIndexer implements KvIndexer {
   private readonly match: MatchResult;
   private seqScratch = new Uint32Array(2 * 1024);
   private raw = new Uint32Array(4 * 1024);
+  private readonly offs = new Int32Array(CHUNK);
 
   constructor(opts: RadixIndexerOptions = {}) {
     const maxSlots = opts.table?.maxSlots ?? Math.max(32, opts.maxSlots ?? 64);
@@ -354,48 +357,60 @@ export class RadixIndexer implements KvIndexer {
       active[k] = live[k] ?? 0;
       if (active[k] !== 0) remaining++;
     }
+    // Depths are probed in chunks: first the table entries of CHUNK consecutive depths (independent
+    // loads, so their cache misses overlap), then their holder sets in order. At most CHUNK − 1
+    // probes are wasted past the depth where the last worker drops out.
+    const offs = this.offs;
     let d = 0;
-    for (; d < n && remaining > 0; d++) {
-      const kLo = seq[2 * d] | 0;
-      const kHi = seq[2 * d + 1] | 0;
-      let i = kLo & mask;
-      let off = -1;
-      for (;;) {
-        const o = i * stride;
-        const m = Atomics.load(words, o + META); // acquire: the key is complete once META is live
-        if (m === META_EMPTY) break;
-        if (m >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
-          off = o + HOLDERS;
-          break;
-        }
-        i = (i + 1) & mask;
-      }
-      remaining = 0;
-      for (let k = 0; k < hw; k++) {
-        const a = active[k];
-        if (a === 0) continue;
-        const held = off < 0 ? 0 : words[off + k];
-        let dropped = a & ~held;
-        if (dropped !== 0 && d > 0) {
-          while (dropped !== 0) {
-            const b = 31 - Math.clz32(dropped & -dropped);
-            res.slots[count] = (k << 5) + b;
-            res.depths[count++] = d;
-            dropped &= dropped - 1;
+    outer: while (d < n && remaining > 0) {
+      const cnt = Math.min(CHUNK, n - d);
+      for (let j = 0; j < cnt; j++) {
+        const kLo = seq[2 * (d + j)] | 0;
+        const kHi = seq[2 * (d + j) + 1] | 0;
+        let i = kLo & mask;
+        let off = -1;
+        for (;;) {
+          const o = i * stride;
+          const m = Atomics.load(words, o + META); // acquire: the key is complete once META is live
+          if (m === META_EMPTY) break;
+          if (m >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
+            off = o + HOLDERS;
+            break;
           }
+          i = (i + 1) & mask;
         }
-        const next = a & held;
-        active[k] = next;
-        if (next !== 0) remaining++;
+        offs[j] = off;
       }
-      if (earlyExitSingle && remaining === 1) {
-        // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
-        let k = 0;
-        while (active[k] === 0) k++;
-        const a = active[k];
-        if ((a & (a - 1)) === 0) {
-          d++;
-          break;
+      for (let j = 0; j < cnt; j++, d++) {
+        if (remaining === 0) break outer;
+        const off = offs[j];
+        remaining = 0;
+        for (let k = 0; k < hw; k++) {
+          const a = active[k];
+          if (a === 0) continue;
+          const held = off < 0 ? 0 : words[off + k];
+          let dropped = a & ~held;
+          if (dropped !== 0 && d > 0) {
+            while (dropped !== 0) {
+              const b = 31 - Math.clz32(dropped & -dropped);
+              res.slots[count] = (k << 5) + b;
+              res.depths[count++] = d;
+              dropped &= dropped - 1;
+            }
+          }
+          const next = a & held;
+          active[k] = next;
+          if (next !== 0) remaining++;
+        }
+        if (earlyExitSingle && remaining === 1) {
+          // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
+          let k = 0;
+          while (active[k] === 0) k++;
+          const a = active[k];
+          if ((a & (a - 1)) === 0) {
+            d++;
+            break outer;
+          }
         }
       }
     }
