@@ -7,6 +7,8 @@ const NEEDED = [
   { bin: 'nats-server', pkg: 'nats-server' },
   { bin: 'etcd', pkg: 'etcd-server' },
   { bin: 'promtool', pkg: 'prometheus' },
+  // Page tests drive Debian's Chromium through playwright-core (no browser download).
+  { bin: 'chromium', pkg: 'chromium' },
 ];
 
 function has(bin) {
