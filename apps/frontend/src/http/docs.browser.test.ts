@@ -51,7 +51,9 @@ describe('/docs in Chromium', () => {
     await page.goto(`${fe.url}/docs`);
     // Swagger UI lists each operation as a block with its method and path.
     await page.waitForSelector('.opblock-summary-path', { timeout: 20_000 });
-    const paths = await page.$$eval('.opblock-summary-path', (els) => els.map((e) => e.getAttribute('data-path') ?? e.textContent ?? ''));
+    const blocks = page.locator('.opblock-summary-path');
+    const paths: string[] = [];
+    for (let i = 0; i < (await blocks.count()); i++) paths.push((await blocks.nth(i).getAttribute('data-path')) ?? '');
     expect(paths).toEqual(expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/models', '/busy_threshold']));
     const shot = await page.screenshot({ fullPage: false });
     expect(shot.length).toBeGreaterThan(10_000); // a rendered page, not a blank one
