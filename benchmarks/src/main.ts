@@ -8,6 +8,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { fmt, machineInfo, type Row, type Suite } from './harness.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+// `pnpm bench` builds first; measure the index writer threads as production runs them (compiled).
+process.env.KVR_POOL_WORKER ??= 'dist';
 const resultsDir = join(here, '..', 'results');
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');

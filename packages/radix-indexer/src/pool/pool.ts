@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { KvrError, type RouterEvent, type StorageTier, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { BlockTable, pow2 } from '../block-table.js';
@@ -135,8 +137,20 @@ export class PoolIndexer implements KvIndexer {
     this.maxBlocks = opts.maxBlocksPerEvent ?? 65_536;
     this.tier = opts.tier ?? 'device';
     this.approx = opts.approximate;
-    const source = import.meta.url.endsWith('.ts');
-    const filename = new URL(source ? './worker.ts' : './worker.js', import.meta.url).href;
+    // Writer threads load the compiled worker when this module is compiled, or when
+    // KVR_POOL_WORKER=dist asks for it from a source run (benchmarks: tsx-loaded writer threads
+    // apply events ~1.6x slower than compiled ones); tests run the TypeScript sources.
+    let source = import.meta.url.endsWith('.ts');
+    if (source && process.env.KVR_POOL_WORKER === 'dist') {
+      const dist = fileURLToPath(new URL('../../dist/pool/worker.js', import.meta.url));
+      if (!existsSync(dist)) throw new KvrError('pool_worker_missing', `KVR_POOL_WORKER=dist but ${dist} is missing: run pnpm build`);
+      source = false;
+    }
+    const filename = source
+      ? new URL('./worker.ts', import.meta.url).href
+      : import.meta.url.endsWith('.ts')
+        ? new URL('../../dist/pool/worker.js', import.meta.url).href
+        : new URL('./worker.js', import.meta.url).href;
     for (let i = 0; i < this.threads; i++) {
       const pool = new Piscina({
         filename,
