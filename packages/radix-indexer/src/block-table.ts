@@ -1,7 +1,6 @@
 import {
   CTRL_ENTRIES,
   CTRL_WORDS,
-  FIXED_WORDS,
   HARD_LOAD,
   HOLDERS,
   KEY_HI,
@@ -16,6 +15,7 @@ import {
   META_LIVE_ROOT,
   META_TOMBSTONE,
   PARENT_LO,
+  entryWords,
   holderWords,
 } from './layout.js';
 import { KvrError } from '@kvrouter/protocols';
@@ -62,7 +62,7 @@ export class BlockTable {
     shared?: { buffer: SharedArrayBuffer; ctrl: SharedArrayBuffer },
   ) {
     this.hw = holderWords(maxSlots);
-    this.stride = FIXED_WORDS + this.hw;
+    this.stride = entryWords(maxSlots);
     this.capacity = pow2(Math.max(16, capacity));
     this.mask = this.capacity - 1;
     this.shared = shared !== undefined;
@@ -76,7 +76,7 @@ export class BlockTable {
   /** A new shared table (zeroed) of the given size. */
   static createShared(capacity: number, maxSlots: number): BlockTable {
     const cap = pow2(Math.max(16, capacity));
-    const stride = FIXED_WORDS + holderWords(maxSlots);
+    const stride = entryWords(maxSlots);
     return new BlockTable(cap, maxSlots, {
       buffer: new SharedArrayBuffer(cap * stride * 4),
       ctrl: new SharedArrayBuffer(CTRL_WORDS * 4),

@@ -1,7 +1,6 @@
-import { EXT_HI, EXT_LO, EXT_SEQ_HI, EXT_SEQ_LO, EXT_SLOT1, EXT_WORDS } from './layout.js';
+import { EXT_HI, EXT_LO, EXT_SEQ_HI, EXT_SEQ_LO, EXT_SLOT1, EXT_WORDS, MAX_LOAD } from './layout.js';
 import { pow2 } from './block-table.js';
 
-const MAX_LOAD = 0.75;
 
 /**
  * Per-slot map from an engine's external block hash to the router's block identity (sequence
