@@ -90,6 +90,7 @@ export class EngineCore {
     private readonly cfg: Readonly<EngineConfig>,
     private readonly hasher: BlockHasher,
     private readonly timing: TimingModel,
+    private readonly blockTokenIds = false,
   ) {
     this.bs = cfg.blockSize;
     this.log = new KvEventLog(dpRank);
@@ -501,7 +502,8 @@ export class EngineCore {
   private logStored(r: SimRequest, j: number): void {
     const h = r.hashes;
     const o = 4 * j;
-    this.log.stored(j > 0, j > 0 ? h[o - 2] : 0, j > 0 ? h[o - 1] : 0, h[o + 2], h[o + 3], h[o], h[o + 1], j);
+    const tokens = this.blockTokenIds ? r.tokens.slice(j * this.bs, (j + 1) * this.bs) : undefined;
+    this.log.stored(j > 0, j > 0 ? h[o - 2] : 0, j > 0 ? h[o - 1] : 0, h[o + 2], h[o + 3], h[o], h[o + 1], j, tokens);
     this.counters.storedBlocks++;
   }
 

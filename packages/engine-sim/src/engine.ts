@@ -10,6 +10,8 @@ export interface EngineDeps {
   hasher?: BlockHasher;
   /** Pass timing; default the §17 polynomials. */
   timing?: TimingModel;
+  /** Stored blocks carry their tokens (`token_ids`), for vLLM-format events (§4); default off (no copies). */
+  blockTokenIds?: boolean;
 }
 
 /**
@@ -25,7 +27,7 @@ export class SimEngine {
     const hasher = deps.hasher ?? DEFAULT_HASHER;
     const timing = deps.timing ?? POLYNOMIAL_TIMING;
     const ranks: EngineCore[] = [];
-    for (let r = 0; r < this.config.dataParallelSize; r++) ranks.push(new EngineCore(r, this.config, hasher, timing));
+    for (let r = 0; r < this.config.dataParallelSize; r++) ranks.push(new EngineCore(r, this.config, hasher, timing, deps.blockTokenIds === true));
     this.ranks = ranks;
   }
 

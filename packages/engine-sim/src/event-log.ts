@@ -1,5 +1,5 @@
 import { u64FromParts, type ExternalSequenceBlockHash, type LocalBlockHash } from '@kvrouter/protocols';
-import type { EngineKvEvent, EngineRemoveData, EngineStoreData } from './types.js';
+import type { EngineKvEvent, EngineRemoveData, EngineStoreData, EngineStoredBlock } from './types.js';
 
 // One BigInt read through a 64-bit view costs about half of building it with shifts (events carry
 // 2-3 per block); the view needs a little-endian host, otherwise fall back.
@@ -52,12 +52,14 @@ export class KvEventLog {
     localLo: number,
     localHi: number,
     position: number,
+    tokens?: Uint32Array,
   ): void {
-    const block = {
+    const block: EngineStoredBlock = {
       block_hash: u64(lo, hi) as ExternalSequenceBlockHash,
       tokens_hash: u64(localLo, localHi) as LocalBlockHash,
       mm_extra_info: null,
     };
+    if (tokens !== undefined) block.token_ids = tokens;
     const open = this.openStore;
     if (open !== null && hasParent && parentLo === this.lastLo && parentHi === this.lastHi) {
       open.blocks.push(block);

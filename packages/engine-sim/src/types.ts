@@ -28,6 +28,8 @@ export interface EngineStoredBlock {
   block_hash: ExternalSequenceBlockHash;
   tokens_hash: LocalBlockHash;
   mm_extra_info: null;
+  /** The block's tokens, only with `EngineDeps.blockTokenIds` (vLLM `BlockStored.token_ids` needs them). */
+  token_ids?: Uint32Array;
 }
 
 export interface EngineStoreData {
