@@ -11,3 +11,11 @@ export {
 } from './sessions.js';
 export { routerParamsFromConfig, type RouterParams, type RouterConfigFields, type IndexPlan } from './config.js';
 export type * from './types.js';
+export {
+  RemoteIndexer,
+  RemoteIndexedKvRouter,
+  overlapScoresFromWire,
+  overlapScoresToWire,
+  type RemoteIndexerClient,
+  type RemoteIndexerOptions,
+} from './remote-indexer.js';
