@@ -34,6 +34,8 @@ class SimRequest {
   sched = 0;
   /** Prefix-cache hit (tokens) at first admission; -1 until admitted. */
   cachedTokens = -1;
+  /** `EngineRequest.kvTransferred`. */
+  kvTransferred = false;
 
   constructor(
     readonly id: string,
@@ -135,6 +137,7 @@ export class EngineCore {
       invalid('maxTokens', `expected an integer >= 1, got ${String(maxTokens)}`);
     }
     if (loraName !== undefined && typeof loraName !== 'string') invalid('loraName', 'expected a string');
+    if (req.kvTransferred !== undefined && typeof req.kvTransferred !== 'boolean') invalid('kvTransferred', 'expected a boolean');
     // The last generated token's KV is never computed, hence the − 1.
     const maxBlocks = Math.ceil((tokenIds.length + maxTokens - 1) / this.bs);
     if (maxBlocks > this.cfg.numGpuBlocks) {
@@ -157,6 +160,7 @@ export class EngineCore {
     }
     const seed = this.seedOf(loraName);
     const r = new SimRequest(id, tokenIds, maxTokens, u64Lo(seed), u64Hi(seed), maxBlocks);
+    r.kvTransferred = req.kvTransferred === true;
     this.byId.set(id, r);
     this.waiting.pushBack(r);
   }
@@ -224,7 +228,9 @@ export class EngineCore {
       while (this.waiting.length > 0 && running.length < cfg.maxNumSeqs && budget > 0) {
         const r = this.waiting.peek()!;
         const hit = this.bm.caching ? this.prefixHits(r) : 0;
-        const computed = hit * bs;
+        // A transferred prompt counts as computed up to its last token, which runs as a decode step.
+        const transfer = r.kvTransferred && r.cachedTokens < 0;
+        const computed = transfer ? r.numTokens - 1 : hit * bs;
         let n = r.numTokens - computed;
         if (n > budget) {
           if (cfg.enableChunkedPrefill) n = budget;
@@ -238,12 +244,12 @@ export class EngineCore {
         }
         this.waiting.shift();
         r.state = RUNNING;
-        r.prefillEnd = r.numTokens;
+        r.prefillEnd = transfer ? computed : r.numTokens;
         if (r.cachedTokens < 0) {
-          r.cachedTokens = computed;
+          r.cachedTokens = hit * bs;
           this.counters.admitted++;
           this.counters.promptTokens += r.numTokens;
-          this.counters.cachedTokens += computed;
+          this.counters.cachedTokens += hit * bs;
         }
         r.sched = n;
         budget = Math.max(0, budget - n);

@@ -11,6 +11,12 @@ export interface EngineRequest {
   dpRank?: number;
   /** LoRA adapter: changes the block-hash seed (§2.1), so it shares cache only with the same adapter. */
   loraName?: string;
+  /**
+   * Disaggregated decode: the prompt's KV arrives from a prefill peer. At first admission every
+   * prompt block is allocated as received (Stored events as usual) and only the last prompt token
+   * is computed, as a decode step; no prefill time is paid. A recompute after preemption is a normal prefill.
+   */
+  kvTransferred?: boolean;
 }
 
 export interface EmittedToken {
