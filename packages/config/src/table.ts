@@ -118,7 +118,7 @@ const ROUTE_PATH = { re: '^/.*$', msg: "{flag} must start with '/', got {v}" } a
 // prettier-ignore
 export const FLAGS = [
   // ---- HTTP and network
-  { key: 'httpHost', flag: '--http-host', env: ['DYN_HTTP_HOST'], type: 'string', default: '0.0.0.0', group: 'HTTP and network', apps: F, help: 'HTTP listen address.' },
+  { key: 'httpHost', flag: '--http-host', env: ['DYN_HTTP_HOST'], type: 'string', default: '0.0.0.0', group: 'HTTP and network', apps: ['frontend', 'mocker'], help: 'HTTP listen address (mocker: of --http-ports and the ZMQ sockets).' },
   { key: 'httpPort', flag: '--http-port', env: ['DYN_HTTP_PORT'], type: 'u16', default: 8000, group: 'HTTP and network', apps: F, help: 'HTTP listen port (also serves /metrics and /busy_threshold).' },
   { key: 'tlsCertPath', flag: '--tls-cert-path', env: ['DYN_TLS_CERT_PATH'], type: 'path', default: null, group: 'HTTP and network', apps: F, help: 'TLS certificate (PEM); only together with --tls-key-path.' },
   { key: 'tlsKeyPath', flag: '--tls-key-path', env: ['DYN_TLS_KEY_PATH'], type: 'path', default: null, group: 'HTTP and network', apps: F, help: 'TLS private key (PEM); only together with --tls-cert-path.' },
@@ -190,7 +190,7 @@ export const FLAGS = [
   // ---- Model discovery
   { key: 'namespace', flag: '--namespace', env: ['DYN_NAMESPACE'], type: 'string', default: null, defaultText: '— (all)', group: 'Model discovery', apps: F, help: 'Exact namespace to discover models in.' },
   { key: 'namespacePrefix', flag: '--namespace-prefix', env: ['DYN_NAMESPACE_PREFIX'], type: 'string', default: null, group: 'Model discovery', apps: F, help: 'Namespace prefix (ns matches ns, ns-abc123); wins over --namespace.' },
-  { key: 'modelName', flag: '--model-name', env: ['DYN_MODEL_NAME'], type: 'string', default: null, pattern: { re: '^[\\s\\S]*\\S[\\s\\S]*$', msg: 'model-name must be a non-empty string, got: {v}' }, group: 'Model discovery', apps: ['frontend', 'mocker'], help: 'Override the model name string served.' },
+  { key: 'modelName', flag: '--model-name', env: ['DYN_MODEL_NAME'], type: 'string', default: null, pattern: { re: '^[\\s\\S]*\\S[\\s\\S]*$', msg: 'model-name must be a non-empty string, got: {v}' }, group: 'Model discovery', apps: ['frontend', 'mocker', 'worker'], help: 'Override the model name string served (worker: default the engine\'s first /v1/models id).' },
   { key: 'modelPath', flag: '--model-path', env: ['DYN_MODEL_PATH'], type: 'dir', default: null, existsMsg: 'model-path must be a valid directory on disk, got: {v}', group: 'Model discovery', apps: F, help: 'Local model directory (tokenizer, config) for private/custom models.' },
   { key: 'kvCacheBlockSize', flag: '--kv-cache-block-size', env: ['DYN_KV_CACHE_BLOCK_SIZE'], type: 'u32', nullable: true, default: null, defaultText: '— (from card)', range: GE1, group: 'Model discovery', apps: FR, help: 'Override the KV block size from the model card.' },
 
@@ -249,6 +249,16 @@ export const FLAGS = [
   { key: 'mockerWorkers', flag: '--mocker-workers', env: ['KVR_MOCKER_WORKERS'], type: 'u32', default: 4, group: 'kvrouter additions', apps: F, help: 'With mem discovery and no registered workers, start this many simulated engines in-process (0 = none).' },
   { key: 'decisionLog', flag: '--decision-log', env: ['KVR_DECISION_LOG'], type: 'path', default: null, defaultText: 'unset (off)', group: 'kvrouter additions', apps: F, help: 'Append sampled routing decisions as JSON lines to this file (- = stdout); never prompt text.' },
   { key: 'decisionLogSample', flag: '--decision-log-sample', env: ['KVR_DECISION_LOG_SAMPLE'], type: 'float', default: 0.01, range: UNIT, group: 'kvrouter additions', apps: F, help: 'Fraction of decisions written to the decision log.' },
+  { key: 'httpPorts', flag: '--http-ports', type: 'u16List', nullable: true, default: null, group: 'kvrouter additions', apps: M, help: 'vLLM-compatible mode: worker i serves the OpenAI HTTP API on port i of this list (0 = OS-assigned) instead of registering; KV events only through --zmq-kv-events-ports.' },
+  { key: 'engineUrl', flag: '--engine-url', type: 'url', default: 'http://127.0.0.1:8000', group: 'kvrouter additions', apps: ['worker'], help: "Base URL of the engine's OpenAI HTTP API (vLLM / SGLang server), e.g. http://127.0.0.1:8000." },
+  { key: 'blockSize', flag: '--block-size', type: 'u32', default: 16, range: GE1, group: 'kvrouter additions', apps: ['worker'], help: "The engine's KV block size in tokens (card kv_cache_block_size; vLLM's default is 16); must match the engine." },
+  { key: 'totalKvBlocks', flag: '--total-kv-blocks', type: 'u32', nullable: true, default: null, range: GE1, group: 'kvrouter additions', apps: ['worker'], help: "The engine's KV cache capacity in blocks (runtime_config total_kv_blocks)." },
+  { key: 'maxNumBatchedTokens', flag: '--max-num-batched-tokens', type: 'u32', nullable: true, default: null, range: GE1, group: 'kvrouter additions', apps: ['worker'], help: "The engine's token budget per pass (runtime_config max_num_batched_tokens)." },
+  { key: 'maxNumSeqs', flag: '--max-num-seqs', type: 'u32', nullable: true, default: null, range: GE1, group: 'kvrouter additions', apps: ['worker'], help: "The engine's maximum running requests (runtime_config max_num_seqs)." },
+  { key: 'dataParallelSize', flag: '--data-parallel-size', type: 'u32', default: 1, range: GE1, group: 'kvrouter additions', apps: ['worker'], help: 'Data-parallel ranks of the engine; rank r publishes KV events on the endpoint port + r.' },
+  { key: 'contextLength', flag: '--context-length', type: 'u32', nullable: true, default: null, defaultText: "the engine's max_model_len", range: GE1, group: 'kvrouter additions', apps: ['worker'], help: 'Card context_length.' },
+  { key: 'kvEventsEndpoint', flag: '--kv-events-endpoint', type: 'string', default: null, pattern: { re: '^tcp://.+:[0-9]+$', msg: '{flag} must look like tcp://host:port, got {v}' }, group: 'kvrouter additions', apps: ['worker'], help: "The engine's ZMQ KV event PUB socket of rank 0 (vLLM --kv-events-config endpoint); unset = no KV events." },
+  { key: 'kvEventsReplayEndpoint', flag: '--kv-events-replay-endpoint', type: 'string', default: null, pattern: { re: '^tcp://.+:[0-9]+$', msg: '{flag} must look like tcp://host:port, got {v}' }, group: 'kvrouter additions', apps: ['worker'], help: "The engine's ZMQ replay ROUTER socket of rank 0 (vLLM replay_endpoint); engine sequence gaps are re-read from it." },
 
   // ---- Endpoint path overrides
   { key: 'httpSvcChatPath', env: ['DYN_HTTP_SVC_CHAT_PATH_ENV'], type: 'string', default: '/v1/chat/completions', pattern: ROUTE_PATH, group: 'Endpoint path overrides', apps: F, help: 'Route of chat completions.' },
@@ -276,7 +286,7 @@ export const FLAGS = [
 
   // ---- Mocker engine (PROTOCOL §17)
   { key: 'modelPath', flag: '--model-path', type: 'path', required: true, default: null, group: 'Mocker engine', apps: M, help: 'Model directory or id (tokenizer).' },
-  { key: 'endpoint', flag: '--endpoint', type: 'string', default: 'dyn://dynamo.backend.generate', group: 'Mocker engine', apps: M, help: 'Endpoint to serve, dyn://{namespace}.{component}.{endpoint}.' },
+  { key: 'endpoint', flag: '--endpoint', type: 'string', default: 'dyn://dynamo.backend.generate', group: 'Mocker engine', apps: WORKERS, help: 'Endpoint to serve, dyn://{namespace}.{component}.{endpoint}.' },
   { key: 'numGpuBlocksOverride', flag: '--num-gpu-blocks-override', type: 'u32', default: 16384, range: GE1, group: 'Mocker engine', apps: M, help: 'KV cache capacity in blocks (total_kv_blocks).' },
   { key: 'blockSize', flag: '--block-size', type: 'u32', default: 64, range: GE1, group: 'Mocker engine', apps: M, help: 'KV block size in tokens (card kv_cache_block_size).' },
   { key: 'maxNumSeqs', flag: '--max-num-seqs', type: 'u32', default: 256, range: GE1, group: 'Mocker engine', apps: M, help: 'Maximum running requests.' },
