@@ -135,7 +135,7 @@ export class EngineDriver {
     const busy = lane.result !== null;
     const t = busy ? lane.engineNow : Math.max(this.scheduler.clock.now(), lane.engineNow);
     try {
-      this.engine.enqueue({ id: req.requestId, tokenIds: req.tokenIds, maxTokens, dpRank: req.dpRank }, t);
+      this.engine.enqueue({ id: req.requestId, tokenIds: req.tokenIds, maxTokens, dpRank: req.dpRank, ...(req.kvTransferred ? { kvTransferred: true } : {}) }, t);
     } catch (e) {
       throw wireError(e);
     }

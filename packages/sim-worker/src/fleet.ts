@@ -6,6 +6,7 @@
 import { KvrError } from '@kvrouter/protocols';
 import type { EventPlane } from '@kvrouter/kv-events';
 import type { Discovery } from '@kvrouter/runtime';
+import { disaggForWorker } from './disagg.js';
 import { defaultPassScheduler } from './pass-scheduler.js';
 import { SimWorker, type RequestPlaneSpec, type SimWorkerOptions, type StopOptions } from './worker.js';
 
@@ -73,6 +74,7 @@ export class SimFleet {
           scheduler,
           requestPlane: rp.kind === 'tcp' && rp.port !== undefined && rp.port !== 0 ? { ...rp, port: rp.port + i } : rp,
           engine: { ...o.engine, seed: (seed + i) >>> 0 },
+          disagg: o.disagg ? disaggForWorker(o.disagg, i) : o.disagg,
         });
         started.push(w);
         return w;

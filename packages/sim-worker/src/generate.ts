@@ -3,6 +3,7 @@
  * shapes are the request plane's wire maps, so the frontend can build payloads from these types.
  */
 import { KvrError } from '@kvrouter/protocols';
+import type { DisaggregatedParams } from './disagg.js';
 
 export interface StopConditions {
   /** Output length; the stream ends with `length` after this many tokens. */
@@ -24,7 +25,7 @@ export interface GenerateRequest {
   sampling_options?: Record<string, unknown> | null;
   /** Accepted and ignored (the simulated scheduler is FIFO). */
   priority?: number | null;
-  /** Disaggregated serving parameters; not supported yet (a later issue). */
+  /** Disaggregated decode: the prefill worker's `disaggregated_params` (see `disagg.ts`); refused by aggregated and prefill workers. */
   disagg?: unknown;
 }
 
@@ -35,6 +36,8 @@ export interface GenerateItem {
   finish_reason?: FinishReason;
   /** kvrouter addition, first item only: prompt tokens served from the engine's prefix cache. */
   cached_tokens?: number;
+  /** Prefill workers, last item: the KV transfer parameters to forward to decode as `disagg`. */
+  disaggregated_params?: DisaggregatedParams;
 }
 
 /** A validated request, in the engine's terms. */
@@ -47,6 +50,8 @@ export interface ParsedGenerate {
   maxTokens: number | null;
   /** Null when none apply (none given, or `ignore_eos`). */
   stopTokenIds: ReadonlySet<number> | null;
+  /** Set by a decode worker for a request with transfer parameters (engine `kvTransferred`). */
+  kvTransferred?: boolean;
 }
 
 const U32_MAX = 0xffffffff;

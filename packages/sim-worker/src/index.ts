@@ -19,3 +19,4 @@ export {
   type StopOptions,
 } from './worker.js';
 export { SimFleet, autoStaggerMs, type SimFleetOptions } from './fleet.js';
+export * from './disagg.js';

@@ -42,7 +42,7 @@ import {
   type RequestServer,
 } from '@kvrouter/runtime';
 import { EngineDriver, type DriverStats } from './driver.js';
-import { parseGenerateRequest } from './generate.js';
+import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
 
 export type RequestPlaneSpec =
@@ -103,6 +103,8 @@ export interface SimWorkerOptions {
   defaultMaxTokens?: number;
   maxLagMs?: number;
   card?: SimCardOptions;
+  /** `--disaggregation-mode` and the KV transfer model (`disagg.ts`); default aggregated. */
+  disagg?: SimDisaggOptions | null;
   deviceType?: DeviceType;
   /** Each pass's raw engine KV events (before the publisher), e.g. for `DYN_MOCKER_KV_CACHE_TRACE`. */
   onEngineKvEvents?: (workerId: bigint, events: readonly EngineKvEvent[]) => void;
@@ -171,7 +173,18 @@ export class SimWorker {
       });
 
       server = await listen(o.requestPlane, o.namespace, o.component, id);
-      server.serve(endpoint, (payload, ctx) => driver.submit(parseGenerateRequest(payload), ctx.signal));
+      const c = o.card ?? {};
+      const dis = o.disagg ?? null;
+      server.serve(
+        endpoint,
+        disaggGenerateHandler(driver, dis, {
+          workerId: id,
+          clock: scheduler.clock,
+          speedupRatio: cfg.speedupRatio,
+          topologyDomains: c.runtimeConfig?.topology_domains,
+          kvTransferDomain: c.runtimeConfig?.kv_transfer_domain,
+        }),
+      );
       const queryEndpoints = localIndexer ? serveLocalIndexer(server, pub) : [];
 
       const transport = server.transport;
@@ -179,7 +192,6 @@ export class SimWorker {
       const inst = await registerInstance(d, { ...base, endpoint });
       regs.push(inst);
       for (const ep of queryEndpoints) regs.push(await registerInstance(d, { ...base, endpoint: ep }));
-      const c = o.card ?? {};
       const cardReg = await registerModelCard(d, {
         namespace: o.namespace,
         component: o.component,
@@ -189,9 +201,14 @@ export class SimWorker {
           kv_cache_block_size: cfg.blockSize,
           context_length: c.contextLength ?? cfg.numGpuBlocks * cfg.blockSize,
           ...(c.migrationLimit !== undefined ? { migration_limit: c.migrationLimit } : {}),
-          ...(c.modelType !== undefined ? { model_type: c.modelType } : {}),
+          ...(c.modelType !== undefined
+            ? { model_type: c.modelType }
+            : dis?.mode === 'prefill'
+              ? { model_type: ['prefill' as const] }
+              : {}),
           runtime_config: {
             ...c.runtimeConfig,
+            ...(dis?.bootstrap ? { disaggregated_endpoint: dis.bootstrap } : {}),
             total_kv_blocks: cfg.numGpuBlocks,
             max_num_batched_tokens: cfg.maxNumBatchedTokens,
             max_num_seqs: cfg.maxNumSeqs,

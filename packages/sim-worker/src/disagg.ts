@@ -1,0 +1,258 @@
+/**
+ * Disaggregated prefill / decode workers (PROTOCOL §14, §17 `--disaggregation-mode`).
+ *
+ * - prefill: every request runs through the engine with `max_tokens = 1`; after its single token
+ *   the worker waits the modelled KV transfer, `isl × kv_bytes_per_token / bandwidth` (divided by
+ *   the engine's speedup ratio like every other simulated duration), and sends the token with
+ *   `disaggregated_params` (who holds the KV, how big it is, how long the transfer took, the
+ *   bootstrap endpoint and the worker's topology).
+ * - decode: a request carrying `disagg` (those parameters) is enqueued with `kvTransferred`, so the
+ *   engine allocates the prompt's blocks as received (Stored events as usual) and pays no prefill;
+ *   a request without it is served aggregated (the frontend's `--decode-fallback`).
+ * - agg: `disagg` is refused, as before.
+ *
+ * Bootstrap (simplification): a prefill worker advertises `--bootstrap-ports` as
+ * `runtime_config.disaggregated_endpoint = {host, port}` and repeats it in the parameters; nothing
+ * listens there. The decode worker "meets" its peer through the parameters the frontend forwards,
+ * and the frontend always runs prefill to completion before dispatching decode.
+ */
+import { KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
+import type { Clock } from './clock.js';
+import type { EngineDriver } from './driver.js';
+import { invalidRequest, parseGenerateRequest, type GenerateItem } from './generate.js';
+
+export type DisaggregationMode = 'agg' | 'prefill' | 'decode';
+
+export interface SimDisaggOptions {
+  mode: DisaggregationMode;
+  /** KV bytes per prompt token (`layers · 2 · kv_heads · head_dim · dtype_bytes`, or `--kv-bytes-per-token`). */
+  kvBytesPerToken: number;
+  /** `--kv-transfer-bandwidth` in GB/s (1 GB = 1e9 bytes). Default 64. */
+  bandwidthGBps?: number;
+  /** Prefill workers: the advertised bootstrap endpoint (set per worker by `SimFleet` from `bootstrapPorts`). */
+  bootstrap?: { host: string; port: number } | null;
+  /** `--bootstrap-ports`: worker i of a fleet gets `ports[i]`, or `ports[0] + i` when one port is given. */
+  bootstrapPorts?: readonly number[] | null;
+  /** Host advertised with the bootstrap port; default `127.0.0.1`. */
+  bootstrapHost?: string;
+}
+
+/** Worker `i`'s options: its bootstrap endpoint out of the fleet's port list. */
+export function disaggForWorker(o: SimDisaggOptions, i: number): SimDisaggOptions {
+  const ports = o.bootstrapPorts;
+  if (o.mode !== 'prefill' || !ports || ports.length === 0) return o;
+  const port = ports.length === 1 ? ports[0]! + i : ports[i];
+  if (port === undefined || port > 65535)
+    throw new KvrError('invalid_argument', `bootstrapPorts: no port for worker ${i} (${ports.length} given)`, 400, { field: 'bootstrapPorts' });
+  return { ...o, bootstrap: { host: o.bootstrapHost ?? '127.0.0.1', port } };
+}
+
+/** What a prefill worker returns on its last item and a decode worker accepts as `disagg`. */
+export interface DisaggregatedParams {
+  /** The prefill worker (instance id, hex). */
+  prefill_worker_id: string;
+  prefill_dp_rank: number;
+  prompt_tokens: number;
+  /** Bytes moved: prompt_tokens × kv_bytes_per_token. */
+  kv_bytes: number;
+  /** Modelled transfer time the prefill worker waited, ms (after the speedup ratio). */
+  transfer_ms: number;
+  bootstrap_host?: string | null;
+  bootstrap_port?: number | null;
+  /** The prefill worker's `runtime_config.topology_domains` and transfer domain (informational). */
+  topology_domains?: Record<string, string>;
+  kv_transfer_domain?: string | null;
+}
+
+/** Default KV bytes per token when nothing else says: Qwen3-0.6B (28 layers · 2 · 8 KV heads · 128 head dim · 2 bytes). */
+export const DEFAULT_KV_BYTES_PER_TOKEN = 28 * 2 * 8 * 128 * 2;
+
+/** §17: `layers · 2 · kv_heads · head_dim · dtype_bytes`. */
+export function kvBytesPerToken(m: { layers: number; kvHeads: number; headDim: number; dtypeBytes: number }): number {
+  for (const [k, v] of Object.entries(m))
+    if (!Number.isInteger(v) || v < 1)
+      throw new KvrError('invalid_argument', `kv bytes per token: ${k} must be an integer >= 1, got ${v}`, 400, { field: k });
+  return m.layers * 2 * m.kvHeads * m.headDim * m.dtypeBytes;
+}
+
+/**
+ * Bytes per KV element for `--kv-cache-dtype`: `auto` follows the model's dtype (`torch_dtype`,
+ * 2 bytes unless float32); fp8 variants 1; fp16 / bf16 2; fp32 4.
+ */
+export function kvDtypeBytes(kvCacheDtype: string, modelDtype?: string | null): number {
+  const d = kvCacheDtype.trim().toLowerCase();
+  if (d === 'auto') return modelDtype === 'float32' ? 4 : 2;
+  if (d.startsWith('fp8') || d === 'int8') return 1;
+  if (d === 'fp16' || d === 'float16' || d === 'half' || d === 'bf16' || d === 'bfloat16') return 2;
+  if (d === 'fp32' || d === 'float32' || d === 'float') return 4;
+  throw new KvrError('invalid_argument', `--kv-cache-dtype: unknown dtype "${kvCacheDtype}" (auto, fp8, fp8_e4m3, fp8_e5m2, fp16, bf16, fp32)`, 400, {
+    field: '--kv-cache-dtype',
+  });
+}
+
+/** `isl × bytes / bandwidth`, in ms of model time divided by the speedup ratio. */
+export function kvTransferMs(isl: number, bytesPerToken: number, bandwidthGBps: number, speedupRatio = 1): number {
+  return ((isl * bytesPerToken) / (bandwidthGBps * 1e9)) * 1000 / speedupRatio;
+}
+
+/** Validates `disagg` of a generate payload; every field is named on failure. */
+export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedParams {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalidRequest(field, 'expected a map of transfer parameters');
+  const o = v as Record<string, unknown>;
+  const id = o.prefill_worker_id;
+  if (typeof id !== 'string' || !/^[0-9a-fA-F]{1,16}$/.test(id)) throw invalidRequest(`${field}.prefill_worker_id`, 'expected a hex worker id');
+  const nat = (k: string): number => {
+    const x = typeof o[k] === 'bigint' ? Number(o[k]) : o[k];
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0) throw invalidRequest(`${field}.${k}`, 'expected a number >= 0');
+    return x;
+  };
+  const out: DisaggregatedParams = {
+    prefill_worker_id: id,
+    prefill_dp_rank: nat('prefill_dp_rank'),
+    prompt_tokens: nat('prompt_tokens'),
+    kv_bytes: nat('kv_bytes'),
+    transfer_ms: nat('transfer_ms'),
+  };
+  if (o.bootstrap_host != null) {
+    if (typeof o.bootstrap_host !== 'string') throw invalidRequest(`${field}.bootstrap_host`, 'expected a string');
+    out.bootstrap_host = o.bootstrap_host;
+  }
+  if (o.bootstrap_port != null) out.bootstrap_port = nat('bootstrap_port');
+  if (o.kv_transfer_domain != null) {
+    if (typeof o.kv_transfer_domain !== 'string') throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
+    out.kv_transfer_domain = o.kv_transfer_domain;
+  }
+  if (o.topology_domains != null) {
+    const t = o.topology_domains;
+    if (typeof t !== 'object' || Array.isArray(t)) throw invalidRequest(`${field}.topology_domains`, 'expected a map');
+    for (const [k, x] of Object.entries(t as Record<string, unknown>))
+      if (typeof x !== 'string') throw invalidRequest(`${field}.topology_domains.${k}`, 'expected a string');
+    out.topology_domains = { ...(t as Record<string, string>) };
+  }
+  return out;
+}
+
+export interface DisaggHandlerInfo {
+  workerId: WorkerId;
+  clock: Clock;
+  speedupRatio: number;
+  topologyDomains?: Record<string, string>;
+  kvTransferDomain?: string | null;
+}
+
+/** The `generate` handler of a worker in `opts.mode`. */
+export function disaggGenerateHandler(
+  driver: EngineDriver,
+  opts: SimDisaggOptions | null,
+  info: DisaggHandlerInfo,
+): (payload: unknown, ctx: { signal: AbortSignal }) => AsyncIterableIterator<GenerateItem> {
+  const mode = opts?.mode ?? 'agg';
+  const bandwidth = opts?.bandwidthGBps ?? 64;
+  if (opts && mode !== 'agg') {
+    if (!(bandwidth > 0) || !Number.isFinite(bandwidth))
+      throw new KvrError('invalid_argument', `bandwidthGBps: must be a finite number > 0, got ${bandwidth}`, 400, { field: 'bandwidthGBps' });
+    if (!(opts.kvBytesPerToken >= 1))
+      throw new KvrError('invalid_argument', `kvBytesPerToken: must be >= 1, got ${opts.kvBytesPerToken}`, 400, { field: 'kvBytesPerToken' });
+  }
+  return (payload, ctx) => {
+    const p = payload as Record<string, unknown> | null;
+    const raw = p && typeof p === 'object' ? p.disagg : undefined;
+    if (mode === 'agg' || (mode === 'prefill' && raw != null)) {
+      if (raw != null)
+        throw new KvrError(
+          'not_supported',
+          `generate disagg: this worker is ${mode === 'agg' ? 'aggregated' : 'a prefill worker'}; transfer parameters go to decode workers`,
+          400,
+          { field: 'disagg' },
+        );
+      if (mode === 'agg') return driver.submit(parseGenerateRequest(payload), ctx.signal);
+    }
+    const req = parseGenerateRequest(raw == null ? payload : { ...p, disagg: undefined });
+    if (mode === 'decode') {
+      if (raw == null) return driver.submit(req, ctx.signal);
+      parseDisaggParams(raw);
+      return driver.submit({ ...req, kvTransferred: true }, ctx.signal);
+    }
+    // prefill
+    const isl = req.tokenIds.length;
+    const ms = kvTransferMs(isl, opts!.kvBytesPerToken, bandwidth, info.speedupRatio);
+    const params: DisaggregatedParams = {
+      prefill_worker_id: u64ToHex(info.workerId),
+      prefill_dp_rank: req.dpRank,
+      prompt_tokens: isl,
+      kv_bytes: isl * opts!.kvBytesPerToken,
+      transfer_ms: ms,
+      ...(opts!.bootstrap ? { bootstrap_host: opts!.bootstrap.host, bootstrap_port: opts!.bootstrap.port } : {}),
+      ...(info.topologyDomains ? { topology_domains: info.topologyDomains } : {}),
+      ...(info.kvTransferDomain != null ? { kv_transfer_domain: info.kvTransferDomain } : {}),
+    };
+    const inner = driver.submit({ ...req, maxTokens: 1, stopTokenIds: null }, ctx.signal);
+    return new PrefillStream(inner, ms, params, info.clock, ctx.signal);
+  };
+}
+
+/**
+ * The prefill worker's stream: the engine's single item, held back for the transfer time, then
+ * sent as the last item with `disaggregated_params`. Abort (client gone, shutdown) during the wait
+ * ends it at once.
+ */
+class PrefillStream implements AsyncIterableIterator<GenerateItem> {
+  private done = false;
+  private timer: unknown = null;
+  private wake: (() => void) | null = null;
+
+  constructor(
+    private readonly inner: AsyncIterableIterator<GenerateItem>,
+    private readonly delayMs: number,
+    private readonly params: DisaggregatedParams,
+    private readonly clock: Clock,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  async next(): Promise<IteratorResult<GenerateItem>> {
+    if (this.done) return { value: undefined, done: true };
+    let first: GenerateItem | null = null;
+    const tokens: number[] = [];
+    for (;;) {
+      const r = await this.inner.next();
+      if (r.done) break;
+      first ??= r.value;
+      for (const t of r.value.token_ids) tokens.push(t);
+      if (r.value.finish_reason !== undefined) break;
+    }
+    if (first === null || this.signal.aborted) return this.finish();
+    if (this.delayMs > 0) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.timer = this.clock.setTimeout(resolve, this.delayMs);
+        this.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      this.timer = null;
+      this.wake = null;
+      if (this.signal.aborted || this.done) return this.finish();
+    }
+    this.done = true;
+    const item: GenerateItem = { token_ids: tokens, finish_reason: 'length', disaggregated_params: this.params };
+    if (first.cached_tokens !== undefined) item.cached_tokens = first.cached_tokens;
+    return { value: item, done: false };
+  }
+
+  return(): Promise<IteratorResult<GenerateItem>> {
+    void this.inner.return?.();
+    return Promise.resolve(this.finish());
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private finish(): IteratorResult<GenerateItem> {
+    this.done = true;
+    if (this.timer !== null) this.clock.clearTimeout(this.timer);
+    this.timer = null;
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+    return { value: undefined, done: true };
+  }
+}
