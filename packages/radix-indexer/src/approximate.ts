@@ -57,9 +57,10 @@ export class ApproxIndexer implements KvIndexer {
     ix.applyStoredPairs(worker.worker_id, worker.dp_rank, null, seq, local, n);
     const slot = ix.slotOf(worker.worker_id, worker.dp_rank);
     const expiry = now + this.ttlMs;
+    const xt = ix.ext.of(slot);
     for (let i = 0; i < n; i++) {
-      const off = ix.ext.find(slot, seq[2 * i], seq[2 * i + 1]);
-      ix.ext.aux![off / EXT_WORDS] = expiry;
+      const off = xt.find(seq[2 * i]!, seq[2 * i + 1]!);
+      xt.aux![off / EXT_WORDS] = expiry;
       this.push(expiry, i, slot, seq[2 * i] | 0, seq[2 * i + 1] | 0);
     }
     if (ix.totalPairs() > this.maxTreeSize) this.prune(this.target);
@@ -85,8 +86,9 @@ export class ApproxIndexer implements KvIndexer {
     const hi = this.hHi[0];
     this.popTop();
     const ix = this.inner;
-    const off = ix.ext.find(slot, lo, hi);
-    if (off < 0 || ix.ext.aux![off / EXT_WORDS] !== exp) return false; // refreshed or gone
+    const xt = ix.ext.get(slot);
+    const off = xt ? xt.find(lo, hi) : -1;
+    if (off < 0 || xt!.aux![off / EXT_WORDS] !== exp) return false; // refreshed or gone
     return ix.removeExt(slot, lo, hi);
   }
 
@@ -160,8 +162,9 @@ export class ApproxIndexer implements KvIndexer {
     const ix = this.inner;
     const keep: number[] = [];
     for (let i = 0; i < this.hSize; i++) {
-      const off = ix.ext.find(this.hSlot[i], this.hLo[i], this.hHi[i]);
-      if (off >= 0 && ix.ext.aux![off / EXT_WORDS] === this.hExp[i]) keep.push(i);
+      const xt = ix.ext.get(this.hSlot[i]!);
+      const off = xt ? xt.find(this.hLo[i]!, this.hHi[i]!) : -1;
+      if (off >= 0 && xt!.aux![off / EXT_WORDS] === this.hExp[i]) keep.push(i);
     }
     const cols = [this.hExp, this.hPos, this.hSlot, this.hLo, this.hHi] as const;
     const copies = cols.map((c) => keep.map((i) => c[i]));

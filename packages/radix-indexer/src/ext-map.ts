@@ -1,158 +1,246 @@
-import { EXT_HI, EXT_LO, EXT_SEQ_HI, EXT_SEQ_LO, EXT_SLOT1, EXT_WORDS, MAX_LOAD } from './layout.js';
-import { pow2 } from './block-table.js';
+import { EXT_GROW_LOAD, EXT_HI, EXT_LO, EXT_MAX_LOAD, EXT_SEQ_HI, EXT_SEQ_LO, EXT_WORDS, MIN_CAPACITY } from './layout.js';
+import { capacityFor, homeOf } from './block-table.js';
 
+const TWO_NEG32 = 2 ** -32;
 
 /**
- * Per-slot map from an engine's external block hash to the router's block identity (sequence
- * hash): `Ext[w]` of PROTOCOL §7.2 for every slot in one open-addressing table. Linear probing with
- * backward-shift deletion (no tombstones). Private to the thread that applies the slot's events.
- * An optional f64 column (`aux`) carries per-entry data for approximate mode (expiry time).
+ * One slot's map from an engine's external block hash to the router's block identity (sequence
+ * hash): `Ext[w]` of PROTOCOL §7.2. Robin Hood linear probing (an entry never sits further from its
+ * home than the one it passed, so lookups of absent keys stop early and the map can run 90% full)
+ * with backward-shift deletion (no tombstones). Any capacity (fastrange homes), grown by ~1.3x.
+ * (0, 0) marks an empty entry; the external hash 0 itself is kept in one extra entry past the end.
+ * An optional f64 column (`aux`, one per entry) carries approximate-mode expiry times.
  */
-export class ExtMap {
+export class ExtTable {
   words: Int32Array;
   aux: Float64Array | undefined;
   capacity: number;
-  mask: number;
+  private scale: number;
   size = 0;
-  /** Word offset of the last successful `find` (valid until the next mutation). */
-  lastOff = -1;
+  private hasZero = false;
 
   constructor(
-    capacity = 1024,
-    private readonly withAux = false,
+    capacity: number,
+    private readonly withAux: boolean,
   ) {
-    this.capacity = pow2(Math.max(16, capacity));
-    this.mask = this.capacity - 1;
-    this.words = new Int32Array(this.capacity * EXT_WORDS);
-    this.aux = withAux ? new Float64Array(this.capacity) : undefined;
+    this.capacity = Math.max(MIN_CAPACITY, Math.ceil(capacity));
+    this.scale = this.capacity * TWO_NEG32;
+    this.words = new Int32Array((this.capacity + 1) * EXT_WORDS);
+    this.aux = withAux ? new Float64Array(this.capacity + 1) : undefined;
   }
 
-  /** Engines' external hashes can be sequential ids, so mix before masking (murmur3 finaliser). */
-  private home(slot: number, lo: number): number {
-    let h = lo ^ Math.imul(slot + 1, 0x9e3779b1);
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-    return (h ^ (h >>> 16)) & this.mask;
+  /** Offset of the entry that holds the external hash 0. */
+  private get zeroOff(): number {
+    return this.capacity * EXT_WORDS;
   }
 
-  /** Entry offset for (slot, ext) or -1. */
-  find(slot: number, lo: number, hi: number): number {
-    const w = this.words;
-    const s1 = slot + 1;
+  home(lo: number, hi: number): number {
+    return homeOf(lo, hi, this.scale);
+  }
+
+  /** Entry offset for ext or -1. */
+  find(lo: number, hi: number): number {
     lo |= 0;
     hi |= 0;
-    let i = this.home(slot, lo);
-    for (;;) {
+    if ((lo | hi) === 0) return this.hasZero ? this.zeroOff : -1;
+    const w = this.words;
+    const cap = this.capacity;
+    const scale = this.scale;
+    let i = homeOf(lo, hi, scale);
+    for (let d = 0; ; d++) {
       const off = i * EXT_WORDS;
-      const s = w[off + EXT_SLOT1];
-      if (s === 0) return -1;
-      if (s === s1 && w[off + EXT_LO] === lo && w[off + EXT_HI] === hi) return off;
-      i = (i + 1) & this.mask;
+      const eLo = w[off + EXT_LO]!;
+      const eHi = w[off + EXT_HI]!;
+      if (eLo === lo && eHi === hi) return off;
+      if ((eLo | eHi) === 0) return -1;
+      // Robin Hood: a resident closer to its home than we are to ours means we are absent.
+      let dist = i - homeOf(eLo, eHi, scale);
+      if (dist < 0) dist += cap;
+      if (dist < d) return -1;
+      if (++i === cap) i = 0;
     }
   }
 
-  /** Sets (slot, ext) -> seq; returns the entry offset. */
-  set(slot: number, lo: number, hi: number, seqLo: number, seqHi: number): number {
-    if (this.size + 1 > this.capacity * MAX_LOAD) this.rehash(this.capacity * 2);
-    const w = this.words;
-    const s1 = slot + 1;
+  /** Sets ext -> seq; returns the entry offset. */
+  set(lo: number, hi: number, seqLo: number, seqHi: number): number {
     lo |= 0;
     hi |= 0;
-    let i = this.home(slot, lo);
-    for (;;) {
+    seqLo |= 0;
+    seqHi |= 0;
+    const w = this.words;
+    if ((lo | hi) === 0) {
+      const z = this.zeroOff;
+      if (!this.hasZero) {
+        this.hasZero = true;
+        this.size++;
+        if (this.aux) this.aux[this.capacity] = 0;
+      }
+      w[z + EXT_SEQ_LO] = seqLo;
+      w[z + EXT_SEQ_HI] = seqHi;
+      return z;
+    }
+    const found = this.find(lo, hi);
+    if (found >= 0) {
+      w[found + EXT_SEQ_LO] = seqLo;
+      w[found + EXT_SEQ_HI] = seqHi;
+      return found;
+    }
+    if (this.size + 1 > this.capacity * EXT_MAX_LOAD) this.rehash(capacityFor(this.size + 1, EXT_GROW_LOAD));
+    return this.insertNew(lo, hi, seqLo, seqHi, 0);
+  }
+
+  /** Inserts a key known to be absent (Robin Hood: displaces entries closer to their homes). */
+  private insertNew(lo: number, hi: number, seqLo: number, seqHi: number, aux: number): number {
+    const w = this.words;
+    const cap = this.capacity;
+    const scale = this.scale;
+    const auxCol = this.aux;
+    let i = homeOf(lo, hi, scale);
+    let result = -1;
+    for (let d = 0; ; d++) {
       const off = i * EXT_WORDS;
-      const s = w[off + EXT_SLOT1];
-      if (s === 0) {
-        w[off + EXT_SLOT1] = s1;
+      const eLo = w[off + EXT_LO]!;
+      const eHi = w[off + EXT_HI]!;
+      if ((eLo | eHi) === 0) {
         w[off + EXT_LO] = lo;
         w[off + EXT_HI] = hi;
-        w[off + EXT_SEQ_LO] = seqLo | 0;
-        w[off + EXT_SEQ_HI] = seqHi | 0;
-        if (this.aux) this.aux[i] = 0;
+        w[off + EXT_SEQ_LO] = seqLo;
+        w[off + EXT_SEQ_HI] = seqHi;
+        if (auxCol) auxCol[i] = aux;
         this.size++;
-        return off;
+        return result < 0 ? off : result;
       }
-      if (s === s1 && w[off + EXT_LO] === lo && w[off + EXT_HI] === hi) {
-        w[off + EXT_SEQ_LO] = seqLo | 0;
-        w[off + EXT_SEQ_HI] = seqHi | 0;
-        return off;
+      let dist = i - homeOf(eLo, eHi, scale);
+      if (dist < 0) dist += cap;
+      if (dist < d) {
+        // Take this entry; carry the resident on.
+        const sLo = w[off + EXT_SEQ_LO]!;
+        const sHi = w[off + EXT_SEQ_HI]!;
+        w[off + EXT_LO] = lo;
+        w[off + EXT_HI] = hi;
+        w[off + EXT_SEQ_LO] = seqLo;
+        w[off + EXT_SEQ_HI] = seqHi;
+        if (auxCol) {
+          const a = auxCol[i]!;
+          auxCol[i] = aux;
+          aux = a;
+        }
+        if (result < 0) result = off;
+        lo = eLo;
+        hi = eHi;
+        seqLo = sLo;
+        seqHi = sHi;
+        d = dist;
       }
-      i = (i + 1) & this.mask;
+      if (++i === cap) i = 0;
     }
   }
 
-  /** Deletes the entry at `off` (from find/set) with backward-shift so probes stay unbroken. */
+  /** Deletes the entry at `off` (from find/set), shifting followers back so probes stay unbroken. */
   deleteAt(off: number): void {
     const w = this.words;
-    const mask = this.mask;
+    this.size--;
+    if (off === this.zeroOff) {
+      this.hasZero = false;
+      return;
+    }
+    const cap = this.capacity;
+    const scale = this.scale;
+    const auxCol = this.aux;
     let hole = off / EXT_WORDS;
     let j = hole;
     for (;;) {
-      j = (j + 1) & mask;
+      if (++j === cap) j = 0;
       const jo = j * EXT_WORDS;
-      const s = w[jo + EXT_SLOT1];
-      if (s === 0) break;
-      const h = this.home(s - 1, w[jo + EXT_LO]);
-      // Move j back into the hole if its home is not in the cyclic range (hole, j].
-      const inRange = hole <= j ? h > hole && h <= j : h > hole || h <= j;
-      if (!inRange) {
-        w.copyWithin(hole * EXT_WORDS, jo, jo + EXT_WORDS);
-        if (this.aux) this.aux[hole] = this.aux[j]!;
-        hole = j;
-      }
+      const eLo = w[jo + EXT_LO]!;
+      const eHi = w[jo + EXT_HI]!;
+      if ((eLo | eHi) === 0 || homeOf(eLo, eHi, scale) === j) break;
+      w.copyWithin(hole * EXT_WORDS, jo, jo + EXT_WORDS);
+      if (auxCol) auxCol[hole] = auxCol[j]!;
+      hole = j;
     }
     w.fill(0, hole * EXT_WORDS, hole * EXT_WORDS + EXT_WORDS);
-    this.size--;
   }
 
   rehash(newCapacity: number): void {
     const old = this.words;
     const oldAux = this.aux;
     const oldCap = this.capacity;
-    this.capacity = pow2(newCapacity);
-    this.mask = this.capacity - 1;
-    this.words = new Int32Array(this.capacity * EXT_WORDS);
-    this.aux = this.withAux ? new Float64Array(this.capacity) : undefined;
-    const w = this.words;
+    const hadZero = this.hasZero;
+    this.capacity = Math.max(MIN_CAPACITY, Math.ceil(newCapacity));
+    this.scale = this.capacity * TWO_NEG32;
+    this.words = new Int32Array((this.capacity + 1) * EXT_WORDS);
+    this.aux = this.withAux ? new Float64Array(this.capacity + 1) : undefined;
+    this.size = 0;
     for (let j = 0; j < oldCap; j++) {
       const src = j * EXT_WORDS;
-      const s = old[src + EXT_SLOT1];
-      if (s === 0) continue;
-      let i = this.home(s - 1, old[src + EXT_LO]);
-      while (w[i * EXT_WORDS + EXT_SLOT1] !== 0) i = (i + 1) & this.mask;
-      const dst = i * EXT_WORDS;
-      for (let k = 0; k < EXT_WORDS; k++) w[dst + k] = old[src + k]!;
-      if (oldAux) this.aux![i] = oldAux[j]!;
+      const lo = old[src + EXT_LO]!;
+      const hi = old[src + EXT_HI]!;
+      if ((lo | hi) === 0) continue;
+      this.insertNew(lo, hi, old[src + EXT_SEQ_LO]!, old[src + EXT_SEQ_HI]!, oldAux ? oldAux[j]! : 0);
+    }
+    if (hadZero) {
+      const z = oldCap * EXT_WORDS;
+      const nz = this.capacity * EXT_WORDS;
+      for (let k = 0; k < EXT_WORDS; k++) this.words[nz + k] = old[z + k]!;
+      if (oldAux) this.aux![this.capacity] = oldAux[oldCap]!;
+      this.size++;
     }
   }
 
-  /** Calls fn(off) for every entry of `slot` (read-only: do not mutate the map inside fn). */
-  forEachOf(slot: number, fn: (off: number) => void): void {
+  /** Reads the home entries of `n` external hashes (`data[at + 4i]`, `[at + 4i + 1]`) so their misses overlap. */
+  touch(data: Uint32Array | Int32Array, at: number, n: number): number {
     const w = this.words;
-    const s1 = slot + 1;
-    for (let j = 0; j < this.capacity; j++) if (w[j * EXT_WORDS + EXT_SLOT1] === s1) fn(j * EXT_WORDS);
+    const scale = this.scale;
+    let acc = 0;
+    for (let i = 0, k = at; i < n; i++, k += 4) acc ^= w[homeOf(data[k]!, data[k + 1]!, scale) * EXT_WORDS]!;
+    return acc;
   }
 
-  /** Removes every entry of the given slots in one O(capacity) rebuild; fn sees each before removal. */
-  removeSlots(slots: ReadonlySet<number>, fn?: (off: number) => void): void {
+  /** Calls fn(off) for every entry (read-only: do not mutate the map inside fn). */
+  forEach(fn: (off: number) => void): void {
     const w = this.words;
-    let removed = 0;
-    for (let j = 0; j < this.capacity; j++) {
-      const off = j * EXT_WORDS;
-      const s = w[off + EXT_SLOT1];
-      if (s !== 0 && slots.has(s - 1)) {
-        fn?.(off);
-        w[off + EXT_SLOT1] = -1; // marked; dropped by the rebuild below
-        removed++;
-      }
-    }
-    if (removed === 0) return;
-    for (let j = 0; j < this.capacity; j++) if (w[j * EXT_WORDS + EXT_SLOT1] === -1) w[j * EXT_WORDS + EXT_SLOT1] = 0;
-    this.size -= removed;
-    this.rehash(this.capacity);
+    for (let j = 0; j < this.capacity; j++) if ((w[j * EXT_WORDS + EXT_LO]! | w[j * EXT_WORDS + EXT_HI]!) !== 0) fn(j * EXT_WORDS);
+    if (this.hasZero) fn(this.zeroOff);
   }
 
   bytes(): number {
     return this.words.byteLength + (this.aux?.byteLength ?? 0);
+  }
+}
+
+/**
+ * `Ext[w]` for every slot: one ExtTable per slot, private to the thread that applies the slot's
+ * events (a slot's entries are dropped with its table, without scanning the others).
+ */
+export class ExtMap {
+  private readonly tables: (ExtTable | undefined)[] = [];
+
+  constructor(private readonly withAux = false) {}
+
+  /** The slot's table, created empty if missing. */
+  of(slot: number): ExtTable {
+    return (this.tables[slot] ??= new ExtTable(MIN_CAPACITY, this.withAux));
+  }
+
+  get(slot: number): ExtTable | undefined {
+    return this.tables[slot];
+  }
+
+  /** Entries over all slots. */
+  get size(): number {
+    let n = 0;
+    for (const t of this.tables) if (t) n += t.size;
+    return n;
+  }
+
+  removeSlots(slots: Iterable<number>): void {
+    for (const s of slots) this.tables[s] = undefined;
+  }
+
+  bytes(): number {
+    let b = 0;
+    for (const t of this.tables) if (t) b += t.bytes();
+    return b;
   }
 }

@@ -11,7 +11,7 @@ import {
   type WorkerId,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
-import { BlockTable } from './block-table.js';
+import { BlockTable, homeOf } from './block-table.js';
 import { ExtMap } from './ext-map.js';
 import {
   EXT_HI,
@@ -21,13 +21,13 @@ import {
   HOLDERS,
   KEY_HI,
   KEY_LO,
-  LOCAL_HI,
-  LOCAL_LO,
   META,
   META_EMPTY,
+  META_HINT,
   META_LIVE_CHILD,
   META_LIVE_ROOT,
-  PARENT_LO,
+  META_STATE,
+  TREE_SIZE_STRIDE,
   holderWords,
 } from './layout.js';
 import { SlotRegistry } from './slots.js';
@@ -53,7 +53,7 @@ export interface RadixIndexerOptions {
 
 const DEFAULT_MAX_BLOCKS = 65_536;
 /** Depths probed together in `matchSeq`. */
-const CHUNK = 8;
+const CHUNK = 16;
 const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
 const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
 
@@ -73,7 +73,7 @@ export class RadixIndexer implements KvIndexer {
   table: BlockTable;
   readonly ext: ExtMap;
   readonly slots: SlotRegistry;
-  /** Number of blocks each slot holds (|Held[w]|). */
+  /** Number of blocks each slot holds (|Held[w]|), at `slot * TREE_SIZE_STRIDE`. */
   treeSize: Int32Array;
   /** Applied-event counters indexed by STATUSES × KINDS (no allocation per event). */
   private readonly counts = new Float64Array(STATUSES.length * KINDS.length);
@@ -87,13 +87,15 @@ export class RadixIndexer implements KvIndexer {
   private seqScratch = new Uint32Array(2 * 1024);
   private raw = new Uint32Array(4 * 1024);
   private readonly offs = new Int32Array(CHUNK);
+  /** Result of the prefetch reads (kept so they are not optimised away). */
+  sink = 0;
 
   constructor(opts: RadixIndexerOptions = {}) {
     const maxSlots = opts.table?.maxSlots ?? Math.max(32, opts.maxSlots ?? 64);
     this.table = opts.table ?? new BlockTable(opts.initialCapacity ?? 1 << 16, maxSlots);
-    this.ext = new ExtMap(opts.table ? 1 << 12 : (opts.initialCapacity ?? 1 << 16), opts.extAux ?? false);
+    this.ext = new ExtMap(opts.extAux ?? false);
     this.slots = opts.slots ?? new SlotRegistry(holderWords(maxSlots));
-    this.treeSize = opts.treeSize ?? new Int32Array(maxSlots);
+    this.treeSize = opts.treeSize ?? new Int32Array(maxSlots * TREE_SIZE_STRIDE);
     this.maxBlocks = opts.maxBlocksPerEvent ?? DEFAULT_MAX_BLOCKS;
     this.tier = opts.tier ?? 'device';
     this.onApplied = opts.onApplied;
@@ -156,17 +158,17 @@ export class RadixIndexer implements KvIndexer {
     let pLo = 0;
     let pHi = 0;
     if (hasParent) {
-      const off = slot < 0 ? -1 : this.ext.find(slot, pExtLo, pExtHi);
+      const px = slot < 0 ? undefined : this.ext.get(slot);
+      const off = px ? px.find(pExtLo, pExtHi) : -1;
       if (off < 0) return this.count('parent_block_not_found', 'stored');
-      pLo = this.ext.words[off + EXT_SEQ_LO]!;
-      pHi = this.ext.words[off + EXT_SEQ_HI]!;
+      pLo = px!.words[off + EXT_SEQ_LO]!;
+      pHi = px!.words[off + EXT_SEQ_HI]!;
     }
     const firstParentLo = pLo;
-    const firstParentHi = pHi;
     if (slot < 0) slot = this.acquireSlot(workerId, rank);
-    // Three passes over the chain: hashes first (CPU only), then the table, then the external
-    // map. Each pass issues independent memory accesses back to back, so their cache misses
-    // overlap instead of queueing behind the hash arithmetic.
+    // Passes over the chain: hashes first (CPU only), then one read of every home entry in the
+    // table and the external map (independent loads whose cache misses overlap), then the table
+    // inserts, then the map. The inserts' atomics would otherwise serialise one miss after another.
     if (this.seqScratch.length < 2 * n + 2) this.seqScratch = new Uint32Array(4 * n + 4);
     const seq = this.seqScratch;
     const hadParent = hasParent;
@@ -183,20 +185,17 @@ export class RadixIndexer implements KvIndexer {
       pHi = seq[2 * i + 1]!;
     }
     const t = this.table;
+    const xt = this.ext.of(slot);
+    this.sink = t.touch(seq, n) ^ xt.touch(data, at, n);
+    const ts = this.treeSize;
+    const tsAt = slot * TREE_SIZE_STRIDE;
+    let added = 0;
     for (let i = 0, k = at; i < n; i++, k += 4) {
       const first = i === 0;
-      const off = t.upsert(
-        seq[2 * i]!,
-        seq[2 * i + 1]!,
-        data[k + 2]!,
-        data[k + 3]!,
-        first ? hadParent : true,
-        first ? firstParentLo : seq[2 * i - 2]!,
-        first ? firstParentHi : seq[2 * i - 1]!,
-      );
-      if (t.setBit(off, slot)) this.treeSize[slot]!++;
+      if (t.hold(seq[2 * i]!, seq[2 * i + 1]!, data[k + 2]!, data[k + 3]!, first ? hadParent : true, first ? firstParentLo : seq[2 * i - 2]!, slot)) added++;
     }
-    for (let i = 0, k = at; i < n; i++, k += 4) this.ext.set(slot, data[k]!, data[k + 1]!, seq[2 * i]!, seq[2 * i + 1]!);
+    ts[tsAt] = ts[tsAt]! + added;
+    for (let i = 0, k = at; i < n; i++, k += 4) xt.set(data[k]!, data[k + 1]!, seq[2 * i]!, seq[2 * i + 1]!);
     return this.count('ok', 'stored');
   }
 
@@ -243,11 +242,12 @@ export class RadixIndexer implements KvIndexer {
 
   /** Removes one (slot, ext) mapping and the block from the slot's holder set; false if unknown. */
   removeExt(slot: number, extLo: number, extHi: number): boolean {
-    const off = this.ext.find(slot, extLo, extHi);
+    const xt = this.ext.get(slot);
+    const off = xt ? xt.find(extLo, extHi) : -1;
     if (off < 0) return false;
-    const sLo = this.ext.words[off + EXT_SEQ_LO];
-    const sHi = this.ext.words[off + EXT_SEQ_HI];
-    this.ext.deleteAt(off);
+    const sLo = xt!.words[off + EXT_SEQ_LO]!;
+    const sHi = xt!.words[off + EXT_SEQ_HI]!;
+    xt!.deleteAt(off);
     this.unholdBlock(slot, sLo, sHi);
     return true;
   }
@@ -281,7 +281,7 @@ export class RadixIndexer implements KvIndexer {
 
   private unholdBlock(slot: number, sLo: number, sHi: number): void {
     const off = this.table.find(sLo, sHi);
-    if (off >= 0 && this.table.clearBit(off, slot)) this.treeSize[slot]!--;
+    if (off >= 0 && this.table.clearBit(off, slot)) this.treeSize[slot * TREE_SIZE_STRIDE]!--;
   }
 
   /** Drops every block of the slots (Cleared / removeWorker); `release` also frees the slots. */
@@ -292,7 +292,7 @@ export class RadixIndexer implements KvIndexer {
     for (const s of slots) mask[s >> 5]! |= 1 << (s & 31);
     this.table.clearMask(mask);
     for (const s of slots) {
-      this.treeSize[s] = 0;
+      this.treeSize[s * TREE_SIZE_STRIDE] = 0;
       if (release) this.slots.release(s);
     }
   }
@@ -321,7 +321,7 @@ export class RadixIndexer implements KvIndexer {
     const t = new BlockTable(this.table.capacity, maxSlots);
     this.table.copyInto(t, false);
     this.table = t;
-    const ts = new Int32Array(maxSlots);
+    const ts = new Int32Array(maxSlots * TREE_SIZE_STRIDE);
     ts.set(this.treeSize);
     this.treeSize = ts;
     this.slots.ensureWords(t.hw);
@@ -346,7 +346,8 @@ export class RadixIndexer implements KvIndexer {
     const t = this.table;
     const words = t.words;
     const stride = t.stride;
-    const mask = t.mask;
+    const cap = t.capacity;
+    const scale = t.scale;
     const hw = t.hw;
     const active = this.active;
     const live = this.slots.liveMask;
@@ -357,38 +358,41 @@ export class RadixIndexer implements KvIndexer {
       active[k] = live[k] ?? 0;
       if (active[k] !== 0) remaining++;
     }
-    // Depths are probed in chunks: first the table entries of CHUNK consecutive depths (independent
-    // loads, so their cache misses overlap), then their holder sets in order. At most CHUNK − 1
-    // probes are wasted past the depth where the last worker drops out.
+    // Depths are probed in chunks: first the table entries of up to CHUNK consecutive depths
+    // (independent loads, so their cache misses overlap), then their holder sets in order. The
+    // first chunk is half size: short or soon-diverging queries waste fewer probes past the depth
+    // where the last worker drops out.
     const offs = this.offs;
+    let chunk = CHUNK >> 1;
     let d = 0;
     outer: while (d < n && remaining > 0) {
-      const cnt = Math.min(CHUNK, n - d);
-      for (let j = 0; j < cnt; j++) {
-        const kLo = seq[2 * (d + j)] | 0;
-        const kHi = seq[2 * (d + j) + 1] | 0;
-        let i = kLo & mask;
+      const cnt = Math.min(chunk, n - d);
+      chunk = CHUNK;
+      for (let j = 0, q = 2 * d; j < cnt; j++, q += 2) {
+        const kLo = seq[q]! | 0;
+        const kHi = seq[q + 1]! | 0;
+        let i = homeOf(kLo, kHi, scale);
         let off = -1;
-        for (;;) {
+        for (let p = 0; p < cap; p++) {
           const o = i * stride;
           const m = Atomics.load(words, o + META); // acquire: the key is complete once META is live
           if (m === META_EMPTY) break;
-          if (m >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
+          if ((m & META_STATE) >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
             off = o + HOLDERS;
             break;
           }
-          i = (i + 1) & mask;
+          if (++i === cap) i = 0;
         }
         offs[j] = off;
       }
       for (let j = 0; j < cnt; j++, d++) {
         if (remaining === 0) break outer;
-        const off = offs[j];
+        const off = offs[j]!;
         remaining = 0;
         for (let k = 0; k < hw; k++) {
-          const a = active[k];
+          const a = active[k]!;
           if (a === 0) continue;
-          const held = off < 0 ? 0 : words[off + k];
+          const held = off < 0 ? 0 : words[off + k]!;
           let dropped = a & ~held;
           if (dropped !== 0 && d > 0) {
             while (dropped !== 0) {
@@ -406,7 +410,7 @@ export class RadixIndexer implements KvIndexer {
           // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
           let k = 0;
           while (active[k] === 0) k++;
-          const a = active[k];
+          const a = active[k]!;
           if ((a & (a - 1)) === 0) {
             d++;
             break outer;
@@ -415,7 +419,7 @@ export class RadixIndexer implements KvIndexer {
       }
     }
     for (let k = 0; k < hw; k++) {
-      let a = active[k];
+      let a = active[k]!;
       while (a !== 0) {
         const b = 31 - Math.clz32(a & -a);
         res.slots[count] = (k << 5) + b;
@@ -463,14 +467,14 @@ export class RadixIndexer implements KvIndexer {
 
   treeSizes(): Map<string, number> {
     const m = new Map<string, number>();
-    this.slots.forEach((s, _w, key) => m.set(key, this.treeSize[s]));
+    this.slots.forEach((s, _w, key) => m.set(key, this.treeSize[s * TREE_SIZE_STRIDE]!));
     return m;
   }
 
   /** Σ_w |Held[w]|: the number of (block, worker rank) pairs. */
   totalPairs(): number {
     let t = 0;
-    this.slots.forEach((s) => (t += this.treeSize[s]));
+    this.slots.forEach((s) => (t += this.treeSize[s * TREE_SIZE_STRIDE]!));
     return t;
   }
 
@@ -542,32 +546,36 @@ export class RadixIndexer implements KvIndexer {
     const bit = 1 << (slot & 31);
     // Block identity -> one external hash of this slot that maps to it.
     const extOf = new Map<bigint, bigint>();
-    this.ext.forEachOf(slot, (off) => {
-      const ew = this.ext.words;
-      const seq = u64FromParts(ew[off + EXT_SEQ_LO], ew[off + EXT_SEQ_HI]);
-      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO], ew[off + EXT_HI]));
+    const xt = this.ext.get(slot);
+    xt?.forEach((off) => {
+      const ew = xt.words;
+      const seq = u64FromParts(ew[off + EXT_SEQ_LO]!, ew[off + EXT_SEQ_HI]!);
+      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO]!, ew[off + EXT_HI]!));
     });
     const roots: bigint[] = [];
     const children = new Map<bigint, bigint[]>();
     const local = new Map<bigint, bigint>();
-    const pending: { seq: bigint; parentLo: number }[] = [];
-    const byLo = new Map<number, bigint[]>();
+    const pending: { seq: bigint; hint: number }[] = [];
+    const byHint = new Map<number, bigint[]>();
+    const lw = t.local;
     t.forEachLive((off) => {
       if ((words[off + wi]! & bit) === 0) return;
-      const kLo = words[off + KEY_LO]! >>> 0;
-      const seq = u64FromParts(kLo, words[off + KEY_HI]!);
-      local.set(seq, u64FromParts(words[off + LOCAL_LO]!, words[off + LOCAL_HI]!));
-      const same = byLo.get(kLo);
+      const kLo = words[off + KEY_LO]!;
+      const seq = u64FromParts(kLo >>> 0, words[off + KEY_HI]! >>> 0);
+      local.set(seq, u64FromParts(words[off + lw]! >>> 0, words[off + lw + 1]! >>> 0));
+      const h = kLo & META_HINT;
+      const same = byHint.get(h);
       if (same) same.push(seq);
-      else byLo.set(kLo, [seq]);
-      if (words[off + META] === META_LIVE_CHILD) pending.push({ seq, parentLo: words[off + PARENT_LO]! >>> 0 });
+      else byHint.set(h, [seq]);
+      const m = words[off + META]!;
+      if ((m & META_STATE) === META_LIVE_CHILD) pending.push({ seq, hint: m & META_HINT });
       else roots.push(seq);
     });
-    // The parent is the held block whose low word matches and which re-chains to this identity;
+    // The parent is the held block whose low-word hint matches and which re-chains to this identity;
     // a child whose parent this slot does not hold is unreachable and left out.
-    for (const { seq, parentLo } of pending) {
+    for (const { seq, hint } of pending) {
       const l = local.get(seq)!;
-      const parent = byLo.get(parentLo)?.find((p) => sequenceHashOf(p, l) === seq);
+      const parent = byHint.get(hint)?.find((p) => sequenceHashOf(p, l) === seq);
       if (parent === undefined) continue;
       const list = children.get(parent);
       if (list) list.push(seq);

@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { KvrError, type RouterEvent, type StorageTier, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { BlockTable, pow2 } from '../block-table.js';
+import { BlockTable, capacityFor } from '../block-table.js';
 import { RadixIndexer, classifyEvent, encodeBlocks, u64Parts, type MatchResult } from '../indexer.js';
-import { MAX_LOAD, holderWords } from '../layout.js';
+import { GROW_LOAD, MAX_LOAD, TREE_SIZE_STRIDE, holderWords } from '../layout.js';
 import { SlotRegistry } from '../slots.js';
 import type { AppliedHook, FindOptions, KvIndexer, OverlapScores } from '../types.js';
 import {
@@ -130,7 +130,7 @@ export class PoolIndexer implements KvIndexer {
     this.threads = Math.max(1, opts.threads ?? 4);
     const maxSlots = Math.max(32, opts.maxSlots ?? 64);
     const table = BlockTable.createShared(opts.initialCapacity ?? 1 << 16, maxSlots);
-    const treeSize = new SharedArrayBuffer(maxSlots * 4);
+    const treeSize = new SharedArrayBuffer(maxSlots * TREE_SIZE_STRIDE * 4);
     this.tableRef = { gen: 0, parts: table.parts(), treeSize };
     this.slots = new SlotRegistry(holderWords(maxSlots));
     this.reader = new RadixIndexer({ table, slots: this.slots, treeSize: new Int32Array(treeSize), onApplied: opts.onApplied });
@@ -378,9 +378,9 @@ export class PoolIndexer implements KvIndexer {
       await Promise.all(this.lanes.map((l) => l.tail));
       const t = this.reader.table;
       const needed = t.occupied + pendingBlocks;
-      // The smallest power of two that leaves the table at most 60% full after the pending work:
-      // below MAX_LOAD with room for the next batches, without quadrupling the memory.
-      const capacity = pow2(Math.max(t.capacity, Math.ceil((needed + 1) / 0.6)));
+      // GROW_LOAD after the pending work: room for the next batches below MAX_LOAD (x1.33), with
+      // no power-of-two rounding, so the table is never less than GROW_LOAD full after growing.
+      const capacity = Math.max(t.capacity, capacityFor(needed + 1, GROW_LOAD));
       let maxSlots = t.maxSlots;
       while (maxSlots < this.maxSlotNeeded) maxSlots *= 2;
       const res = (await this.lanes[0]!.pool.run({ kind: 'grow', table: this.tableRef, capacity, maxSlots } satisfies Task)) as GrowResult;

@@ -9,7 +9,7 @@ import { ApproxIndexer } from '../approximate.js';
 import { BlockTable } from '../block-table.js';
 import { RadixIndexer } from '../indexer.js';
 import { SlotRegistry } from '../slots.js';
-import { holderWords } from '../layout.js';
+import { TREE_SIZE_STRIDE, holderWords } from '../layout.js';
 import {
   OP_CLEAR,
   OP_DROP,
@@ -68,6 +68,8 @@ function runOps(t: Extract<Task, { kind: 'ops' }>): OpsResult {
   } catch (e) {
     const err = e as { code?: string; message?: string };
     return { counts: index.countsSince(before), error: { code: err.code ?? 'internal', message: err.message ?? String(e) } };
+  } finally {
+    index.table.publishInserts();
   }
   return { counts: index.countsSince(before) };
 }
@@ -129,8 +131,8 @@ function grow(t: Extract<Task, { kind: 'grow' }>): GrowResult {
   const oldTs = new Int32Array(t.table.treeSize);
   let treeSize = t.table.treeSize;
   if (t.maxSlots !== old.maxSlots) {
-    treeSize = new SharedArrayBuffer(t.maxSlots * 4);
-    new Int32Array(treeSize).set(oldTs.subarray(0, Math.min(oldTs.length, t.maxSlots)));
+    treeSize = new SharedArrayBuffer(t.maxSlots * TREE_SIZE_STRIDE * 4);
+    new Int32Array(treeSize).set(oldTs.subarray(0, Math.min(oldTs.length, t.maxSlots * TREE_SIZE_STRIDE)));
   }
   return { parts: next.parts(), treeSize, entries: Atomics.load(next.ctrl, 0) };
 }
