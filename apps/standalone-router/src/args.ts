@@ -1,0 +1,44 @@
+/**
+ * The one flag of the standalone router that is not in the shared config table: `--endpoint`, the
+ * worker endpoint it routes for (upstream `python -m dynamo.router --endpoint ns.component.endpoint`).
+ * It is taken out of argv here; the rest goes to `parseAppConfig('router', ...)`. Pure.
+ */
+import { KvrError } from '@kvrouter/protocols';
+import type { EndpointPath } from './workers.js';
+
+export const ENDPOINT_HELP =
+  '  --endpoint <dyn://ns.component.endpoint>  (required) worker endpoint to route for; "ns.component.endpoint" also accepted;\n' +
+  '                                            a dotted namespace is allowed (the last two segments are component and endpoint)\n';
+
+export class ArgsError extends KvrError {
+  constructor(message: string) {
+    super('config_error', message, 400, { flag: '--endpoint' });
+    this.name = 'ArgsError';
+  }
+}
+
+export function parseEndpointPath(uri: string): EndpointPath {
+  const parts = uri.replace(/^dyn:\/\//, '').split('.');
+  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
+    throw new ArgsError(`--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`);
+  const endpoint = parts.pop()!;
+  const component = parts.pop()!;
+  return { namespace: parts.join('.'), component, endpoint };
+}
+
+/** Splits `--endpoint X` / `--endpoint=X` (last one wins) from the other arguments. */
+export function splitEndpointArg(argv: readonly string[]): { endpoint: EndpointPath | null; rest: string[] } {
+  const rest: string[] = [];
+  let value: string | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--endpoint') {
+      const v = argv[i + 1];
+      if (v === undefined || v.startsWith('--')) throw new ArgsError('argument --endpoint: expected one argument');
+      value = v;
+      i++;
+    } else if (a.startsWith('--endpoint=')) value = a.slice('--endpoint='.length);
+    else rest.push(a);
+  }
+  return { endpoint: value === null ? null : parseEndpointPath(value), rest };
+}

@@ -1,0 +1,6 @@
+export { StandaloneRouter, stderrLogger, type Logger, type RouterAppConfig, type StandaloneRouterOptions } from './service.js';
+export { ServedIndexer } from './served-indexer.js';
+export { WorkerTracker, type EndpointPath } from './workers.js';
+export * from './api.js';
+export { parseEndpointPath, splitEndpointArg, ArgsError } from './args.js';
+export { startJsonServer, type JsonServer } from './http.js';

@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+/**
+ * `kvrouter-router` (upstream `python -m dynamo.router`): the KV router as its own service. Exit
+ * codes: 0 after a clean shutdown, 1 on a startup failure, 2 on invalid configuration, 130 on a
+ * second signal during shutdown.
+ */
+import fs from 'node:fs';
+import { parseAppConfig } from '@kvrouter/config/cli';
+import { KvrError } from '@kvrouter/protocols';
+import { ArgsError, ENDPOINT_HELP, splitEndpointArg } from './args.js';
+import { StandaloneRouter, stderrLogger as log } from './service.js';
+
+const argv = process.argv.slice(2);
+// `pnpm start -- --flag` hands the separator through.
+if (argv[0] === '--') argv.shift();
+if (argv.includes('-h') || argv.includes('--help')) process.stdout.write(`Standalone router flag:\n${ENDPOINT_HELP}\n`);
+
+let split: ReturnType<typeof splitEndpointArg>;
+try {
+  split = splitEndpointArg(argv);
+} catch (e) {
+  process.stderr.write(`error: ${(e as Error).message}\n`);
+  process.exit(2);
+}
+const { config } = parseAppConfig('router', split.rest, process.env, {
+  info: { name: 'kvrouter-router', description: 'Standalone KV-aware router for one worker endpoint (python -m dynamo.router)' },
+  isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
+  writeFile: (p, text) => fs.writeFileSync(p, text),
+  onWarning: (w) => log.warn(w),
+});
+if (!split.endpoint) {
+  process.stderr.write('error: the following arguments are required: --endpoint\n');
+  process.exit(2);
+}
+
+let router: StandaloneRouter;
+try {
+  router = await StandaloneRouter.start(config, split.endpoint, { log });
+} catch (e) {
+  const k = e instanceof KvrError ? e : null;
+  process.stderr.write(`error: ${(e as Error).message}\n`);
+  process.exit(k && (k instanceof ArgsError || k.code === 'config_error' || k.code === 'not_supported') ? 2 : 1);
+}
+// One machine-readable line on stdout for supervisors and tests: where this router listens.
+process.stdout.write(`${JSON.stringify({ router_id: router.routerId.toString(), system_url: router.systemUrl, transport: router.transport })}\n`);
+
+let signals = 0;
+const onSignal = (sig: string): void => {
+  if (++signals > 1) process.exit(130);
+  log.info(`${sig}: deregistering and shutting down`);
+  router.close().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      log.error(`shutdown failed: ${(e as Error).message}`);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGINT', () => onSignal('SIGINT'));
+process.on('SIGTERM', () => onSignal('SIGTERM'));
