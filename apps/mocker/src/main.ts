@@ -6,6 +6,7 @@
  */
 import { errText, resolveMockerConfig, startMocker } from './mocker.js';
 import { MockerConfigError } from './options.js';
+import { startVllmCompat, vllmCompatPlan } from './vllm-compat.js';
 
 /** In-flight streams get this long after SIGINT / SIGTERM before they end with `engine_shutdown`. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -16,16 +17,23 @@ const argv = process.argv.slice(2);
 // `pnpm start -- --flag` hands the separator through.
 if (argv[0] === '--') argv.shift();
 const config = resolveMockerConfig(argv, process.env, { log });
-let running;
+let running: { stop(graceMs?: number): Promise<void> };
 try {
-  running = await startMocker(config, {
-    log,
-    // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts the process.
-    onLeaseLost: (id, err) => {
-      log(`error: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); exiting`);
-      process.exit(1);
-    },
-  });
+  const vplan = vllmCompatPlan(config);
+  if (vplan !== null) {
+    const m = await startVllmCompat(config, vplan, { log });
+    // One JSON line on stdout: the engines' HTTP and ZMQ addresses (ports may be OS-assigned).
+    process.stdout.write(`${JSON.stringify({ engines: m.describe() })}\n`);
+    running = m;
+  } else
+    running = await startMocker(config, {
+      log,
+      // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts the process.
+      onLeaseLost: (id, err) => {
+        log(`error: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); exiting`);
+        process.exit(1);
+      },
+    });
 } catch (e) {
   process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : errText(e)}\n`);
   process.exit(e instanceof MockerConfigError ? 2 : 1);

@@ -71,10 +71,10 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
       `--disaggregation-mode ${c.disaggregationMode} is not supported by this mocker yet (disaggregated prefill/decode is a later issue); use agg`,
       '--disaggregation-mode',
     );
-  if (c.zmqKvEventsPorts !== null || c.zmqReplayPorts !== null)
+  if ((c.zmqKvEventsPorts !== null || c.zmqReplayPorts !== null) && c.httpPorts === null)
     throw new MockerConfigError(
-      '--zmq-kv-events-ports / --zmq-replay-ports (vLLM-format ZMQ KV events) are not supported by this mocker yet; ' +
-        'KV events go through the event plane (--event-plane)',
+      '--zmq-kv-events-ports / --zmq-replay-ports (vLLM-format ZMQ KV events) need the vLLM-compatible mode (--http-ports); ' +
+        'registered workers publish KV events through the event plane (--event-plane)',
       c.zmqKvEventsPorts !== null ? '--zmq-kv-events-ports' : '--zmq-replay-ports',
     );
   const eventPlane = c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');

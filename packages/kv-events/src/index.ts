@@ -4,7 +4,12 @@ export { EnvelopeQueue } from './plane/subscription.js';
 export { InprocEventBus, InprocEventPlane } from './plane/inproc.js';
 export { NatsEventPlane, type NatsPlaneOptions } from './plane/nats.js';
 export { ZmqEventPlane, type ZmqPlaneOptions } from './plane/zmq.js';
-export { VllmZmqPublisher, type VllmPublishEvent, type VllmZmqPublisherOptions } from './plane/zmq-vllm.js';
+export {
+  VllmZmqPublisher,
+  readVllmReplay,
+  type VllmPublishEvent,
+  type VllmZmqPublisherOptions,
+} from './plane/zmq-vllm.js';
 export {
   channelKey,
   encodeChannel,

@@ -1,5 +1,10 @@
 export { ManualClock, realClock, type Clock } from './clock.js';
-export { PassScheduler, defaultPassScheduler, type PassSchedulerOptions, type ScheduledPass } from './pass-scheduler.js';
+export {
+  PassScheduler,
+  defaultPassScheduler,
+  type PassSchedulerOptions,
+  type ScheduledPass,
+} from './pass-scheduler.js';
 export {
   invalidRequest,
   parseGenerateRequest,
@@ -19,4 +24,5 @@ export {
   type StopOptions,
 } from './worker.js';
 export { SimFleet, autoStaggerMs, type SimFleetOptions } from './fleet.js';
+export { VllmSimEngine, toVllmEvents, type VllmSimEngineOptions } from './vllm-engine.js';
 export * from './disagg.js';

@@ -9,8 +9,8 @@
  * Hashes are unsigned 64-bit ints. An optional ROUTER socket answers replay requests: 8-byte BE start
  * seq in, `['', seq, payload]` for every buffered batch from there, then `['', -1 (all ones), '']`.
  */
-import { Publisher, Router } from 'zeromq';
-import { beU64, encodeMsgpack } from '@kvrouter/protocols';
+import { Dealer, Publisher, Router } from 'zeromq';
+import { beU64, encodeMsgpack, encodeVllmReplayRequest, parseVllmReplayReply } from '@kvrouter/protocols';
 import { checkU32, checkU64, errorMessage, invalidArg } from '../errors.js';
 
 export type VllmPublishEvent =
@@ -68,7 +68,8 @@ export class VllmZmqPublisher {
     private readonly opts: VllmZmqPublisherOptions,
   ) {
     this.topic = Buffer.from(opts.topic ?? '', 'utf8');
-    this.rank = opts.dataParallelRank === undefined || opts.dataParallelRank === null ? null : opts.dataParallelRank;
+    this.rank =
+      opts.dataParallelRank === undefined || opts.dataParallelRank === null ? null : opts.dataParallelRank;
     this.bufferSteps = opts.bufferSteps ?? 10_000;
     if (router) this.replayLoop = this.serveReplays(router);
   }
@@ -77,13 +78,21 @@ export class VllmZmqPublisher {
   static async bind(opts: VllmZmqPublisherOptions): Promise<VllmZmqPublisher> {
     const ep = /^(tcp|ipc|inproc):\/\/.+/;
     if (typeof opts.endpoint !== 'string' || !ep.test(opts.endpoint))
-      throw invalidArg('endpoint', `must be a ZMQ endpoint like tcp://*:5557, got ${JSON.stringify(opts.endpoint)}`);
+      throw invalidArg(
+        'endpoint',
+        `must be a ZMQ endpoint like tcp://*:5557, got ${JSON.stringify(opts.endpoint)}`,
+      );
     const replay = opts.replayEndpoint ?? null;
     if (replay !== null && (typeof replay !== 'string' || !ep.test(replay)))
-      throw invalidArg('replayEndpoint', `must be a ZMQ endpoint like tcp://*:5558, got ${JSON.stringify(replay)}`);
-    if (opts.dataParallelRank !== undefined && opts.dataParallelRank !== null) checkU32(opts.dataParallelRank, 'dataParallelRank');
+      throw invalidArg(
+        'replayEndpoint',
+        `must be a ZMQ endpoint like tcp://*:5558, got ${JSON.stringify(replay)}`,
+      );
+    if (opts.dataParallelRank !== undefined && opts.dataParallelRank !== null)
+      checkU32(opts.dataParallelRank, 'dataParallelRank');
     const steps = opts.bufferSteps ?? 10_000;
-    if (!Number.isInteger(steps) || steps < 0) throw invalidArg('bufferSteps', `must be an integer >= 0, got ${steps}`);
+    if (!Number.isInteger(steps) || steps < 0)
+      throw invalidArg('bufferSteps', `must be an integer >= 0, got ${steps}`);
     const pub = new Publisher({ sendHighWaterMark: 100_000, linger: 0 });
     let router: Router | null = null;
     try {
@@ -95,7 +104,10 @@ export class VllmZmqPublisher {
     } catch (e) {
       pub.close();
       router?.close();
-      throw invalidArg(replay !== null && router !== null ? 'replayEndpoint' : 'endpoint', `cannot bind: ${errorMessage(e)}`);
+      throw invalidArg(
+        replay !== null && router !== null ? 'replayEndpoint' : 'endpoint',
+        `cannot bind: ${errorMessage(e)}`,
+      );
     }
     return new VllmZmqPublisher(pub, router, pub.lastEndpoint!, router?.lastEndpoint ?? null, opts);
   }
@@ -157,7 +169,8 @@ export class VllmZmqPublisher {
         }
         const from = start.readBigUInt64BE(0);
         // A snapshot, so batches published while we send do not interleave with the replay.
-        for (const r of this.ring.slice()) if (r.seq >= from) await router.send([id, EMPTY, Buffer.from(beU64(r.seq)), r.payload]);
+        for (const r of this.ring.slice())
+          if (r.seq >= from) await router.send([id, EMPTY, Buffer.from(beU64(r.seq)), r.payload]);
         await router.send([id, EMPTY, END, EMPTY]);
       }
     } catch (e) {
@@ -184,7 +197,8 @@ function toWire(e: VllmPublishEvent, i: number): unknown[] {
   switch (e.type) {
     case 'BlockStored': {
       const bs = e.block_size;
-      if (!Number.isInteger(bs) || bs < 1) throw invalidArg(`events[${i}].block_size`, `must be an integer >= 1, got ${bs}`);
+      if (!Number.isInteger(bs) || bs < 1)
+        throw invalidArg(`events[${i}].block_size`, `must be an integer >= 1, got ${bs}`);
       // vLLM sends exactly the stored blocks' tokens; a consumer reads block k from [k·bs, (k+1)·bs).
       if (e.token_ids.length !== e.block_hashes.length * bs)
         throw invalidArg(
@@ -194,7 +208,9 @@ function toWire(e: VllmPublishEvent, i: number): unknown[] {
       return [
         'BlockStored',
         hashes(e.block_hashes, `events[${i}].block_hashes`),
-        e.parent_block_hash === null ? null : u64Out(checkU64(e.parent_block_hash, `events[${i}].parent_block_hash`)),
+        e.parent_block_hash === null
+          ? null
+          : u64Out(checkU64(e.parent_block_hash, `events[${i}].parent_block_hash`)),
         Array.from(e.token_ids),
         e.block_size,
         null,
@@ -207,6 +223,33 @@ function toWire(e: VllmPublishEvent, i: number): unknown[] {
     case 'AllBlocksCleared':
       return ['AllBlocksCleared'];
     default:
-      throw invalidArg(`events[${i}].type`, `unknown event type ${JSON.stringify((e as { type?: unknown }).type)}`);
+      throw invalidArg(
+        `events[${i}].type`,
+        `unknown event type ${JSON.stringify((e as { type?: unknown }).type)}`,
+      );
+  }
+}
+
+/**
+ * Client side of the replay protocol (tools, tests, health checks): every batch the engine still
+ * buffers from `from` on, as raw `(seq, payload)` pairs; rejects after `timeoutMs` of silence.
+ */
+export async function readVllmReplay(
+  endpoint: string,
+  from: bigint,
+  timeoutMs = 2000,
+): Promise<Array<{ seq: bigint; payload: Uint8Array }>> {
+  const dealer = new Dealer({ linger: 0, receiveTimeout: timeoutMs });
+  try {
+    dealer.connect(endpoint);
+    await dealer.send([EMPTY, Buffer.from(encodeVllmReplayRequest(from))]);
+    const out: Array<{ seq: bigint; payload: Uint8Array }> = [];
+    for (;;) {
+      const r = parseVllmReplayReply(await dealer.receive());
+      if (r === null) return out;
+      out.push(r);
+    }
+  } finally {
+    dealer.close();
   }
 }

@@ -1,0 +1,399 @@
+/**
+ * vLLM-compatible mode: one simulated engine behind the OpenAI HTTP API, shaped like `vllm serve`
+ * (`/v1/completions`, `/v1/chat/completions`, `/v1/models`, `/health`, `/version`), streaming SSE and
+ * unary. What a worker adapter relies on (see apps/worker/README.md):
+ * - `prompt` may be token ids (`[1, 2, 3]` or `[[1, 2, 3]]`) or text (see text-tokens.ts);
+ * - `return_token_ids: true` puts `token_ids` (and `prompt_token_ids` on the first choice) in every
+ *   choice, as vLLM ≥ 0.10.2 does; `ignore_eos`, `stop_token_ids` as vLLM's extra sampling params;
+ * - the dp rank comes from the `X-Data-Parallel-Rank` header or a `data_parallel_rank` field
+ *   (round-robin over ranks when neither is given);
+ * - `usage.prompt_tokens_details.cached_tokens` reports the prefix-cache hit;
+ * - a stream that fails after its first byte ends with `data: {"error": …}` and `data: [DONE]`.
+ * kvrouter addition: `GET /debug/kv_blocks` lists every rank's cached block hashes (tests compare a
+ * router's index with it).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { KvrError } from '@kvrouter/protocols';
+import type { GenerateItem, ParsedGenerate, VllmSimEngine } from '@kvrouter/sim-worker';
+import { chatToText, textToTokens, tokensToText, type ChatMessage } from './text-tokens.js';
+
+export interface OpenAiServerOptions {
+  engine: VllmSimEngine;
+  modelName: string;
+  host: string;
+  /** 0 = OS-assigned. */
+  port: number;
+  /** Reported as `max_model_len`. */
+  maxModelLen: number;
+}
+
+const MAX_BODY = 32 * 1024 * 1024;
+/** OpenAI's default for completions; chat runs to the driver's default (clamped to the KV cache). */
+const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+type Kind = 'completions' | 'chat';
+
+interface ParsedBody {
+  kind: Kind;
+  gen: ParsedGenerate;
+  stream: boolean;
+  includeUsage: boolean;
+  returnTokenIds: boolean;
+}
+
+function bad(field: string, message: string): KvrError {
+  return new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
+}
+
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return 'an array';
+  if (v === null) return 'null';
+  return typeof v === 'object' ? 'an object' : JSON.stringify(v);
+}
+
+function optInt(o: Record<string, unknown>, field: string, lo: number, hi: number): number | null {
+  const v = o[field];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi)
+    throw bad(field, `expected an integer in [${lo}, ${hi}], got ${describe(v)}`);
+  return v;
+}
+
+function optBool(o: Record<string, unknown>, field: string): boolean {
+  const v = o[field] ?? false;
+  if (typeof v !== 'boolean') throw bad(field, `expected a boolean, got ${describe(v)}`);
+  return v;
+}
+
+function tokenIds(v: unknown, field: string): Uint32Array {
+  if (!Array.isArray(v)) throw bad(field, `expected an array of token ids, got ${describe(v)}`);
+  const out = new Uint32Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const t: unknown = v[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff)
+      throw bad(`${field}[${i}]`, `expected a token id (u32), got ${describe(t)}`);
+    out[i] = t;
+  }
+  return out;
+}
+
+function promptTokens(v: unknown): Uint32Array {
+  if (typeof v === 'string') return Uint32Array.from(textToTokens(v));
+  if (Array.isArray(v)) {
+    if (v.length === 1 && typeof v[0] === 'string') return Uint32Array.from(textToTokens(v[0]));
+    if (v.length === 1 && Array.isArray(v[0])) return tokenIds(v[0], 'prompt[0]');
+    if (v.length > 0 && (typeof v[0] === 'string' || Array.isArray(v[0])))
+      throw bad('prompt', 'batched prompts are not supported (one prompt per request)');
+    return tokenIds(v, 'prompt');
+  }
+  throw bad('prompt', `expected a string or an array of token ids, got ${describe(v)}`);
+}
+
+function chatMessages(v: unknown): ChatMessage[] {
+  if (!Array.isArray(v) || v.length === 0)
+    throw bad('messages', `expected a non-empty array, got ${describe(v)}`);
+  return v.map((m: unknown, i) => {
+    if (typeof m !== 'object' || m === null)
+      throw bad(`messages[${i}]`, `expected an object, got ${describe(m)}`);
+    const { role, content } = m as Record<string, unknown>;
+    if (typeof role !== 'string')
+      throw bad(`messages[${i}].role`, `expected a string, got ${describe(role)}`);
+    if (typeof content === 'string') return { role, content };
+    if (Array.isArray(content)) {
+      const parts = content.map((p: unknown, k) => {
+        const o = p as Record<string, unknown> | null;
+        if (typeof o !== 'object' || o === null || o.type !== 'text' || typeof o.text !== 'string')
+          throw bad(`messages[${i}].content[${k}]`, 'only {"type": "text", "text": …} parts are supported');
+        return o.text;
+      });
+      return { role, content: parts.join('') };
+    }
+    if (content === null || content === undefined) return { role, content: '' };
+    throw bad(
+      `messages[${i}].content`,
+      `expected a string or an array of text parts, got ${describe(content)}`,
+    );
+  });
+}
+
+export class OpenAiServer {
+  private seq = 0;
+  private rr = 0;
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly o: OpenAiServerOptions,
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(o: OpenAiServerOptions): Promise<OpenAiServer> {
+    let self: OpenAiServer | null = null;
+    const server = createServer((req, res) => void self!.handle(req, res));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(o.port, o.host, () => resolve());
+    });
+    const port = (server.address() as AddressInfo).port;
+    const host = o.host === '0.0.0.0' || o.host === '::' ? '127.0.0.1' : o.host;
+    self = new OpenAiServer(o, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+    server.on('connection', (s) => {
+      self!.sockets.add(s);
+      s.once('close', () => self!.sockets.delete(s));
+    });
+    return self;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** Stops accepting; open connections are cut (the engine is stopped separately). */
+  async close(): Promise<void> {
+    const done = new Promise<void>((r) => this.server.close(() => r()));
+    for (const s of this.sockets) s.destroy();
+    await done;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method === 'GET' && path === '/health') return void res.writeHead(200).end();
+      if (req.method === 'GET' && path === '/version') return json(res, 200, { version: 'kvrouter-mocker' });
+      if (req.method === 'GET' && path === '/v1/models') return json(res, 200, this.models());
+      if (req.method === 'GET' && path === '/debug/kv_blocks') return json(res, 200, this.kvBlocks());
+      if (req.method === 'POST' && (path === '/v1/completions' || path === '/v1/chat/completions')) {
+        const body = await readJson(req);
+        const p = this.parse(path === '/v1/completions' ? 'completions' : 'chat', body, req);
+        return await this.generate(p, res);
+      }
+      throw new KvrError('not_found', `no route ${req.method ?? ''} ${path}`, 404);
+    } catch (e) {
+      if (!res.headersSent) sendError(res, e);
+      else res.end();
+    }
+  }
+
+  private models(): unknown {
+    const created = Math.floor(Date.now() / 1000);
+    const id = this.o.modelName;
+    return {
+      object: 'list',
+      data: [
+        {
+          id,
+          object: 'model',
+          created,
+          owned_by: 'kvrouter-mocker',
+          root: id,
+          parent: null,
+          max_model_len: this.o.maxModelLen,
+        },
+      ],
+    };
+  }
+
+  private kvBlocks(): unknown {
+    const eng = this.o.engine.engine;
+    return {
+      block_size: eng.config.blockSize,
+      ranks: eng.ranks.map((_, r) => ({
+        dp_rank: r,
+        blocks: [...eng.cachedBlocks(r)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String),
+      })),
+    };
+  }
+
+  private parse(kind: Kind, body: unknown, req: IncomingMessage): ParsedBody {
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw bad('body', `expected a JSON object, got ${describe(body)}`);
+    const b = body as Record<string, unknown>;
+    if (b.model !== undefined && b.model !== this.o.modelName)
+      throw new KvrError('model_not_found', `The model \`${describe(b.model)}\` does not exist.`, 404, {
+        field: 'model',
+      });
+    optInt(b, 'n', 1, 1);
+    const tokens =
+      kind === 'completions'
+        ? promptTokens(b.prompt)
+        : Uint32Array.from(textToTokens(chatToText(chatMessages(b.messages))));
+    if (tokens.length === 0) throw bad(kind === 'completions' ? 'prompt' : 'messages', 'empty prompt');
+    const maxTokens =
+      optInt(b, 'max_tokens', 1, 0xffffffff) ??
+      (kind === 'chat' ? optInt(b, 'max_completion_tokens', 1, 0xffffffff) : COMPLETIONS_DEFAULT_MAX_TOKENS);
+    const ignoreEos = optBool(b, 'ignore_eos');
+    const stop =
+      b.stop_token_ids === undefined || b.stop_token_ids === null
+        ? []
+        : tokenIds(b.stop_token_ids, 'stop_token_ids');
+    const stream = optBool(b, 'stream');
+    const so = b.stream_options;
+    if (so !== undefined && so !== null && (typeof so !== 'object' || Array.isArray(so)))
+      throw bad('stream_options', `expected an object, got ${describe(so)}`);
+    const includeUsage = so ? optBool(so as Record<string, unknown>, 'include_usage') : false;
+    const ranks = this.o.engine.engine.ranks.length;
+    const header = req.headers['x-data-parallel-rank'];
+    let dpRank = optInt(b, 'data_parallel_rank', 0, ranks - 1);
+    if (dpRank === null && typeof header === 'string') {
+      dpRank = Number(header);
+      if (!Number.isInteger(dpRank) || dpRank < 0 || dpRank >= ranks)
+        throw bad(
+          'X-Data-Parallel-Rank',
+          `expected an integer in [0, ${ranks - 1}], got ${JSON.stringify(header)}`,
+        );
+    }
+    dpRank ??= this.rr++ % ranks;
+    const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${(this.seq++).toString(36)}-${Date.now().toString(36)}`;
+    return {
+      kind,
+      stream,
+      includeUsage,
+      returnTokenIds: optBool(b, 'return_token_ids'),
+      gen: {
+        requestId: id,
+        model: this.o.modelName,
+        tokenIds: tokens,
+        dpRank,
+        maxTokens,
+        stopTokenIds: ignoreEos || stop.length === 0 ? null : new Set(stop),
+      },
+    };
+  }
+
+  private async generate(p: ParsedBody, res: ServerResponse): Promise<void> {
+    const ac = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) ac.abort();
+    });
+    // Throws (nothing enqueued) on a request the engine refuses, before any byte is sent.
+    const items = this.o.engine.submit(p.gen, ac.signal);
+    const created = Math.floor(Date.now() / 1000);
+    const id = p.gen.requestId;
+    const object =
+      p.kind === 'chat' ? (p.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
+    const promptLen = p.gen.tokenIds.length;
+    const out: number[] = [];
+    let cached = 0;
+    let finish: string | null = null;
+    const choice = (ids: number[], fin: string | null, first: boolean): Record<string, unknown> => {
+      const text = tokensToText(ids);
+      const c: Record<string, unknown> =
+        p.kind === 'chat'
+          ? p.stream
+            ? {
+                index: 0,
+                delta: first ? { role: 'assistant', content: text } : { content: text },
+                logprobs: null,
+                finish_reason: fin,
+              }
+            : { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: fin }
+          : { index: 0, text, logprobs: null, finish_reason: fin, stop_reason: null };
+      if (p.returnTokenIds) {
+        c.token_ids = ids;
+        if (first) c.prompt_token_ids = Array.from(p.gen.tokenIds);
+      }
+      return c;
+    };
+    const usage = () => ({
+      prompt_tokens: promptLen,
+      completion_tokens: out.length,
+      total_tokens: promptLen + out.length,
+      prompt_tokens_details: { cached_tokens: cached },
+    });
+
+    if (!p.stream) {
+      for await (const it of items) take(it);
+      json(res, 200, {
+        id,
+        object,
+        created,
+        model: this.o.modelName,
+        choices: [choice(out, finish, true)],
+        usage: usage(),
+      });
+      return;
+    }
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    const send = async (o: unknown): Promise<void> => {
+      if (!res.write(`data: ${JSON.stringify(o)}\n\n`)) await new Promise((r) => res.once('drain', r));
+    };
+    let first = true;
+    try {
+      for await (const it of items) {
+        if (res.destroyed) break;
+        take(it);
+        await send({
+          id,
+          object,
+          created,
+          model: this.o.modelName,
+          choices: [choice(it.token_ids, it.finish_reason ?? null, first)],
+          usage: null,
+        });
+        first = false;
+      }
+      if (p.includeUsage)
+        await send({ id, object, created, model: this.o.modelName, choices: [], usage: usage() });
+    } catch (e) {
+      if (res.destroyed) return;
+      await send(errorBody(e));
+    }
+    if (!res.destroyed) res.end('data: [DONE]\n\n');
+
+    function take(it: GenerateItem): void {
+      if (it.cached_tokens !== undefined) cached = it.cached_tokens;
+      for (const t of it.token_ids) out.push(t);
+      if (it.finish_reason !== undefined) finish = it.finish_reason;
+    }
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > MAX_BODY)
+      throw new KvrError('payload_too_large', `body: larger than ${MAX_BODY} bytes`, 413, { field: 'body' });
+    chunks.push(c);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch (e) {
+    throw bad('body', `invalid JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+}
+
+function errorBody(e: unknown): {
+  error: { object: 'error'; message: string; type: string; param: string | null; code: number };
+} {
+  const k =
+    e instanceof KvrError ? e : new KvrError('internal', e instanceof Error ? e.message : String(e), 500);
+  const field = (k.detail as { field?: unknown } | undefined)?.field;
+  return {
+    error: {
+      object: 'error',
+      message: k.message,
+      type: k.code,
+      param: typeof field === 'string' ? field : null,
+      code: k.status,
+    },
+  };
+}
+
+function sendError(res: ServerResponse, e: unknown): void {
+  const b = errorBody(e);
+  json(res, b.error.code, b);
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const s = JSON.stringify(body);
+  res
+    .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) })
+    .end(s);
+}
