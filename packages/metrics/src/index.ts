@@ -10,3 +10,4 @@ export * from './kv.js';
 export * from './lifecycle.js';
 export * from './adapters.js';
 export * from './app.js';
+export * from './topology.js';
