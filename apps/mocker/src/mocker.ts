@@ -4,6 +4,7 @@
  * them down cleanly on SIGINT / SIGTERM.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
 import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
@@ -12,6 +13,7 @@ import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/run
 import { SimFleet, type RequestPlaneSpec } from '@kvrouter/sim-worker';
 import { MockerConfigError, extraArgsToArgv, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
+import { resolveDisagg } from './disagg.js';
 
 export interface MockerIo {
   log: (line: string) => void;
@@ -31,6 +33,14 @@ export interface RunningMocker {
   /** Deregisters, lets streams run for `graceMs`, ends the rest with `engine_shutdown`, closes connections. */
   stop(graceMs?: number): Promise<void>;
 }
+
+const readModelConfig = (modelPath: string): string | null => {
+  try {
+    return readFileSync(join(modelPath, 'config.json'), 'utf8');
+  } catch {
+    return null;
+  }
+};
 
 const isDirectory = (p: string): boolean => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true;
 
@@ -71,6 +81,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
   const plan = planFromConfig(config);
   for (const w of plan.warnings) io.log(`warning: ${w}`);
   const runtimeConfig = await topologyRuntimeConfig(config);
+  const disagg = plan.disagg ? resolveDisagg(plan.disagg, config.modelPath, readModelConfig, io.log) : null;
   const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
   const nc: NatsConnection | null = needNats ? await connectNats(config.natsServer) : null;
   let durable: JetStreamEventSink | null = null;
@@ -118,6 +129,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
       startupDelayMs: plan.startupDelayMs,
       staggerMs: plan.staggerMs,
       card: { runtimeConfig },
+      disagg,
       onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
       onError: (e) => io.log(`kv events: ${errText(e)}`),
     });
@@ -125,7 +137,8 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
     io.log(
       `mocker ready: ${plan.numWorkers} worker(s) of model ${JSON.stringify(plan.modelName)} on ` +
         `dyn://${plan.path.namespace}.${plan.path.component}.${plan.path.endpoint} ` +
-        `(discovery ${plan.discoveryBackend}, request plane ${plan.requestPlane}, event plane ${plan.eventPlane}); instances ${ids}`,
+        `(discovery ${plan.discoveryBackend}, request plane ${plan.requestPlane}, event plane ${plan.eventPlane}` +
+        `${disagg ? `, ${disagg.mode} worker, KV transfer ${disagg.kvBytesPerToken} B/token at ${disagg.bandwidthGBps} GB/s` : ''}); instances ${ids}`,
     );
     let stopped: Promise<void> | null = null;
     return {

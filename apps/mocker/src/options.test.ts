@@ -101,8 +101,7 @@ describe('planFromConfig', () => {
       }
       return undefined;
     };
-    expect(flagOf(cfg('--disaggregation-mode', 'prefill'))).toBe('--disaggregation-mode');
-    expect(flagOf(cfg('--disaggregation-mode', 'decode'))).toBe('--disaggregation-mode');
+    expect(flagOf(cfg('--disaggregation-mode', 'prefill'))).toBeUndefined();
     expect(flagOf(cfg('--zmq-kv-events-ports', '5557'))).toBe('--zmq-kv-events-ports');
     expect(flagOf(cfg('--zmq-replay-ports', '5560'))).toBe('--zmq-replay-ports');
     expect(flagOf(cfg('--durable-kv-events', '--event-plane', 'zmq'))).toBe('--durable-kv-events');

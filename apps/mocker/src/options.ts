@@ -7,6 +7,7 @@ import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
 import type { EngineConfig } from '@kvrouter/engine-sim';
 import { autoStaggerMs } from '@kvrouter/sim-worker';
+import { disaggPlan, type DisaggPlan } from './disagg.js';
 
 export type MockerConfig = ResolvedConfig<'mocker'>;
 
@@ -30,6 +31,8 @@ export interface MockerPlan {
   /** Fixed tcp port of worker 0 (`DYN_TCP_RPC_PORT`); worker i listens on port + i. */
   tcpPort: number | null;
   kvCacheTrace: boolean;
+  /** `--disaggregation-mode prefill|decode` (null = aggregated); see `disagg.ts`. */
+  disagg: DisaggPlan | null;
   /** Startup continues; the app logs each one. */
   warnings: string[];
 }
@@ -66,11 +69,6 @@ export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>
 
 export function planFromConfig(c: MockerConfig): MockerPlan {
   const warnings: string[] = [];
-  if (c.disaggregationMode !== 'agg')
-    throw new MockerConfigError(
-      `--disaggregation-mode ${c.disaggregationMode} is not supported by this mocker yet (disaggregated prefill/decode is a later issue); use agg`,
-      '--disaggregation-mode',
-    );
   if ((c.zmqKvEventsPorts !== null || c.zmqReplayPorts !== null) && c.httpPorts === null)
     throw new MockerConfigError(
       '--zmq-kv-events-ports / --zmq-replay-ports (vLLM-format ZMQ KV events) need the vLLM-compatible mode (--http-ports); ' +
@@ -89,7 +87,9 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
     warnings.push('--planner-profile-data is accepted but not modelled: pass times come from the §17 polynomials');
   if (c.aicPerfModel) warnings.push('--aic-perf-model is accepted but not modelled: pass times come from the §17 polynomials');
   if (c.reasoning !== null) warnings.push('--reasoning is accepted but not modelled: no reasoning tokens are simulated');
-  if (c.bootstrapPorts !== null) warnings.push('--bootstrap-ports has no effect in aggregated mode (ignored)');
+  const disagg = disaggPlan(c, warnings, (m, flag) => {
+    throw new MockerConfigError(m, flag);
+  });
   if (c.discoveryBackend === 'mem')
     warnings.push(
       'discovery backend mem: workers are visible only inside this process; use --discovery-backend etcd or file for a separate frontend',
@@ -120,6 +120,7 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
     durableKvEvents: c.durableKvEvents,
     tcpPort: c.tcpRpcPort,
     kvCacheTrace: c.mockerKvCacheTrace,
+    disagg,
     warnings,
   };
 }

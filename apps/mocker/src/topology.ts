@@ -1,67 +1,85 @@
 /**
- * Worker topology contract (FLAGS.md "Topology-aware KV transfer", PROTOCOL.md §13): with
- * `DYN_TOPOLOGY_ENABLED`, each file in the mount directory is one domain (name = domain, trimmed
- * content = value; hidden and empty files ignored), published in the card's runtime_config.
- * Lives here until a shared topology package exists.
+ * The `DYN_TOPOLOGY_*` worker contract (PROTOCOL.md §13) for the mocker: the rules (file → domain,
+ * 30 s wait polled every second, FLAGS.md messages) live in `@kvrouter/topology`; this supplies
+ * the directory reading and the timers, and turns its errors into `MockerConfigError` (exit 2).
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import {
+  TopologyConfigError,
+  domainsFromEntries,
+  loadTopology,
+  type TopologyDirEntry,
+  type TopologyIo,
+} from '@kvrouter/topology';
 import type { ModelRuntimeConfig } from '@kvrouter/runtime';
 import { MockerConfigError, type MockerConfig } from './options.js';
 
 export type TopologyConfig = Pick<
   MockerConfig,
-  'topologyEnabled' | 'topologyMountPath' | 'kvTransferDomain' | 'kvTransferEnforcement' | 'kvTransferPreferredWeight'
+  | 'topologyEnabled'
+  | 'topologyMountPath'
+  | 'kvTransferDomain'
+  | 'kvTransferEnforcement'
+  | 'kvTransferPreferredWeight'
 >;
 
-export function readTopologyDomains(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
+/** The mount directory's entries; null when it is missing. */
+export function readTopologyDir(dir: string): TopologyDirEntry[] | null {
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
-    return out;
+    return null;
   }
-  for (const name of names.sort()) {
-    if (name.startsWith('.')) continue;
+  return names.map((name) => {
     const p = join(dir, name);
     try {
-      if (!statSync(p).isFile()) continue;
-      const v = readFileSync(p, 'utf8').trim();
-      if (v.length > 0) out[name] = v;
+      const isFile = statSync(p).isFile();
+      return { name, isFile, content: isFile ? readFileSync(p, 'utf8') : null };
     } catch {
-      // A file that vanished between listing and reading counts as absent.
+      // Vanished between listing and reading: absent.
+      return { name, isFile: false, content: null };
     }
-  }
-  return out;
+  });
 }
 
+export function readTopologyDomains(dir: string): Record<string, string> {
+  return domainsFromEntries(readTopologyDir(dir) ?? []);
+}
+
+export const nodeTopologyIo: TopologyIo = {
+  readDir: readTopologyDir,
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+};
+
 /**
- * The runtime_config fields of the topology contract; waits up to `waitMs` (30 s) for the KV
- * transfer domain's file to be populated. Empty when topology is disabled.
+ * The runtime_config fields of the topology contract, after waiting (30 s by default) for the
+ * transfer domain's file. Empty when topology is disabled.
  */
 export async function topologyRuntimeConfig(
   c: TopologyConfig,
   opts: { waitMs?: number; pollMs?: number } = {},
 ): Promise<Partial<ModelRuntimeConfig>> {
-  if (!c.topologyEnabled) return {};
-  const domain = c.kvTransferDomain!;
-  const waitMs = opts.waitMs ?? 30_000;
-  const deadline = performance.now() + waitMs;
-  let domains = readTopologyDomains(c.topologyMountPath);
-  while (domains[domain] === undefined) {
-    if (performance.now() >= deadline)
-      throw new MockerConfigError(
-        `topology domain "${domain}" in ${c.topologyMountPath} was not populated within ${Math.round(waitMs / 1000)}s`,
-        'DYN_KV_TRANSFER_DOMAIN',
-      );
-    await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
-    domains = readTopologyDomains(c.topologyMountPath);
+  try {
+    const f = await loadTopology(
+      {
+        enabled: c.topologyEnabled,
+        mountPath: c.topologyMountPath,
+        domain: c.kvTransferDomain,
+        enforcement: c.kvTransferEnforcement,
+        preferredWeight: c.kvTransferPreferredWeight,
+      },
+      nodeTopologyIo,
+      opts,
+    );
+    return f ? { ...f } : {};
+  } catch (e) {
+    if (e instanceof TopologyConfigError) {
+      const field = e.detail?.field;
+      throw new MockerConfigError(e.message, typeof field === 'string' ? field : 'DYN_KV_TRANSFER_DOMAIN');
+    }
+    throw e;
   }
-  return {
-    topology_domains: domains,
-    kv_transfer_domain: domain,
-    kv_transfer_enforcement: c.kvTransferEnforcement,
-    kv_transfer_preferred_weight: c.kvTransferEnforcement === 'preferred' ? c.kvTransferPreferredWeight : null,
-  };
 }
