@@ -28,6 +28,7 @@ import {
   type NatsConnection,
 } from '@kvrouter/runtime';
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
+import { buildAicPredictor } from './aic.js';
 import { createApp } from './http/app.js';
 import { pathsFromConfig } from './http/paths.js';
 import { ModelRegistry, type Logger } from './models.js';
@@ -116,10 +117,7 @@ export class Frontend {
         throw new KvrError('not_supported', '--use-remote-indexer is not supported by the kvrouter frontend yet', 400, {
           field: 'use-remote-indexer',
         });
-      if (params.aic)
-        throw new KvrError('not_supported', '--router-prefill-load-model aic needs a performance model kvrouter does not ship yet', 400, {
-          field: 'router-prefill-load-model',
-        });
+      if (params.aic) params.prefillDurationPredictor = buildAicPredictor(config);
       const backend = config.discoveryBackend;
       const memHub = opts.memHub ?? defaultMemHub();
       const inprocHub = opts.inprocHub ?? defaultInprocHub();

@@ -22,6 +22,7 @@ export {
   type RoutingPolicy,
   type SimWorker,
   type LoadReport,
+  type KvPolicyOptions,
 } from './policy.js';
 export {
   runSimulation,

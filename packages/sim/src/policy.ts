@@ -4,10 +4,11 @@
  * fed by the simulated engines' KV events and loads exactly as the frontend feeds it. The only
  * other implementation is a bare round-robin used to test the loop on its own.
  */
+import { aicModelFromFlags, type AicFlags, type ReadText } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError, type RouterEvent, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import { KvRouter, routerParamsFromConfig, type Clock, type RouterConfigFields } from '@kvrouter/router';
+import { KvRouter, routerParamsFromConfig, type Clock, type PrefillDurationPredictor, type RouterConfigFields } from '@kvrouter/router';
 
 export interface SimWorker {
   id: WorkerId;
@@ -91,17 +92,32 @@ export const roundRobinPolicy: PolicyFactory = (ctx) => {
 const unsupported = (flag: string, why: string): KvrError =>
   new KvrError('unsupported_in_simulation', `${flag}: ${why}`, 400, { flag });
 
+export interface KvPolicyOptions {
+  /**
+   * Reads `--aic-model-path`'s config.json (the CLI's I/O, injected to keep this package pure);
+   * without it only the built-in model ids of `@kvrouter/aic-model` resolve.
+   */
+  readText?: ReadText;
+}
+
+const hasAicFlags = (c: object): c is AicFlags => 'aicBackend' in c && 'aicSystem' in c && 'aicModelPath' in c;
+
 /**
  * The production router driven on the virtual clock. Index choice follows §7.4 through the
  * router's own `routerParamsFromConfig`; the simulator always uses the single-threaded index
  * (`--router-event-threads` is ignored: writer threads would make event application asynchronous
  * and the run non-deterministic).
  */
-export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'router'>): PolicyFactory {
+export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'router'>, popts: KvPolicyOptions = {}): PolicyFactory {
   const params = routerParamsFromConfig(config);
   // Fail on options the simulator cannot honour before anything is built.
   if (params.index.kind === 'remote') throw unsupported('--use-remote-indexer', 'no remote indexer in the simulator');
-  if (params.aic) throw unsupported('--router-prefill-load-model', 'aic needs a performance model the simulator does not have');
+  let predictor: PrefillDurationPredictor | null = null;
+  if (params.aic) {
+    // The same predictor the frontend builds (§9.4); the --aic-* flag errors surface here, at startup.
+    if (!hasAicFlags(config)) throw unsupported('--router-prefill-load-model', 'aic needs the --aic-* fields of a resolved config');
+    predictor = aicModelFromFlags(config, popts.readText).predictor();
+  }
   if (params.index.kind === 'approximate' && params.index.cachePolicy === 'lru') {
     throw unsupported('--router-approximate-cache-policy', 'lru is not implemented by the approximate indexer');
   }
@@ -134,7 +150,14 @@ export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'rout
       aic: _aic,
       ...opts
     } = params;
-    const router = new KvRouter({ ...opts, blockSize: ctx.blockSize, clock: ctx.clock, random: ctx.random, indexer });
+    const router = new KvRouter({
+      ...opts,
+      prefillDurationPredictor: predictor,
+      blockSize: ctx.blockSize,
+      clock: ctx.clock,
+      random: ctx.random,
+      indexer,
+    });
     for (const w of ctx.workers) {
       router.addWorker({
         workerId: w.id,

@@ -3,6 +3,7 @@
  * the oracle bounds once per workload, print and write reports.
  */
 import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
 import type { ResolvedConfig } from '@kvrouter/config';
 import { DEFAULT_ENGINE_CONFIG } from '@kvrouter/engine-sim';
 import {
@@ -60,6 +61,21 @@ export function oracleFor(rows: readonly TraceRow[], sim: SimConfig): OracleResu
   });
 }
 
+/**
+ * `--aic-model-path`'s config.json for the simulator's AIC predictor; null when absent. Relative
+ * paths are the caller's (pnpm runs this tool inside tools/replay).
+ */
+export function readModelFile(path: string): string | null {
+  const p = isAbsolute(path) ? path : resolve(process.env.INIT_CWD ?? process.cwd(), path);
+  try {
+    return readFileSync(p, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') return null;
+    throw e;
+  }
+}
+
 export interface OfflineRun {
   report: Report;
   result: SimResult;
@@ -78,7 +94,7 @@ export async function runOffline(
 ): Promise<OfflineRun> {
   const bar = new ProgressBar(io.stderr, progress && io.stderr.isTTY === true, undefined, 100, label);
   const t0 = performance.now();
-  const result = await runSimulation(w.rows, sim, kvRouterPolicy(router), {
+  const result = await runSimulation(w.rows, sim, kvRouterPolicy(router, { readText: readModelFile }), {
     onProgress: (p) => bar.update(p.done, p.total, p.simMs),
   });
   const wallMs = performance.now() - t0;
