@@ -52,8 +52,9 @@ export interface RadixIndexerOptions {
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
-/** Depths probed together in `matchSeq`. */
-const CHUNK = 16;
+/** Depths probed together in `matchSeq`: the first chunk, and the most on long walks. */
+const CHUNK_FIRST = 8;
+const CHUNK = 32;
 const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
 const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
 
@@ -87,6 +88,7 @@ export class RadixIndexer implements KvIndexer {
   private seqScratch = new Uint32Array(2 * 1024);
   private raw = new Uint32Array(4 * 1024);
   private readonly offs = new Int32Array(CHUNK);
+  private readonly homes = new Int32Array(CHUNK);
   /** Result of the prefetch reads (kept so they are not optimised away). */
   sink = 0;
 
@@ -358,20 +360,31 @@ export class RadixIndexer implements KvIndexer {
       active[k] = live[k] ?? 0;
       if (active[k] !== 0) remaining++;
     }
-    // Depths are probed in chunks: first the table entries of up to CHUNK consecutive depths
-    // (independent loads, so their cache misses overlap), then their holder sets in order. The
-    // first chunk is half size: short or soon-diverging queries waste fewer probes past the depth
-    // where the last worker drops out.
+    // Depths are probed in chunks. A light first loop reads the home entry of every depth in the
+    // chunk (a few instructions each, so many loads are in flight at once and their cache and TLB
+    // misses overlap); the probes then run on cached lines, and the holder sets are AND-ed in
+    // order. Chunks start small (short or soon-diverging queries waste few probes past the depth
+    // where the last worker drops out) and double up to CHUNK on long walks.
     const offs = this.offs;
-    let chunk = CHUNK >> 1;
+    const homes = this.homes;
+    const last = HOLDERS + hw - 1;
+    let acc = 0;
+    let chunk = CHUNK_FIRST;
     let d = 0;
     outer: while (d < n && remaining > 0) {
       const cnt = Math.min(chunk, n - d);
-      chunk = CHUNK;
+      if (chunk < CHUNK) chunk *= 2;
+      for (let j = 0, q = 2 * d; j < cnt; j++, q += 2) {
+        const h = homeOf(seq[q]! | 0, seq[q + 1]! | 0, scale);
+        homes[j] = h;
+        const o = h * stride;
+        // The entry's last holder word too: a wide entry may straddle two cache lines.
+        acc ^= words[o]! ^ words[o + last]!;
+      }
       for (let j = 0, q = 2 * d; j < cnt; j++, q += 2) {
         const kLo = seq[q]! | 0;
         const kHi = seq[q + 1]! | 0;
-        let i = homeOf(kLo, kHi, scale);
+        let i = homes[j]!;
         let off = -1;
         for (let p = 0; p < cap; p++) {
           const o = i * stride;
@@ -428,6 +441,7 @@ export class RadixIndexer implements KvIndexer {
       }
     }
     res.count = count;
+    this.sink = acc;
     return res;
   }
 

@@ -378,9 +378,11 @@ export class PoolIndexer implements KvIndexer {
       await Promise.all(this.lanes.map((l) => l.tail));
       const t = this.reader.table;
       const needed = t.occupied + pendingBlocks;
-      // GROW_LOAD after the pending work: room for the next batches below MAX_LOAD (x1.33), with
-      // no power-of-two rounding, so the table is never less than GROW_LOAD full after growing.
-      const capacity = Math.max(t.capacity, capacityFor(needed + 1, GROW_LOAD));
+      // At least x1.33 (GROW_LOAD for what is there), and room for every queued block at just
+      // under MAX_LOAD. Queued blocks are an upper bound on inserts (blocks already in the table
+      // insert nothing), so sizing them at GROW_LOAD would leave a large backlog's table far
+      // emptier than GROW_LOAD once applied.
+      const capacity = Math.max(t.capacity, capacityFor(t.occupied + 1, GROW_LOAD), capacityFor(needed + 1, MAX_LOAD - 0.05));
       let maxSlots = t.maxSlots;
       while (maxSlots < this.maxSlotNeeded) maxSlots *= 2;
       const res = (await this.lanes[0]!.pool.run({ kind: 'grow', table: this.tableRef, capacity, maxSlots } satisfies Task)) as GrowResult;
