@@ -113,10 +113,6 @@ export class Frontend {
     };
     try {
       const params = routerParamsFromConfig(config);
-      if (params.index.kind === 'remote')
-        throw new KvrError('not_supported', '--use-remote-indexer is not supported by the kvrouter frontend yet', 400, {
-          field: 'use-remote-indexer',
-        });
       if (params.aic) params.prefillDurationPredictor = buildAicPredictor(config);
       const backend = config.discoveryBackend;
       const memHub = opts.memHub ?? defaultMemHub();

@@ -26,7 +26,7 @@ import {
 import type { FrontendMetricSet, RequestLifecycleMetrics } from '@kvrouter/metrics';
 import { ApproxIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
 import { createKvIndexer } from '@kvrouter/radix-indexer/pool';
-import { KvRouter, type RouterParams } from '@kvrouter/router';
+import { KvRouter, RemoteIndexedKvRouter, type KvRouterOptions, type RouterParams } from '@kvrouter/router';
 import {
   effectiveMaxBatchedTokens,
   watchInstances,
@@ -39,6 +39,7 @@ import {
   type TypedChange,
   type TypedWatch,
 } from '@kvrouter/runtime';
+import { createRemoteIndex } from './remote-indexer.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -108,13 +109,27 @@ export class WorkerSet {
     this.migrationLimit = card.migration_limit;
     const now = o.now ?? Date.now;
     const kv = p.mode === 'kv';
-    this.indexer = kv ? buildIndexer(p, now, o) : null;
+    const remote =
+      kv && p.index.kind === 'remote'
+        ? createRemoteIndex({
+            discovery: o.discovery,
+            client: o.client,
+            namespace,
+            component,
+            modelName: card.display_name,
+            approximate: !p.index.kvEvents,
+            metrics: o.metrics.routerRequests.forEndpoint({ namespace, component, endpoint }),
+            warn: (m) => o.log.warn(m),
+          })
+        : null;
+    if (remote) this.closers.push(() => remote.close());
+    this.indexer = remote ? remote.indexer : kv ? buildIndexer(p, now, o) : null;
     const { index: _i, blockSizeOverride: _b, replicaSync, aic: _a, ...opts } = p;
     const plane = o.eventPlane;
     let replica: ReplicaSync | null = null;
     if (kv && replicaSync && plane) replica = new ReplicaSync(plane, namespace, component, o.routerId);
     const loadChannel = plane ? new LoadChannel(plane, namespace) : null;
-    this.router = new KvRouter({
+    const routerOptions: KvRouterOptions = {
       ...opts,
       blockSize: this.blockSize,
       clock: {
@@ -139,7 +154,8 @@ export class WorkerSet {
         });
       },
       onError: (e, ctx) => o.log.warn(`router ${model} (${namespace}/${component}): ${ctx}: ${(e as Error).message}`),
-    });
+    };
+    this.router = remote ? new RemoteIndexedKvRouter({ ...routerOptions, remote: remote.indexer }) : new KvRouter(routerOptions);
     this.lifecycle = o.metrics.lifecycle({ namespace, component, endpoint });
     o.metrics.frontend.setModelConfig(model, {
       total_kv_blocks: card.runtime_config.total_kv_blocks,
@@ -258,12 +274,8 @@ function buildIndexer(p: RouterParams, now: () => number, o: ModelRegistryOption
       return plan.eventThreads > 1 ? createKvIndexer({ threads: plan.eventThreads, approximate: approx }) : new ApproxIndexer(approx);
     }
     case 'remote':
-      throw new KvrError(
-        'not_supported',
-        '--use-remote-indexer is not supported by the kvrouter frontend yet; run without it',
-        400,
-        { field: 'use-remote-indexer' },
-      );
+      // Built by the worker set (createRemoteIndex): it needs the set's namespace and component.
+      return null;
   }
 }
 

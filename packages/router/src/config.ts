@@ -48,6 +48,8 @@ export type RouterConfigFields = Pick<ResolvedConfig<'router'>, Keys>;
 /** Which index the app should build for this router (§7.4); the router never constructs the pool. */
 export interface IndexPlan {
   kind: 'none' | 'events' | 'approximate' | 'remote';
+  /** `--router-kv-events`; with kind `remote`, false means the served index is approximate and decisions are recorded there (§7.7). */
+  kvEvents: boolean;
   /** Writer lanes for the events index (1 = single-threaded RadixIndexer, > 1 = the pool). */
   eventThreads: number;
   /** Approximate mode (§7.5). */
@@ -72,6 +74,7 @@ export function routerParamsFromConfig(c: RouterConfigFields): RouterParams {
   const index: IndexPlan = {
     // §7.4, in order: no credit → no index; remote; approximate; events.
     kind: credit === 0 ? 'none' : c.useRemoteIndexer ? 'remote' : c.routerKvEvents ? 'events' : 'approximate',
+    kvEvents: c.routerKvEvents,
     eventThreads: c.routerEventThreads,
     ttlSecs: c.routerTtlSecs,
     maxTreeSize: Number(c.routerMaxTreeSize),

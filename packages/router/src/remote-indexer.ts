@@ -207,7 +207,8 @@ export class RemoteIndexedKvRouter extends KvRouter {
   readonly remote: RemoteIndexer;
   private readonly eagle: boolean;
 
-  constructor(opts: Omit<KvRouterOptions, 'indexer'> & { remote: RemoteIndexer }) {
+  /** `opts.indexer`, if any, is replaced by `remote`. */
+  constructor(opts: KvRouterOptions & { remote: RemoteIndexer }) {
     const { remote, ...rest } = opts;
     super({ ...rest, indexer: remote });
     this.remote = remote;
