@@ -1,0 +1,156 @@
+/**
+ * EngineClient against a scripted HTTP engine: what it sends, how SSE chunks become items, and the
+ * error codes migration depends on.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { isMigratable } from '@kvrouter/runtime';
+import type { GenerateItem, ParsedGenerate } from '@kvrouter/sim-worker';
+import { EngineClient } from './engine-client.js';
+
+type Script = (req: IncomingMessage, body: Record<string, unknown>, res: ServerResponse) => void;
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+async function engine(script: Script): Promise<string> {
+  const s = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString()));
+    req.on('end', () => script(req, JSON.parse(raw) as Record<string, unknown>, res));
+  });
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+}
+
+const req: ParsedGenerate = {
+  requestId: 'r1',
+  model: 'x',
+  tokenIds: Uint32Array.from([5, 6, 7]),
+  dpRank: 1,
+  maxTokens: 4,
+  stopTokenIds: new Set([2]),
+};
+
+const chunk = (ids: number[], fin: string | null = null) =>
+  `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', token_ids: ids, finish_reason: fin }] })}\n\n`;
+
+async function collect(
+  c: EngineClient,
+  signal = new AbortController().signal,
+): Promise<{ items: GenerateItem[]; err: unknown }> {
+  const items: GenerateItem[] = [];
+  try {
+    for await (const it of c.generate(req, signal)) items.push(it);
+    return { items, err: null };
+  } catch (err) {
+    return { items, err };
+  }
+}
+
+describe('EngineClient', () => {
+  it('sends token ids, limits and the dp rank; maps chunks to items and finish reasons', async () => {
+    let seen: { body: Record<string, unknown>; rank: unknown } | null = null;
+    const url = await engine((r, body, res) => {
+      seen = { body, rank: r.headers['x-data-parallel-rank'] };
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // vLLM's first chunk may carry only the prompt ids; the usage chunk has no choices.
+      res.write(
+        `data: ${JSON.stringify({ choices: [{ index: 0, text: '', token_ids: [], prompt_token_ids: [5, 6, 7], finish_reason: null }] })}\n\n`,
+      );
+      res.write(chunk([11, 12]));
+      res.write(chunk([13], 'stop'));
+      res.write(`data: ${JSON.stringify({ choices: [], usage: { completion_tokens: 3 } })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+    const { items, err } = await collect(new EngineClient({ baseUrl: url, model: 'served' }));
+    expect(err).toBeNull();
+    expect(items).toEqual([{ token_ids: [11, 12] }, { token_ids: [13], finish_reason: 'stop' }]);
+    expect(seen).toEqual({
+      rank: '1',
+      body: {
+        model: 'served',
+        prompt: [5, 6, 7],
+        max_tokens: 4,
+        stream: true,
+        return_token_ids: true,
+        stop_token_ids: [2],
+        ignore_eos: true,
+      },
+    });
+  });
+
+  it('an engine that is not there: engine_shutdown (migratable)', async () => {
+    const url = await engine(() => undefined);
+    const s = servers.pop()!;
+    await new Promise((r) => s.close(r));
+    const { err } = await collect(new EngineClient({ baseUrl: url, model: 'm' }));
+    expect((err as { code: string }).code).toBe('engine_shutdown');
+    expect(isMigratable(err)).toBe(true);
+  });
+
+  it('a stream cut before its finish reason: disconnected (migratable), after the items already sent', async () => {
+    const url = await engine((_r, _b, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk([1]));
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    const { items, err } = await collect(new EngineClient({ baseUrl: url, model: 'm' }));
+    expect(items).toEqual([{ token_ids: [1] }]);
+    expect((err as { code: string }).code).toBe('disconnected');
+    expect(isMigratable(err)).toBe(true);
+  });
+
+  it("the engine's refusal (4xx) keeps its type and is not migratable; 503 is engine_shutdown", async () => {
+    const url = await engine((_r, _b, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({ error: { message: 'prompt too long', type: 'request_too_large', code: 400 } }),
+      );
+    });
+    const { err } = await collect(new EngineClient({ baseUrl: url, model: 'm' }));
+    expect(err).toMatchObject({ code: 'request_too_large', status: 400, message: 'engine: prompt too long' });
+    expect(isMigratable(err)).toBe(false);
+    const url2 = await engine((_r, _b, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(
+        `data: ${JSON.stringify({ error: { message: 'shutting down', type: 'engine_shutdown', code: 503 } })}\n\ndata: [DONE]\n\n`,
+      );
+    });
+    expect(
+      ((await collect(new EngineClient({ baseUrl: url2, model: 'm' }))).err as { code: string }).code,
+    ).toBe('engine_shutdown');
+  });
+
+  it('an engine that ignores return_token_ids is a protocol error naming the requirement', async () => {
+    const url = await engine((_r, _b, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`data: ${JSON.stringify({ choices: [{ index: 0, text: 'hi', finish_reason: null }] })}\n\n`);
+    });
+    const { err } = await collect(new EngineClient({ baseUrl: url, model: 'm' }));
+    expect(err).toMatchObject({ code: 'protocol_error' });
+    expect((err as Error).message).toMatch(/return_token_ids/);
+  });
+
+  it('cancelling ends the HTTP request (the engine sees its connection close)', async () => {
+    let closed!: () => void;
+    const engineSawClose = new Promise<void>((r) => (closed = r));
+    const url = await engine((_r, _b, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk([1]));
+      res.once('close', closed);
+    });
+    const ac = new AbortController();
+    const it = new EngineClient({ baseUrl: url, model: 'm' }).generate(req, ac.signal);
+    expect((await it.next()).value).toEqual({ token_ids: [1] });
+    ac.abort();
+    await expect(it.next()).rejects.toMatchObject({ code: 'cancelled' });
+    await engineSawClose;
+  });
+});

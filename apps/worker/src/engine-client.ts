@@ -1,0 +1,190 @@
+/**
+ * The adapter's only way into the engine: its OpenAI HTTP API. A `generate` request (PROTOCOL.md
+ * §5.7) becomes one streaming `/v1/completions` call with the token ids as `prompt`, and the SSE
+ * chunks become `{token_ids, finish_reason?}` items. Requirements on the engine (vLLM ≥ 0.10.2, the
+ * vLLM-compatible mocker): token-id prompts, `return_token_ids: true` (token ids in every choice),
+ * `ignore_eos` / `stop_token_ids`, the `X-Data-Parallel-Rank` header for the router's dp rank.
+ *
+ * Errors carry the request-plane codes migration matches on (§14): the engine unreachable or
+ * answering 503 → `engine_shutdown`; the stream cut before its end → `disconnected` (both
+ * migratable); 4xx → the engine's refusal, not migratable; abort → `cancelled`.
+ */
+import { KvrError } from '@kvrouter/protocols';
+import type { FinishReason, GenerateItem, ParsedGenerate } from '@kvrouter/sim-worker';
+
+export interface EngineClientOptions {
+  /** Base URL, e.g. `http://127.0.0.1:8000`. */
+  baseUrl: string;
+  /** Model name the engine serves (`model` of every request). */
+  model: string;
+  /** A response that has not started within this long fails with `connection_timeout`; default 30 s. */
+  headersTimeoutMs?: number;
+}
+
+interface Choice {
+  token_ids?: unknown;
+  finish_reason?: unknown;
+}
+
+const FINISH: Record<string, FinishReason> = {
+  stop: 'stop',
+  length: 'length',
+  abort: 'cancelled',
+  error: 'error',
+};
+
+function engineError(code: string, status: number, message: string): KvrError {
+  return new KvrError(code, message, status);
+}
+
+/** The engine's JSON error (`{error: {message, type, code}}` or vLLM's flat `{message, type, code}`) → a KvrError. */
+function fromEngineError(status: number, body: unknown): KvrError {
+  const o = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const e = (typeof o.error === 'object' && o.error !== null ? o.error : o) as Record<string, unknown>;
+  const message = typeof e.message === 'string' ? e.message : `engine answered HTTP ${status}`;
+  const code = typeof e.code === 'number' ? e.code : status;
+  if (code === 503 || e.type === 'engine_shutdown')
+    return engineError('engine_shutdown', 503, `engine: ${message}`);
+  if (code >= 500) return engineError('engine_error', 502, `engine: ${message}`);
+  const type = typeof e.type === 'string' && /^[a-z_]+$/.test(e.type) ? e.type : 'invalid_request';
+  return engineError(type, code >= 400 && code < 500 ? code : 400, `engine: ${message}`);
+}
+
+export class EngineClient {
+  private readonly completionsUrl: string;
+
+  constructor(private readonly o: EngineClientOptions) {
+    this.completionsUrl = new URL('/v1/completions', o.baseUrl).toString();
+  }
+
+  /** Streams one request; ends after the item with a finish reason. */
+  async *generate(req: ParsedGenerate, signal: AbortSignal): AsyncGenerator<GenerateItem> {
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => ac.abort(new Error('headers timeout')), this.o.headersTimeoutMs ?? 30_000);
+    try {
+      let res: Response;
+      try {
+        res = await fetch(this.completionsUrl, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-data-parallel-rank': String(req.dpRank),
+            'x-request-id': req.requestId,
+          },
+          body: JSON.stringify({
+            model: this.o.model,
+            prompt: Array.from(req.tokenIds),
+            ...(req.maxTokens !== null ? { max_tokens: req.maxTokens } : {}),
+            stream: true,
+            return_token_ids: true,
+            // The router sends the model's EOS ids as stop tokens (§5.7); without them the engine decides.
+            ...(req.stopTokenIds !== null ? { stop_token_ids: [...req.stopTokenIds], ignore_eos: true } : {}),
+          }),
+          signal: ac.signal,
+        });
+      } catch (e) {
+        if (signal.aborted) throw new KvrError('cancelled', 'request cancelled', 499);
+        if (ac.signal.aborted)
+          throw engineError(
+            'connection_timeout',
+            504,
+            `engine did not answer within ${this.o.headersTimeoutMs ?? 30_000} ms`,
+          );
+        throw engineError('engine_shutdown', 503, `engine unreachable at ${this.o.baseUrl}: ${causeOf(e)}`);
+      } finally {
+        clearTimeout(timer);
+      }
+      if (!res.ok) {
+        const text = await res.text().catch(() => '');
+        let body: unknown = null;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = { message: text.slice(0, 200) };
+        }
+        throw fromEngineError(res.status, body);
+      }
+      if (res.body === null) throw engineError('disconnected', 502, 'engine sent no body');
+      yield* this.items(res.body, signal);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      // Ends the HTTP request when the caller went away (or stopped reading): the engine cancels it.
+      ac.abort();
+    }
+  }
+
+  private async *items(body: ReadableStream<Uint8Array>, signal: AbortSignal): AsyncGenerator<GenerateItem> {
+    const decoder = new TextDecoder();
+    let buf = '';
+    let finished = false;
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (e) {
+          if (signal.aborted) throw new KvrError('cancelled', 'request cancelled', 499);
+          throw engineError('disconnected', 502, `engine stream broke: ${causeOf(e)}`);
+        }
+        if (chunk.done) break;
+        buf += decoder.decode(chunk.value, { stream: true });
+        let cut: number;
+        while ((cut = buf.indexOf('\n\n')) >= 0) {
+          const event = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          for (const line of event.split('\n')) {
+            if (!line.startsWith('data:')) continue;
+            const data = line.slice(5).trim();
+            if (data === '[DONE]') {
+              if (!finished)
+                throw engineError('disconnected', 502, 'engine stream ended without a finish reason');
+              return;
+            }
+            const item = this.parseChunk(data);
+            if (item === null) continue;
+            yield item;
+            if (item.finish_reason !== undefined) finished = true;
+          }
+        }
+      }
+      if (!finished) throw engineError('disconnected', 502, 'engine stream closed before its end');
+    } finally {
+      reader.cancel().catch(() => undefined);
+    }
+  }
+
+  private parseChunk(data: string): GenerateItem | null {
+    let o: Record<string, unknown>;
+    try {
+      o = JSON.parse(data) as Record<string, unknown>;
+    } catch {
+      throw engineError('protocol_error', 502, `engine sent a malformed SSE chunk: ${data.slice(0, 80)}`);
+    }
+    if (o.error !== undefined) throw fromEngineError(500, o);
+    const choices = o.choices;
+    if (!Array.isArray(choices) || choices.length === 0) return null; // the usage chunk
+    const c = choices[0] as Choice;
+    const ids = c.token_ids;
+    if (!Array.isArray(ids) || !ids.every((t) => typeof t === 'number'))
+      throw engineError(
+        'protocol_error',
+        502,
+        'engine chunk without token_ids: the adapter needs an engine that honours return_token_ids (vLLM >= 0.10.2)',
+      );
+    const item: GenerateItem = { token_ids: ids as number[] };
+    if (typeof c.finish_reason === 'string') item.finish_reason = FINISH[c.finish_reason] ?? 'stop';
+    // vLLM's first chunk may carry only prompt_token_ids.
+    return ids.length === 0 && item.finish_reason === undefined ? null : item;
+  }
+}
+
+function causeOf(e: unknown): string {
+  const c = (e as { cause?: { code?: string; message?: string } } | null)?.cause;
+  if (c?.code) return c.code;
+  if (c?.message) return c.message;
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,16 @@
+export { EngineClient, type EngineClientOptions } from './engine-client.js';
+export {
+  WorkerConfigError,
+  parseEndpoint,
+  planFromConfig,
+  type WorkerConfig,
+  type WorkerPlan,
+} from './options.js';
+export {
+  probeEngine,
+  startWorker,
+  type EngineInfo,
+  type RunningWorker,
+  type StartWorkerOptions,
+  type WorkerIo,
+} from './worker.js';

@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+/**
+ * `kvrouter-worker`: puts one OpenAI-compatible engine (vLLM) behind kvrouter. Exit codes: 0 after a
+ * clean shutdown, 1 on a startup failure (engine never answered, discovery unreachable), 2 on invalid
+ * configuration, 130 on a second signal during shutdown.
+ */
+import { statSync, writeFileSync } from 'node:fs';
+import { parseAppConfig } from '@kvrouter/config/cli';
+import { KvrError } from '@kvrouter/protocols';
+import { WorkerConfigError } from './options.js';
+import { startWorker, type RunningWorker } from './worker.js';
+
+/** In-flight streams get this long after SIGINT / SIGTERM before they end with `engine_shutdown`. */
+const SHUTDOWN_GRACE_MS = 5000;
+
+const log = (line: string): void => void process.stderr.write(`[worker] ${line}\n`);
+const errText = (e: unknown): string =>
+  e instanceof KvrError ? `${e.code}: ${e.message}` : e instanceof Error ? e.message : String(e);
+
+const argv = process.argv.slice(2);
+// `pnpm start -- --flag` hands the separator through.
+if (argv[0] === '--') argv.shift();
+const { config } = parseAppConfig('worker', argv, process.env, {
+  info: {
+    name: 'kvrouter-worker',
+    description: 'Engine adapter: an OpenAI-compatible engine (vLLM) behind kvrouter',
+  },
+  isDirectory: (p) => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
+  writeFile: (p, text) => writeFileSync(p, text),
+  onWarning: (w) => log(`warning: ${w}`),
+});
+let running: RunningWorker;
+try {
+  running = await startWorker(config, {
+    log,
+    // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts it.
+    onLeaseLost: (err) => {
+      log(`error: discovery lease lost (${errText(err)}); exiting`);
+      process.exit(1);
+    },
+  });
+} catch (e) {
+  process.stderr.write(`error: ${errText(e)}\n`);
+  process.exit(e instanceof WorkerConfigError ? 2 : 1);
+}
+// One JSON line on stdout for supervisors and tests.
+process.stdout.write(
+  `${JSON.stringify({ instance_id: running.instanceId.toString(), model: running.model })}\n`,
+);
+const worker = running;
+let signals = 0;
+const onSignal = (sig: string): void => {
+  if (++signals > 1) process.exit(130);
+  log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`);
+  worker.stop(SHUTDOWN_GRACE_MS).then(
+    () => process.exit(0),
+    (e: unknown) => {
+      log(`shutdown failed: ${errText(e)}`);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGINT', () => onSignal('SIGINT'));
+process.on('SIGTERM', () => onSignal('SIGTERM'));

@@ -1,0 +1,106 @@
+/**
+ * From the resolved `worker` configuration to what the adapter starts. Pure: every mapping and
+ * refusal is unit-tested without an engine.
+ */
+import type { ResolvedConfig } from '@kvrouter/config';
+import { KvrError } from '@kvrouter/protocols';
+
+export type WorkerConfig = ResolvedConfig<'worker'>;
+
+export class WorkerConfigError extends KvrError {
+  constructor(message: string, flag: string) {
+    super('config_error', message, 400, { flag });
+    this.name = 'WorkerConfigError';
+  }
+}
+
+export interface WorkerPlan {
+  namespace: string;
+  component: string;
+  endpoint: string;
+  engineUrl: string;
+  /** Null: ask the engine (`/v1/models`). */
+  modelName: string | null;
+  blockSize: number;
+  dataParallelSize: number;
+  /** Per dp rank: the engine's PUB endpoint (rank 0's port + r); empty = no KV events. */
+  kvEventEndpoints: string[];
+  /** Per dp rank, or empty. */
+  replayEndpoints: string[];
+  discoveryBackend: WorkerConfig['discoveryBackend'];
+  requestPlane: 'tcp' | 'nats';
+  eventPlane: 'nats' | 'zmq';
+  durableKvEvents: boolean;
+  tcpPort: number | null;
+  warnings: string[];
+}
+
+/** `dyn://{namespace}.{component}.{endpoint}`; the namespace may contain dots. */
+export function parseEndpoint(uri: string): { namespace: string; component: string; endpoint: string } {
+  const m = /^dyn:\/\/(.+)$/.exec(uri);
+  const parts = m ? m[1].split('.') : [];
+  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
+    throw new WorkerConfigError(
+      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
+      '--endpoint',
+    );
+  const endpoint = parts.pop()!;
+  const component = parts.pop()!;
+  return { namespace: parts.join('.'), component, endpoint };
+}
+
+/** `tcp://host:port` of rank 0 → rank r's (port + r), as vLLM offsets its KV event ports by dp rank. */
+function perRank(ep: string | null, ranks: number, flag: string): string[] {
+  if (ep === null) return [];
+  const m = /^(tcp:\/\/.+):([0-9]+)$/.exec(ep);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !(port >= 1) || port + ranks - 1 > 65535)
+    throw new WorkerConfigError(
+      `${flag} must be tcp://host:port with room for ${ranks} rank port(s), got ${ep}`,
+      flag,
+    );
+  return Array.from({ length: ranks }, (_, r) => `${m[1]}:${port + r}`);
+}
+
+export function planFromConfig(c: WorkerConfig): WorkerPlan {
+  const warnings: string[] = [];
+  const path = parseEndpoint(c.endpoint);
+  const ranks = c.dataParallelSize;
+  const kv = perRank(c.kvEventsEndpoint, ranks, '--kv-events-endpoint');
+  const replay = perRank(c.kvEventsReplayEndpoint, ranks, '--kv-events-replay-endpoint');
+  if (replay.length > 0 && kv.length === 0)
+    throw new WorkerConfigError(
+      '--kv-events-replay-endpoint needs --kv-events-endpoint',
+      '--kv-events-replay-endpoint',
+    );
+  if (kv.length === 0)
+    warnings.push(
+      'no --kv-events-endpoint: the engine publishes no KV events here, so KV-aware routers see no cached blocks for this worker',
+    );
+  const eventPlane =
+    c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+  if (c.routerDurableKvEvents && eventPlane !== 'nats')
+    throw new WorkerConfigError(
+      '--router-durable-kv-events requires --event-plane=nats',
+      '--router-durable-kv-events',
+    );
+  if (c.discoveryBackend === 'mem')
+    warnings.push(
+      'discovery backend mem: this worker is visible only inside this process; use --discovery-backend etcd or file',
+    );
+  return {
+    ...path,
+    engineUrl: c.engineUrl,
+    modelName: c.modelName,
+    blockSize: c.blockSize,
+    dataParallelSize: ranks,
+    kvEventEndpoints: kv,
+    replayEndpoints: replay,
+    discoveryBackend: c.discoveryBackend,
+    requestPlane: c.requestPlane,
+    eventPlane,
+    durableKvEvents: c.routerDurableKvEvents,
+    tcpPort: c.tcpRpcPort,
+    warnings,
+  };
+}

@@ -1,0 +1,300 @@
+/**
+ * The engine adapter: puts one external OpenAI-compatible engine (vLLM; the vLLM-compatible mocker)
+ * behind kvrouter. It registers the engine as a worker (instance on `generate` + local-indexer query
+ * endpoints, model card with block size and capacity), relays the engine's vLLM ZMQ KV events
+ * through `VllmZmqIngest` → `KvEventPublisher` (event ids, batching, dedup, local indexer) onto the
+ * event plane, and serves `generate` by forwarding to the engine's `/v1/completions`.
+ *
+ * Engine health: `/health` is polled every second. After two failures in a row the worker
+ * deregisters (routers stop picking it) and publishes `Cleared` for every rank (the engine's cache is
+ * gone with it); when the engine answers again it registers again.
+ */
+import { KvrError, u64ToHex, type DpRank, type WorkerId } from '@kvrouter/protocols';
+import {
+  JetStreamEventSink,
+  KvEventPublisher,
+  VllmZmqIngest,
+  createEventPlane,
+  kvEventsTopic,
+  planeSink,
+  serveLocalIndexer,
+  type EventPlane,
+  type RouterEventSink,
+} from '@kvrouter/kv-events';
+import {
+  NatsRequestServer,
+  TcpRequestServer,
+  connectNats,
+  createDiscovery,
+  registerInstance,
+  registerModelCard,
+  type Discovery,
+  type NatsConnection,
+  type Registration,
+  type RequestServer,
+} from '@kvrouter/runtime';
+import { parseGenerateRequest } from '@kvrouter/sim-worker';
+import { componentSubject } from '@kvrouter/protocols';
+import { EngineClient } from './engine-client.js';
+import { planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';
+
+export interface WorkerIo {
+  log: (line: string) => void;
+  /** The discovery lease ended behind the worker's back. Default: log it. */
+  onLeaseLost?: (err: KvrError) => void;
+}
+
+export interface EngineInfo {
+  model: string;
+  maxModelLen: number | null;
+}
+
+export interface RunningWorker {
+  readonly plan: WorkerPlan;
+  readonly instanceId: WorkerId;
+  readonly model: string;
+  readonly publisher: KvEventPublisher;
+  readonly ingests: readonly VllmZmqIngest[];
+  readonly server: RequestServer;
+  /** Whether the engine answered its last health checks (and the worker is registered). */
+  readonly engineUp: boolean;
+  /** Deregisters, lets streams run for `graceMs`, ends the rest with `engine_shutdown`, closes everything. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Asks the engine what it serves (`/v1/models`), retrying until `waitMs` passes (engines load slowly). */
+export async function probeEngine(
+  baseUrl: string,
+  waitMs: number,
+  log: (l: string) => void,
+): Promise<EngineInfo> {
+  const end = performance.now() + waitMs;
+  let said = false;
+  for (;;) {
+    try {
+      const r = await fetch(new URL('/v1/models', baseUrl), { signal: AbortSignal.timeout(5000) });
+      if (r.ok) {
+        const body = (await r.json()) as { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+        const m = body.data?.[0];
+        if (typeof m?.id !== 'string') throw new Error('/v1/models lists no model');
+        return { model: m.id, maxModelLen: typeof m.max_model_len === 'number' ? m.max_model_len : null };
+      }
+      throw new Error(`/v1/models answered HTTP ${r.status}`);
+    } catch (e) {
+      if (performance.now() > end)
+        throw new KvrError(
+          'engine_unavailable',
+          `engine at ${baseUrl} did not answer: ${e instanceof Error ? e.message : String(e)}`,
+          503,
+        );
+      if (!said) log(`waiting for the engine at ${baseUrl} ...`);
+      said = true;
+      await sleep(500);
+    }
+  }
+}
+
+export interface StartWorkerOptions {
+  /** How long to wait for the engine at start; default 120 s. */
+  engineWaitMs?: number;
+  /** Health poll period; default 1000 ms. */
+  healthPeriodMs?: number;
+}
+
+export async function startWorker(
+  config: WorkerConfig,
+  io: WorkerIo,
+  opts: StartWorkerOptions = {},
+): Promise<RunningWorker> {
+  const plan = planFromConfig(config);
+  for (const w of plan.warnings) io.log(`warning: ${w}`);
+  const info = await probeEngine(plan.engineUrl, opts.engineWaitMs ?? 120_000, io.log);
+  const model = plan.modelName ?? info.model;
+  const client = new EngineClient({ baseUrl: plan.engineUrl, model: info.model });
+
+  const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
+  const nc: NatsConnection | null = needNats ? await connectNats(config.natsServer) : null;
+  const cleanup: Array<() => Promise<unknown>> = [];
+  if (nc) cleanup.push(() => nc.close());
+  try {
+    const d: Discovery = await createDiscovery({
+      backend: plan.discoveryBackend,
+      etcdEndpoints: [...config.etcdEndpoints],
+      fileRoot: config.fileKv ?? undefined,
+    });
+    cleanup.unshift(() => d.close());
+    d.onLeaseLost((e) => (io.onLeaseLost ?? ((err) => io.log(`discovery lease lost: ${err.message}`)))(e));
+    const id = d.leaseId as WorkerId;
+    const onError = (e: unknown) => io.log(`kv events: ${e instanceof Error ? e.message : String(e)}`);
+
+    let sink: RouterEventSink | null;
+    let plane: EventPlane | null = null;
+    if (plan.durableKvEvents) {
+      io.log(
+        'warning: --router-durable-kv-events is deprecated; KV events go to JetStream instead of the event plane',
+      );
+      const js = await JetStreamEventSink.create(nc!, plan.namespace, plan.component, {
+        streamMaxAgeSec: Number(config.natsStreamMaxAge),
+        onError,
+      });
+      cleanup.unshift(() => js.flush());
+      sink = js;
+    } else {
+      plane = createEventPlane({
+        kind: plan.eventPlane,
+        discoveryBackend: plan.discoveryBackend,
+        discovery: d,
+        nc,
+        publisherId: id,
+        onError,
+      });
+      cleanup.unshift(() => plane!.close());
+      sink = planeSink(plane, kvEventsTopic(plan.namespace, plan.component));
+    }
+    const ranks = Array.from({ length: plan.dataParallelSize }, (_, r) => r);
+    const publisher = new KvEventPublisher({
+      workerId: id,
+      sink,
+      dpRanks: ranks,
+      localIndexer: true,
+      onError,
+    });
+    cleanup.unshift(() => publisher.close());
+    const ingests = plan.kvEventEndpoints.map(
+      (endpoint, r) =>
+        new VllmZmqIngest({
+          endpoint,
+          replayEndpoint: plan.replayEndpoints[r] ?? null,
+          publisher,
+          kvBlockSize: plan.blockSize,
+          dpRank: r,
+          onWarning: (m) => io.log(`warning: rank ${r}: ${m}`),
+          onError,
+        }),
+    );
+    for (const g of ingests) cleanup.unshift(() => g.close());
+
+    const server: RequestServer =
+      plan.requestPlane === 'nats'
+        ? await NatsRequestServer.start(nc!, {
+            subject: `${componentSubject(plan.namespace, plan.component)}.instance.${u64ToHex(id)}`,
+          })
+        : await TcpRequestServer.listen({ port: plan.tcpPort ?? undefined });
+    cleanup.unshift(async () => server.abort());
+    server.serve(plan.endpoint, (payload, ctx) => {
+      const req = parseGenerateRequest(payload);
+      if (req.dpRank >= plan.dataParallelSize)
+        throw new KvrError(
+          'invalid_request',
+          `generate dp_rank: expected an integer in [0, ${plan.dataParallelSize - 1}], got ${req.dpRank}`,
+          400,
+          {
+            field: 'dp_rank',
+          },
+        );
+      return client.generate(req, ctx.signal);
+    });
+    const queryEndpoints = serveLocalIndexer(server, publisher);
+
+    const base = { namespace: plan.namespace, component: plan.component, transport: server.transport };
+    let regs: Registration<unknown>[] = [];
+    const register = async (): Promise<void> => {
+      const out: Registration<unknown>[] = [await registerInstance(d, { ...base, endpoint: plan.endpoint })];
+      for (const ep of queryEndpoints) out.push(await registerInstance(d, { ...base, endpoint: ep }));
+      out.push(
+        await registerModelCard(d, {
+          namespace: plan.namespace,
+          component: plan.component,
+          endpoint: plan.endpoint,
+          card: {
+            display_name: model,
+            kv_cache_block_size: plan.blockSize,
+            context_length: config.contextLength ?? info.maxModelLen ?? 8192,
+            model_type: ['completions', 'chat'],
+            runtime_config: {
+              total_kv_blocks: config.totalKvBlocks,
+              max_num_batched_tokens: config.maxNumBatchedTokens,
+              max_num_seqs: config.maxNumSeqs,
+              data_parallel_start_rank: 0,
+              data_parallel_size: plan.dataParallelSize,
+              enable_local_indexer: true,
+            },
+          },
+        }),
+      );
+      regs = out;
+    };
+    const unregister = async (): Promise<void> => {
+      const r = regs;
+      regs = [];
+      await Promise.all(r.map((x) => x.unregister().catch(() => undefined)));
+    };
+    await register();
+
+    let up = true;
+    let failures = 0;
+    let stopping = false;
+    const health = setInterval(() => {
+      void (async () => {
+        const ok = await fetch(new URL('/health', plan.engineUrl), {
+          signal: AbortSignal.timeout(2000),
+        }).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (stopping) return;
+        if (ok) {
+          failures = 0;
+          if (!up) {
+            up = true;
+            io.log(`engine at ${plan.engineUrl} is back: registering again`);
+            await register().catch((e: unknown) =>
+              io.log(`re-registration failed: ${e instanceof Error ? e.message : String(e)}`),
+            );
+          }
+        } else if (++failures === 2 && up) {
+          up = false;
+          io.log(`engine at ${plan.engineUrl} is not answering: deregistering and clearing its KV blocks`);
+          await unregister();
+          for (const r of ranks) publisher.engineEvent({ dp_rank: r as DpRank, data: 'cleared' });
+        }
+      })();
+    }, opts.healthPeriodMs ?? 1000);
+    health.unref();
+
+    io.log(
+      `worker ready: engine ${plan.engineUrl} (model ${JSON.stringify(model)}, block size ${plan.blockSize}, ` +
+        `${plan.dataParallelSize} rank(s), KV events ${plan.kvEventEndpoints.join(',') || 'none'}) as instance ${u64ToHex(id)} on ` +
+        `dyn://${plan.namespace}.${plan.component}.${plan.endpoint} (discovery ${plan.discoveryBackend}, request plane ${plan.requestPlane}, event plane ${plan.durableKvEvents ? 'jetstream' : plan.eventPlane})`,
+    );
+    let stopped: Promise<void> | null = null;
+    return {
+      plan,
+      instanceId: id,
+      model,
+      publisher,
+      ingests,
+      server,
+      get engineUp() {
+        return up;
+      },
+      stop: (graceMs = 0) =>
+        (stopped ??= (async () => {
+          stopping = true;
+          clearInterval(health);
+          await unregister();
+          await server.close({ graceMs });
+          for (const g of ingests) await g.close();
+          await publisher.close();
+          await plane?.close();
+          await d.close();
+          await nc?.close();
+        })()),
+    };
+  } catch (e) {
+    for (const c of cleanup) await c().catch(() => undefined);
+    throw e;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
