@@ -4,3 +4,4 @@ export { WorkerTracker, type EndpointPath } from './workers.js';
 export * from './api.js';
 export { parseEndpointPath, splitEndpointArg, ArgsError } from './args.js';
 export { startJsonServer, type JsonServer } from './http.js';
+export { IndexerService, DEFAULT_TENANT, type IndexerServiceOptions, type Registration } from './indexer-service.js';
