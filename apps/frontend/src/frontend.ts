@@ -59,6 +59,8 @@ export interface FrontendOptions {
   tokenizerThreads?: number;
   /** Do not open the HTTP port (interactive mode). */
   noHttp?: boolean;
+  /** mem discovery: the in-process event bus, for workers started beside the frontend (tests, benchmarks). */
+  eventBus?: InprocEventBus;
 }
 
 /** Model name of the embedded workers when neither --model-name nor --model-path says otherwise. */
@@ -135,7 +137,7 @@ export class Frontend {
       }
       // mem discovery is process-local, so every worker it lists is in this process: the
       // in-process event bus replaces zmq/nats there.
-      const bus = new InprocEventBus();
+      const bus = opts.eventBus ?? new InprocEventBus();
       const plane: EventPlane =
         backend === 'mem'
           ? bus.plane({ publisherId: routerId })
@@ -182,6 +184,7 @@ export class Frontend {
       const registry = new ModelRegistry({
         decisionLog,
         minInitialWorkers: config.routerMinInitialWorkers,
+        disagg: { enforceDisagg: config.enforceDisagg, decodeFallback: config.decodeFallback },
         discovery,
         namespace: config.namespace,
         namespacePrefix: config.namespacePrefix,

@@ -40,6 +40,7 @@ import {
   type TypedWatch,
 } from '@kvrouter/runtime';
 import { createRemoteIndex } from './remote-indexer.js';
+import { DisaggState, prefillRouterOptions, type DisaggFlags } from './disagg.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -67,6 +68,8 @@ export interface ModelRegistryOptions {
   decisionLog?: { sink: (line: string) => void; sampleRate: number } | null;
   /** `--router-min-initial-workers`: a worker set serves once this many workers were ready. */
   minInitialWorkers?: number;
+  /** `--enforce-disagg`, `--decode-fallback` (§14). */
+  disagg?: DisaggFlags;
   /** Clock in ms (`Date.now` in production). */
   now?: () => number;
   random?: () => number;
@@ -101,6 +104,8 @@ export class WorkerSet {
     readonly endpoint: string,
     card: ModelDeploymentCard,
     private readonly o: ModelRegistryOptions,
+    /** `prefill`: a disaggregated prefill worker set (card type `prefill`, §14). */
+    readonly role: 'decode' | 'prefill' = 'decode',
   ) {
     const p = o.params;
     this.blockSize = p.blockSizeOverride ?? card.kv_cache_block_size;
@@ -142,7 +147,7 @@ export class WorkerSet {
       routerId: o.routerId,
       hrtime: () => performance.now(),
       decisionLog: o.decisionLog ?? null,
-      ...o.metrics.routerHooks('decode', replicaSync && loadChannel ? (l) => loadChannel.publish(l) : null),
+      ...o.metrics.routerHooks(role, replicaSync && loadChannel ? (l) => loadChannel.publish(l) : null),
       ...(replica ? { publishActiveSequenceEvent: (ev) => replica.publish(ev) } : {}),
       sessionRpc: (worker, payload) => {
         const w = this.workers.get(worker.worker_id);
@@ -155,9 +160,11 @@ export class WorkerSet {
       },
       onError: (e, ctx) => o.log.warn(`router ${model} (${namespace}/${component}): ${ctx}: ${(e as Error).message}`),
     };
-    this.router = remote ? new RemoteIndexedKvRouter({ ...routerOptions, remote: remote.indexer }) : new KvRouter(routerOptions);
+    const ro = role === 'prefill' ? prefillRouterOptions(routerOptions) : routerOptions;
+    this.router = remote ? new RemoteIndexedKvRouter({ ...ro, remote: remote.indexer }) : new KvRouter(ro);
     this.lifecycle = o.metrics.lifecycle({ namespace, component, endpoint });
-    o.metrics.frontend.setModelConfig(model, {
+    // The model's config gauges describe its decode (or aggregated) workers.
+    if (role === 'decode') o.metrics.frontend.setModelConfig(model, {
       total_kv_blocks: card.runtime_config.total_kv_blocks,
       max_num_seqs: card.runtime_config.max_num_seqs,
       max_num_batched_tokens: card.runtime_config.max_num_batched_tokens,
@@ -281,8 +288,15 @@ function buildIndexer(p: RouterParams, now: () => number, o: ModelRegistryOption
 
 export class Model {
   readonly sets: WorkerSet[] = [];
+  /** Prefill worker sets and the §14 activation state. */
+  readonly disagg: DisaggState;
   private rr = 0;
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    flags?: DisaggFlags,
+  ) {
+    this.disagg = new DisaggState(name, flags);
+  }
 
   get ready(): boolean {
     return this.sets.some((s) => s.readyCount > 0);
@@ -424,9 +438,10 @@ export class ModelRegistry {
     if (!parts || parts.suffix) return;
     const card = ch.value;
     const types = card.model_type;
-    if (!types.includes('chat') && !types.includes('completions')) {
+    const prefill = types.includes('prefill');
+    if (!prefill && !types.includes('chat') && !types.includes('completions')) {
       this.o.log.warn(
-        `discovery: model ${card.display_name} of type [${types.join(', ')}] on ${ch.key} is not served (kvrouter serves chat and completions; disaggregated prefill is not supported yet)`,
+        `discovery: model ${card.display_name} of type [${types.join(', ')}] on ${ch.key} is not served (kvrouter serves chat, completions and prefill workers)`,
       );
       return;
     }
@@ -441,7 +456,7 @@ export class ModelRegistry {
       if (this.failedSets.has(key)) return;
       const model = this.o.modelName ?? card.display_name;
       try {
-        set = new WorkerSet(model, parts.namespace, parts.component, parts.endpoint, card, this.o);
+        set = new WorkerSet(model, parts.namespace, parts.component, parts.endpoint, card, this.o, prefill ? 'prefill' : 'decode');
       } catch (e) {
         this.failedSets.add(key);
         this.o.log.error(`model ${model}: cannot build its router: ${(e as Error).message}`);
@@ -450,10 +465,11 @@ export class ModelRegistry {
       this.sets.set(key, set);
       let m = this.models.get(model);
       if (!m) {
-        this.models.set(model, (m = new Model(model)));
+        this.models.set(model, (m = new Model(model, this.o.disagg)));
         this.created.set(model, Math.floor((this.o.now ?? Date.now)() / 1000));
       }
-      m.sets.push(set);
+      if (prefill) m.disagg.addSet(set);
+      else m.sets.push(set);
       const waiting = this.pending.get(key);
       this.pending.delete(key);
       if (waiting) for (const [id, w] of waiting) set.workers.set(id, w);
@@ -475,8 +491,9 @@ export class ModelRegistry {
     this.sets.delete(key);
     const m = this.models.get(set.model);
     if (m) {
-      m.sets.splice(m.sets.indexOf(set), 1);
-      if (m.sets.length === 0) this.models.delete(set.model);
+      if (set.role === 'prefill') m.disagg.removeSet(set);
+      else m.sets.splice(m.sets.indexOf(set), 1);
+      if (m.sets.length === 0 && m.disagg.sets.length === 0) this.models.delete(set.model);
     }
     await set.close();
   }

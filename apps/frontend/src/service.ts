@@ -10,6 +10,7 @@ import { RequestLifecycleMetrics, errorTypeOf, type FrontendMetricSet, type Requ
 import type { RoutingDecision } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
 import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
+import { runPrefillLeg } from './disagg.js';
 import { badRequest, modelNotFound } from './errors.js';
 import type { Logger, ModelRegistry, WorkerSet } from './models.js';
 import type { InferenceRequest } from './openai/validate.js';
@@ -80,6 +81,8 @@ export class Completion {
   /** Set once routed. */
   decision: RoutingDecision | null = null;
   worker: WorkerWithDpRank | null = null;
+  /** Disaggregated serving: the prefill worker of the last attempt. */
+  prefillWorker: WorkerWithDpRank | null = null;
   /** Engine-reported prefix hit (first item), else the router's prediction. */
   cachedTokens = 0;
   completionTokens = 0;
@@ -126,8 +129,8 @@ export class Completion {
     if ((want.has('worker_id') || this.queryOnly) && w)
       // Aggregated serving: one worker did both phases.
       out.worker_id = {
-        prefill_worker_id: w.worker_id,
-        prefill_dp_rank: w.dp_rank,
+        prefill_worker_id: (this.prefillWorker ?? w).worker_id,
+        prefill_dp_rank: (this.prefillWorker ?? w).dp_rank,
         decode_worker_id: w.worker_id,
         decode_dp_rank: w.dp_rank,
       };
@@ -167,13 +170,24 @@ export class Completion {
       for (;;) {
         const prompt = generated.length === 0 ? this.tokens : concat(this.tokens, generated);
         const tRoute = performance.now();
+        const disagg = svc.o.registry.models.get(this.model)?.disagg;
+        const leg = disagg
+          ? await runPrefillLeg({
+              ...{ state: disagg, decodeSet: set, requestId: this.id, model: this.model, tokens: prompt, nvext: req.nvext },
+              ...{ prefillHeader: this.ctx.prefillHeader, signal, client: svc.o.client, registry: svc.o.metrics.registry, log: svc.o.log },
+              onTransferSeconds: (s) => tracker.observeKvTransferEstimate(s),
+            })
+          : null;
+        this.prefillWorker = leg?.prefill ?? null;
         const d = await router.route({
           requestId: this.id,
           tokens: prompt,
-          nvext: req.nvext,
+          nvext: leg?.nvext ?? req.nvext,
           pinHeader: this.ctx.workerHeader,
           signal,
+          ...(leg ? { overrides: leg.overrides, constraints: leg.constraints } : {}),
         });
+        leg?.decodeRouted(d);
         const routedAt = performance.now();
         if (migrations === 0) {
           this.timing.route_ms = ms3(routedAt - tRoute);
@@ -209,6 +223,7 @@ export class Completion {
             },
             sampling_options: { ...req.sampling },
             ...(req.nvext.agent_hints?.priority !== undefined ? { priority: req.nvext.agent_hints.priority } : {}),
+            ...(leg?.disagg ? { disagg: leg.disagg } : {}),
           };
           const dispatchedAt = performance.now();
           if (migrations === 0) {
