@@ -268,6 +268,8 @@ export class StandaloneRouter {
     });
     this.cleanup.push(() => this.tracker.close());
     await this.tracker.synced;
+    // Before anything of this router is registered, so a refused start leaves no trace.
+    if (this.served) await this.checkServedIndexRules(this.served.approximate);
 
     this.server =
       config.requestPlane === 'nats'
@@ -284,7 +286,6 @@ export class StandaloneRouter {
 
     if (this.served) {
       const served = this.served;
-      await this.checkServedIndexRules(served.approximate);
       server.serve(KV_INDEXER_QUERY_ENDPOINT, (p) => Promise.resolve(served.query(p)));
       if (served.approximate) server.serve(KV_INDEXER_RECORD_ENDPOINT, (p) => Promise.resolve(served.record(p)));
       await reg(comp, KV_INDEXER_QUERY_ENDPOINT);
