@@ -4,8 +4,11 @@
  * with linear probing and backward-shift deletion: no BigInt, no strings, no tombstones, and the
  * table never allocates except when it doubles.
  *
- * Layout: parallel typed arrays indexed by slot; `ref[slot] === 0` marks an empty slot;
- * `frac[slot]` is NaN when the block has no fractional value.
+ * Layout: one Uint32Array of 4-word entries `[lo, hi, ref, units]` (`ref === 0` marks an empty
+ * slot), so a probe touches one cache line. A router holds one table per rank, hundreds of them,
+ * and the rank a decision books on is usually cold: with parallel arrays a cold probe cost three
+ * misses (ref, lo, hi) instead of one. `frac` (NaN = no fractional value) is a separate array that
+ * is read only when fractions exist (output-block tracking).
  *
  * The deficit Σ (1 − fractional) is kept as an integer count of 2^−24 units per block: an
  * integer sum never drifts however long the rank runs, and it does not depend on the order of
@@ -19,7 +22,8 @@ export const FRAC_UNITS = 2 ** 24;
 /** Deficit of one block in 2^−24 units: round((1 − f) · 2^24). */
 export const deficitUnits = (f: number): number => Math.round((1 - f) * FRAC_UNITS);
 
-function mix(lo: number, hi: number): number {
+/** Home slot hash of a (lo, hi) key; exported so other tables keyed by block hashes agree on it. */
+export function mixKey(lo: number, hi: number): number {
   let h = Math.imul(lo ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(hi ^ 0xc2b2ae35, 0x27d4eb2f);
   h ^= h >>> 15;
   h = Math.imul(h, 0x2c1b3c6d);
@@ -28,11 +32,9 @@ function mix(lo: number, hi: number): number {
 }
 
 export class BlockTable {
-  private lo: Uint32Array;
-  private hi: Uint32Array;
-  private ref: Uint32Array;
+  /** Entries `[lo, hi, ref, units]`, 4 words per slot. */
+  private e: Uint32Array;
   private frac: Float64Array;
-  private units: Uint32Array;
   private mask: number;
   /** Number of distinct blocks present (`|unique_blocks|`). */
   size = 0;
@@ -49,23 +51,26 @@ export class BlockTable {
   constructor(capacity = MIN_CAPACITY) {
     let cap = MIN_CAPACITY;
     while (cap < capacity * 2) cap *= 2;
-    this.lo = new Uint32Array(cap);
-    this.hi = new Uint32Array(cap);
-    this.ref = new Uint32Array(cap);
+    this.e = new Uint32Array(4 * cap);
     this.frac = new Float64Array(cap).fill(NaN);
-    this.units = new Uint32Array(cap);
     this.mask = cap - 1;
+  }
+
+  /** Number of slots (tests). */
+  get capacity(): number {
+    return this.mask + 1;
   }
 
   /** Slot of (lo, hi), or −1. */
   find(lo: number, hi: number): number {
-    const { mask, ref } = this;
-    let s = mix(lo, hi) & mask;
-    while (ref[s] !== 0) {
-      if (this.lo[s] === lo && this.hi[s] === hi) return s;
+    const { mask, e } = this;
+    let s = mixKey(lo, hi) & mask;
+    for (;;) {
+      const o = s << 2;
+      if (e[o + 2] === 0) return -1;
+      if (e[o] === lo && e[o + 1] === hi) return s;
       s = (s + 1) & mask;
     }
-    return -1;
   }
 
   has(lo: number, hi: number): boolean {
@@ -74,47 +79,51 @@ export class BlockTable {
 
   refcount(lo: number, hi: number): number {
     const s = this.find(lo, hi);
-    return s < 0 ? 0 : this.ref[s];
+    return s < 0 ? 0 : this.e[(s << 2) + 2];
   }
 
   /** Adds one reference; returns the new refcount. */
   inc(lo: number, hi: number): number {
-    if ((this.size + 1) * 2 > this.ref.length) this.grow();
-    const { mask, ref } = this;
-    let s = mix(lo, hi) & mask;
-    while (ref[s] !== 0) {
-      if (this.lo[s] === lo && this.hi[s] === hi) return ++ref[s];
+    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    const { mask, e } = this;
+    let s = mixKey(lo, hi) & mask;
+    for (;;) {
+      const o = s << 2;
+      if (e[o + 2] === 0) {
+        e[o] = lo;
+        e[o + 1] = hi;
+        e[o + 2] = 1;
+        this.size++;
+        return 1;
+      }
+      if (e[o] === lo && e[o + 1] === hi) return ++e[o + 2];
       s = (s + 1) & mask;
     }
-    this.lo[s] = lo;
-    this.hi[s] = hi;
-    ref[s] = 1;
-    this.size++;
-    return 1;
   }
 
   /** Drops one reference; the block disappears (with its fraction) at 0. Returns the new refcount, −1 if absent. */
   dec(lo: number, hi: number): number {
     const s = this.find(lo, hi);
     if (s < 0) return -1;
-    const r = --this.ref[s];
+    const r = --this.e[(s << 2) + 2];
     if (r === 0) this.removeSlot(s);
     return r;
   }
 
   refAt(slot: number): number {
-    return this.ref[slot];
+    return this.e[(slot << 2) + 2];
   }
 
   /** Sets fractional[h] for the block in `slot` (which must be occupied). */
   setFracAt(slot: number, f: number): void {
     if (!(f >= 0 && f <= 1)) throw new RangeError(`fraction must be in [0, 1], got ${f}`);
+    const o = (slot << 2) + 3;
     const old = this.frac[slot];
-    if (old === old) this.deficitUnits -= this.units[slot];
+    if (old === old) this.deficitUnits -= this.e[o];
     else this.fracCount++;
     const u = deficitUnits(f);
     this.frac[slot] = f;
-    this.units[slot] = u;
+    this.e[o] = u;
     this.deficitUnits += u;
   }
 
@@ -126,51 +135,59 @@ export class BlockTable {
   }
 
   private removeSlot(i: number): void {
-    const f = this.frac[i];
+    const { mask, e, frac } = this;
+    const f = frac[i];
     if (f === f) {
       this.fracCount--;
-      this.deficitUnits -= this.units[i];
+      this.deficitUnits -= e[(i << 2) + 3];
     }
     this.size--;
-    const { mask, ref, lo, hi, frac, units } = this;
+    // Without fractions every frac entry is NaN: skip moving them.
+    const moveFrac = this.fracCount > 0;
     let j = i;
     for (;;) {
       j = (j + 1) & mask;
-      if (ref[j] === 0) break;
-      const home = mix(lo[j], hi[j]) & mask;
+      const oj = j << 2;
+      if (e[oj + 2] === 0) break;
+      const home = mixKey(e[oj], e[oj + 1]) & mask;
       // Entry j may move to the hole i only if its home is not cyclically within (i, j].
       const inRange = i <= j ? home > i && home <= j : home > i || home <= j;
       if (inRange) continue;
-      lo[i] = lo[j]!;
-      hi[i] = hi[j]!;
-      ref[i] = ref[j]!;
-      frac[i] = frac[j]!;
-      units[i] = units[j]!;
+      const oi = i << 2;
+      e[oi] = e[oj];
+      e[oi + 1] = e[oj + 1];
+      e[oi + 2] = e[oj + 2];
+      e[oi + 3] = e[oj + 3];
+      if (moveFrac) frac[i] = frac[j];
       i = j;
     }
-    ref[i] = 0;
+    const oi = i << 2;
+    e[oi + 2] = 0;
+    e[oi + 3] = 0;
     frac[i] = NaN;
-    units[i] = 0;
   }
 
   private grow(): void {
-    const { lo, hi, ref, frac, units } = this;
-    const cap = ref.length * 2;
-    this.lo = new Uint32Array(cap);
-    this.hi = new Uint32Array(cap);
-    this.ref = new Uint32Array(cap);
-    this.frac = new Float64Array(cap).fill(NaN);
-    this.units = new Uint32Array(cap);
-    this.mask = cap - 1;
-    for (let s = 0; s < ref.length; s++) {
-      if (ref[s] === 0) continue;
-      let t = mix(lo[s], hi[s]) & this.mask;
-      while (this.ref[t] !== 0) t = (t + 1) & this.mask;
-      this.lo[t] = lo[s]!;
-      this.hi[t] = hi[s]!;
-      this.ref[t] = ref[s]!;
-      this.frac[t] = frac[s]!;
-      this.units[t] = units[s]!;
+    const { e, frac } = this;
+    const oldCap = this.mask + 1;
+    const cap = oldCap * 2;
+    const ne = new Uint32Array(4 * cap);
+    const nf = new Float64Array(cap).fill(NaN);
+    const mask = cap - 1;
+    for (let s = 0; s < oldCap; s++) {
+      const o = s << 2;
+      if (e[o + 2] === 0) continue;
+      let t = mixKey(e[o], e[o + 1]) & mask;
+      while (ne[(t << 2) + 2] !== 0) t = (t + 1) & mask;
+      const n = t << 2;
+      ne[n] = e[o];
+      ne[n + 1] = e[o + 1];
+      ne[n + 2] = e[o + 2];
+      ne[n + 3] = e[o + 3];
+      nf[t] = frac[s];
     }
+    this.e = ne;
+    this.frac = nf;
+    this.mask = mask;
   }
 }

@@ -9,6 +9,7 @@
 import type { WorkerWithDpRank } from '@kvrouter/protocols';
 import { BlockTable } from './block-table.js';
 import type { CandidateBatch } from './cost.js';
+import { HolderIndex } from './holders.js';
 import { bool, finite, finiteNonNeg, invalid, nonNegInt, posInt } from './validate.js';
 
 export const DEFAULT_EXPIRY_MS = 300_000;
@@ -150,6 +151,8 @@ interface RequestEntry {
   osl: number | null;
   /** Prompt blocks held, (lo, hi) pairs. */
   prompt: Uint32Array;
+  /** The prompt blocks are sequence hashes (KV reuse), so they are listed in the holder index. */
+  shared: boolean;
   /** Output blocks held, (lo, hi) pairs in `out[0 .. 2·outLen)`. */
   out: Uint32Array;
   outLen: number;
@@ -176,6 +179,9 @@ export class ActiveSequences {
   onExpired: ((requestId: string) => void) | undefined;
   /** Called after every state change (§9.2: wake the queue, republish `ActiveLoad`). */
   onChange: (() => void) | undefined;
+  /** @internal Set by `MultiWorkerSequences`: the cross-rank index this rank reports to, and its slot. */
+  holders: HolderIndex | null = null;
+  holderSlot = -1;
 
   constructor(opts: SequenceOptions) {
     this.blockSize = posInt('blockSize', opts.blockSize);
@@ -254,7 +260,15 @@ export class ActiveSequences {
         for (let i = 0; i < prompt.length; i++) prompt[i] = r() >>> 0;
       }
       const t = this.blocks;
-      for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
+      const h = plan.reuse ? this.holders : null;
+      if (h) {
+        const slot = this.holderSlot;
+        for (let i = 0; i < prompt.length; i += 2) {
+          const lo = prompt[i];
+          const hi = prompt[i + 1];
+          if (t.inc(lo, hi) === 1) h.add(lo, hi, slot);
+        }
+      } else for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
     }
     let node: PrefillNode | null = null;
     if (plan.prefillTokens > 0) {
@@ -267,6 +281,7 @@ export class ActiveSequences {
       startedAt: now,
       osl: input.expectedOutputTokens ?? null,
       prompt,
+      shared: plan.reuse && this.holders !== null,
       out: EMPTY_PAIRS,
       outLen: 0,
       prefill: node,
@@ -348,7 +363,16 @@ export class ActiveSequences {
     if (!r) return false;
     if (r.prefill) this.prefill.remove(r.prefill, now);
     const t = this.blocks;
-    for (let i = 0; i < r.prompt.length; i += 2) t.dec(r.prompt[i], r.prompt[i + 1]);
+    const p = r.prompt;
+    const h = r.shared ? this.holders : null;
+    if (h) {
+      const slot = this.holderSlot;
+      for (let i = 0; i < p.length; i += 2) {
+        const lo = p[i];
+        const hi = p[i + 1];
+        if (t.dec(lo, hi) === 0) h.remove(lo, hi, slot);
+      }
+    } else for (let i = 0; i < p.length; i += 2) t.dec(p[i], p[i + 1]);
     for (let i = 0; i < 2 * r.outLen; i += 2) t.dec(r.out[i], r.out[i + 1]);
     this.requests.delete(requestId);
     return true;
@@ -452,6 +476,20 @@ export class ActiveSequences {
   requestIds(): IterableIterator<string> {
     return this.requests.keys();
   }
+
+  /** @internal Takes this rank's blocks out of the holder index (the rank is being dropped). */
+  detachHolders(): void {
+    const h = this.holders;
+    if (!h) return;
+    for (const r of this.requests.values()) {
+      if (!r.shared) continue;
+      const p = r.prompt;
+      for (let i = 0; i < p.length; i += 2) h.remove(p[i], p[i + 1], this.holderSlot);
+    }
+    h.releaseSlot(this.holderSlot);
+    this.holders = null;
+    this.holderSlot = -1;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,6 +518,9 @@ export class MultiWorkerSequences {
   private readonly opts: MultiWorkerOptions;
   /** Checks AddRequest inputs against the shared options without touching any rank. */
   private readonly planner: ActiveSequences;
+  /** Prompt blocks → ranks holding them, for every rank's prefix depth in one pass. */
+  private readonly holders = new HolderIndex();
+  private depths = new Int32Array(64);
 
   constructor(opts: MultiWorkerOptions) {
     this.planner = new ActiveSequences(opts);
@@ -516,6 +557,7 @@ export class MultiWorkerSequences {
   }
 
   private dropRank(seq: ActiveSequences, dropped: string[]): void {
+    seq.detachHolders();
     for (const id of seq.requestIds()) {
       this.owner.delete(id);
       dropped.push(id);
@@ -537,6 +579,8 @@ export class MultiWorkerSequences {
     let seq = m.get(dpRank);
     if (!seq) {
       seq = new ActiveSequences(this.opts);
+      seq.holders = this.holders;
+      seq.holderSlot = this.holders.acquireSlot();
       const w = { worker_id: workerId, dp_rank: dpRank } as WorkerWithDpRank;
       const { onChange, onExpired } = this.opts;
       seq.onExpired = (id) => {
@@ -623,6 +667,11 @@ export class MultiWorkerSequences {
    * `seqPairs`) for `batch.workers[0 .. n)` at one `now`. Unknown ranks get zeros (idle).
    */
   fillLoads(batch: CandidateBatch, seqPairs: Uint32Array | null, now: number): CandidateBatch {
+    const h = this.holders;
+    if (this.depths.length < h.slotLimit) this.depths = new Int32Array(Math.max(h.slotLimit, 2 * this.depths.length));
+    const depths = this.depths;
+    if (seqPairs && seqPairs.length >= 2) h.prefixDepths(seqPairs, depths);
+    else depths.fill(0);
     for (let i = 0; i < batch.n; i++) {
       const w = batch.workers[i];
       const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
@@ -636,7 +685,7 @@ export class MultiWorkerSequences {
       batch.activePrefillTokens[i] = seq.activePrefillTokens(now);
       batch.activeDecodeBlocks[i] = seq.activeDecodeBlocks;
       batch.activeRequests[i] = seq.activeRequests;
-      batch.activePrefixDepth[i] = seq.activePrefixDepth(seqPairs);
+      batch.activePrefixDepth[i] = depths[seq.holderSlot];
     }
     return batch;
   }

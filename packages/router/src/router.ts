@@ -709,13 +709,22 @@ export class KvRouter {
     const n = p.local.length >> 1;
     if (n === 0) return;
     try {
-      this.indexer?.recordRouting?.(w, p.local, p.seq, n);
+      if (this.recordPrimary) this.indexer?.recordRouting?.(w, p.local, p.seq, n);
+    } catch (e) {
+      // An event-fed pool has the method but refuses (`not_approximate`): stop asking. Building and
+      // catching that error cost ~20 µs per decision.
+      if (e instanceof KvrError && e.code === 'not_approximate') this.recordPrimary = false;
+      // The request is booked and will be dispatched; a prediction that failed is only a lost hint.
+      else this.report(e, 'recordRouting');
+    }
+    try {
       this.side?.recordRouting(w, p.local, p.seq, n);
     } catch (e) {
-      // The request is booked and will be dispatched; a prediction that failed is only a lost hint.
       this.report(e, 'recordRouting');
     }
   }
+
+  private recordPrimary = true;
 
   /** A pin to a worker the router does not know: sent direct without booking (§15). */
   private unbookedPin(p: Pending, pin: Pin, reason: ReasonCode = 'pinned_unbooked'): RoutingDecision {

@@ -6,6 +6,7 @@ import {
   BASE_SEED,
   type BlockHashOptions,
   chainHashInto,
+  computeBlockAndSequenceHashes,
   computeLocalBlockHashes,
   computeSequenceHashes,
   localBlockHashes,
@@ -253,6 +254,77 @@ describe('sequence hashes', () => {
     expect(computeSequenceHashes(new Uint32Array(0)).length).toBe(0);
     expect(sequenceHashes([])).toEqual([]);
     expect(() => computeSequenceHashes(new Uint32Array(3))).toThrow(KvrError);
+  });
+});
+
+describe('computeBlockAndSequenceHashes (fused)', () => {
+  it('16-token blocks (unrolled path) equal the oracle: base seed, LoRA, tails, tokens above 2^31', () => {
+    const rng = new Rng(44);
+    for (const [len, lora] of [
+      [32768, undefined],
+      [1000, 'my-lora'],
+      [16, ''],
+      [15, undefined],
+      [0, undefined],
+    ] as const) {
+      const t = randomTokens(rng, len);
+      for (let i = 0; i < len; i += 97) t[i] = 0xffffffff - i; // high words exercise the u32 products
+      const n = Math.floor(len / 16);
+      const local = new Uint32Array(2 * n + 6).fill(7);
+      const seq = new Uint32Array(2 * n + 6).fill(7);
+      const opts = lora === undefined ? undefined : { loraName: lora };
+      expect(computeBlockAndSequenceHashes(t, 16, opts, local, seq)).toBe(n);
+      const wantLocal = refLocal(t, 16, opts);
+      expect(pairsToU64s(local.subarray(0, 2 * n))).toEqual(wantLocal);
+      expect(pairsToU64s(seq.subarray(0, 2 * n))).toEqual(refSeq(wantLocal));
+      // Nothing written past the blocks.
+      expect([...local.subarray(2 * n)]).toEqual([7, 7, 7, 7, 7, 7]);
+      expect([...seq.subarray(2 * n)]).toEqual([7, 7, 7, 7, 7, 7]);
+    }
+  });
+
+  it('other block sizes, Eagle and multimodal blocks go through the general path with the same results', () => {
+    const rng = new Rng(45);
+    const t = randomTokens(rng, 1100);
+    const cases: [number, BlockHashOptions | undefined][] = [
+      [64, undefined],
+      [32, { loraName: 'x' }],
+      [16, { isEagle: true }],
+      [15, { isEagle: true }], // 16-token windows advancing by 15: the unrolled path with a stride
+      [16, { loraName: 'y' }],
+      [16, { mmHashes: [undefined, [42n, 7n]] }],
+      [17, undefined],
+    ];
+    for (const [bs, opts] of cases) {
+      const local = new Uint32Array(2 * 1100);
+      const seq = new Uint32Array(2 * 1100);
+      const n = computeBlockAndSequenceHashes(t, bs, opts, local, seq);
+      const wantLocal = refLocal(t, bs, opts);
+      expect(n).toBe(wantLocal.length);
+      expect(pairsToU64s(local.subarray(0, 2 * n))).toEqual(wantLocal);
+      expect(pairsToU64s(seq.subarray(0, 2 * n))).toEqual(refSeq(wantLocal));
+    }
+  });
+
+  it('buffers too small or bad block size: typed error naming the field, buffers untouched', () => {
+    const t = new Uint32Array(64);
+    const small = new Uint32Array(7).fill(5);
+    const ok = new Uint32Array(8).fill(5);
+    const fieldOf = (fn: () => unknown): unknown => {
+      try {
+        fn();
+      } catch (e) {
+        expect(e).toBeInstanceOf(KvrError);
+        return (e as KvrError).detail?.field;
+      }
+      return undefined;
+    };
+    // 64 tokens / 16 = 4 blocks → 8 words each.
+    expect(fieldOf(() => computeBlockAndSequenceHashes(t, 16, undefined, small, ok))).toBe('local');
+    expect(fieldOf(() => computeBlockAndSequenceHashes(t, 16, undefined, ok, small))).toBe('seq');
+    expect(fieldOf(() => computeBlockAndSequenceHashes(t, 1.5, undefined, ok, ok))).toBe('blockSize');
+    expect([...small]).toEqual([5, 5, 5, 5, 5, 5, 5]);
+    expect([...ok]).toEqual([5, 5, 5, 5, 5, 5, 5, 5]);
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import { KvrError } from '../errors.js';
 import type { LocalBlockHash, SequenceHash } from '../ids.js';
-import { BASE_CONTEXT, C_BF16, hashWords, seedContext, xxh3_64Into } from './xxh3.js';
+import { BASE_CONTEXT, C_BF16, C_SEC, hashWords, seedContext, xxh3_64Into } from './xxh3.js';
 
 /** XXH3 seed of local block hashes without LoRA, and always of sequence hashes. */
 export const BASE_SEED = 1337n;
@@ -200,7 +200,8 @@ export function computeLocalBlockHashes(
   const width = eagle ? blockSize + 1 : blockSize;
   const bytes = 4 * width;
   if (!anyMm) {
-    for (let i = 0, s = 0; i < n; i++, s += blockSize) hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
+    if (bytes === 64) hash64Blocks(toks, n, blockSize, C, res);
+    else for (let i = 0, s = 0; i < n; i++, s += blockSize) hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
     return res;
   }
   for (let i = 0, s = 0; i < n; i++, s += blockSize) {
@@ -232,16 +233,175 @@ export function computeSequenceHashes(local: Uint32Array, out?: Uint32Array): Ui
   if ((len & 1) !== 0) throw invalid('local', `pairs array must have even length, got ${len}`);
   const res = out !== undefined && out.length >= len ? (out.length === len ? out : out.subarray(0, len)) : new Uint32Array(len);
   if (len === 0) return res;
-  let lo = local[0];
-  let hi = local[1];
-  res[0] = lo;
-  res[1] = hi;
-  for (let i = 2; i < len; i += 2) {
-    chainHashInto(lo, hi, local[i], local[i + 1], res, i);
-    lo = res[i];
-    hi = res[i + 1];
-  }
+  res[0] = local[0];
+  res[1] = local[1];
+  chainRun(local, res, 2, len);
   return res;
+}
+
+/**
+ * res[i] = chain(res[i-2..i-1], local[i..i+1]) for pairs i in [from, to). The step of
+ * `chainHashInto`, inlined by hand: a u32 above 2^30 passed to a call that the compiler did not
+ * inline is boxed as a heap number, and that was ~60 KB of garbage per 2048-block prompt.
+ */
+function chainRun(local: Uint32Array, res: Uint32Array, from: number, to: number): void {
+  let pl = res[from - 2];
+  let ph = res[from - 1];
+  for (let i = from; i < to; i += 2) {
+    const al = (pl ^ BF1_LO) >>> 0;
+    const ah = (ph ^ BF1_HI) >>> 0;
+    const bl = (local[i] ^ BF2_LO) >>> 0;
+    const bh = (local[i + 1] ^ BF2_HI) >>> 0;
+    const l00 = Math.imul(al, bl) >>> 0;
+    const l01 = Math.imul(al, bh) >>> 0;
+    const l10 = Math.imul(ah, bl) >>> 0;
+    const l11 = Math.imul(ah, bh) >>> 0;
+    const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
+    const w1 = m1 >>> 0;
+    const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+    const w2 = m2 >>> 0;
+    const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+    const sl = 16 + bswap32(ah) + bl + ((l00 ^ w2) >>> 0);
+    let lo = sl >>> 0;
+    const hi = (bswap32(al) + bh + ((w1 ^ w3) >>> 0) + (sl - lo) * TWO_NEG32) >>> 0;
+    lo = (lo ^ (hi >>> 5)) >>> 0;
+    const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
+    const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+    pl = (nl ^ nh) >>> 0;
+    ph = nh;
+    res[i] = pl;
+    res[i + 1] = ph;
+  }
+}
+
+/*
+ * 16-token blocks (64 bytes, the common block size): XXH3's 17..128-byte path has two lane pairs,
+ * i.e. four 128-bit folds of 16 input bytes against the secret at byte offsets 0, 16 (last 16
+ * bytes), 32 and 48 (bytes 32..47 read from the end), plus len * PRIME64_1. Unrolled here with
+ * the accumulator in locals, no shared scratch and no calls.
+ */
+const P64_1_LO = 0x85ebca87;
+const P64_1_HI = 0x9e3779b1;
+const LEN64_LO = Math.imul(64, P64_1_LO) >>> 0;
+const LEN64_HI = (((((64 * P64_1_LO - LEN64_LO) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(64, P64_1_HI)) >>> 0);
+
+function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Array, local: Uint32Array): void {
+  // Secret words of the four folds: fold f reads block words FOLD_WORD[f].. against K[FOLD_SECRET[f]]..
+  const K0 = C[C_SEC + 0];
+  const K4 = C[C_SEC + 4];
+  const K8 = C[C_SEC + 8];
+  const K12 = C[C_SEC + 12];
+  const K16 = C[C_SEC + 16];
+  const K20 = C[C_SEC + 20];
+  const K24 = C[C_SEC + 24];
+  const K28 = C[C_SEC + 28];
+  const K32 = C[C_SEC + 32];
+  const K36 = C[C_SEC + 36];
+  const K40 = C[C_SEC + 40];
+  const K44 = C[C_SEC + 44];
+  const K48 = C[C_SEC + 48];
+  const K52 = C[C_SEC + 52];
+  const K56 = C[C_SEC + 56];
+  const K60 = C[C_SEC + 60];
+  for (let i = 0, s = 0; i < n; i++, s += stride) {
+    let acl = LEN64_LO;
+    let ach = LEN64_HI;
+    // fold64 of four 128-bit products (column scheme of `fold` in xxh3.ts): block words 0..3,
+    // 12..15 (the last 16 bytes), 4..7 and 8..11 (bytes 32..47 counted from the end).
+    {
+      const al = (toks[s + 0] ^ K0) >>> 0;
+      const ah = (toks[s + 1] ^ K4) >>> 0;
+      const bl = (toks[s + 2] ^ K8) >>> 0;
+      const bh = (toks[s + 3] ^ K12) >>> 0;
+      const l00 = Math.imul(al, bl) >>> 0;
+      const l01 = Math.imul(al, bh) >>> 0;
+      const l10 = Math.imul(ah, bl) >>> 0;
+      const l11 = Math.imul(ah, bh) >>> 0;
+      const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
+      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+      acl += (l00 ^ (m2 >>> 0)) >>> 0;
+      ach += ((m1 >>> 0) ^ w3) >>> 0;
+    }
+    {
+      const al = (toks[s + 12] ^ K16) >>> 0;
+      const ah = (toks[s + 13] ^ K20) >>> 0;
+      const bl = (toks[s + 14] ^ K24) >>> 0;
+      const bh = (toks[s + 15] ^ K28) >>> 0;
+      const l00 = Math.imul(al, bl) >>> 0;
+      const l01 = Math.imul(al, bh) >>> 0;
+      const l10 = Math.imul(ah, bl) >>> 0;
+      const l11 = Math.imul(ah, bh) >>> 0;
+      const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
+      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+      acl += (l00 ^ (m2 >>> 0)) >>> 0;
+      ach += ((m1 >>> 0) ^ w3) >>> 0;
+    }
+    {
+      const al = (toks[s + 4] ^ K32) >>> 0;
+      const ah = (toks[s + 5] ^ K36) >>> 0;
+      const bl = (toks[s + 6] ^ K40) >>> 0;
+      const bh = (toks[s + 7] ^ K44) >>> 0;
+      const l00 = Math.imul(al, bl) >>> 0;
+      const l01 = Math.imul(al, bh) >>> 0;
+      const l10 = Math.imul(ah, bl) >>> 0;
+      const l11 = Math.imul(ah, bh) >>> 0;
+      const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
+      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+      acl += (l00 ^ (m2 >>> 0)) >>> 0;
+      ach += ((m1 >>> 0) ^ w3) >>> 0;
+    }
+    {
+      const al = (toks[s + 8] ^ K48) >>> 0;
+      const ah = (toks[s + 9] ^ K52) >>> 0;
+      const bl = (toks[s + 10] ^ K56) >>> 0;
+      const bh = (toks[s + 11] ^ K60) >>> 0;
+      const l00 = Math.imul(al, bl) >>> 0;
+      const l01 = Math.imul(al, bh) >>> 0;
+      const l10 = Math.imul(ah, bl) >>> 0;
+      const l11 = Math.imul(ah, bh) >>> 0;
+      const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
+      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
+      acl += (l00 ^ (m2 >>> 0)) >>> 0;
+      ach += ((m1 >>> 0) ^ w3) >>> 0;
+    }
+    // XXH3 avalanche of the (unnormalised) accumulator.
+    let lo = acl >>> 0;
+    const hi = (ach + (acl - lo) * TWO_NEG32) >>> 0;
+    lo = (lo ^ (hi >>> 5)) >>> 0;
+    const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
+    const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+    local[2 * i] = (nl ^ nh) >>> 0;
+    local[2 * i + 1] = nh;
+  }
+}
+
+/**
+ * Local block hashes AND sequence hashes of every full block in one call, into `local` and
+ * `seq` (each at least 2 * nBlocks long; pairs layout). Returns nBlocks. Same results as
+ * `computeSequenceHashes(computeLocalBlockHashes(tokens, blockSize, opts))`, without allocating
+ * and with every check made before anything is written.
+ */
+export function computeBlockAndSequenceHashes(
+  tokens: Uint32Array | readonly number[],
+  blockSize: number,
+  opts: BlockHashOptions | undefined,
+  local: Uint32Array,
+  seq: Uint32Array,
+): number {
+  if (!Number.isInteger(blockSize) || blockSize < 0 || blockSize > 0xffffffff) {
+    throw invalid('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
+  }
+  const len = tokens instanceof Uint32Array || Array.isArray(tokens) ? tokens.length : 0;
+  const n = blockCount(len, blockSize, opts?.isEagle === true);
+  if (!(local instanceof Uint32Array) || local.length < 2 * n) throw invalid('local', `must be a Uint32Array of at least ${2 * n} entries`);
+  if (!(seq instanceof Uint32Array) || seq.length < 2 * n) throw invalid('seq', `must be a Uint32Array of at least ${2 * n} entries`);
+  const l = computeLocalBlockHashes(tokens, blockSize, opts, local);
+  computeSequenceHashes(l, seq.length === l.length ? seq : seq.subarray(0, l.length));
+  return n;
 }
 
 /** Pairs -> bigints. */

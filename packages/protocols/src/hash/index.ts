@@ -3,6 +3,7 @@ export {
   BASE_SEED,
   type BlockHashOptions,
   chainHashInto,
+  computeBlockAndSequenceHashes,
   computeLocalBlockHashes,
   computeSequenceHashes,
   hashTokenBlock,

@@ -60,7 +60,8 @@ const MX2_HI = 0x9fb21c65;
  *   [230, 232)  C_BF3   1..3 path: (k32[0]^k32[4]) + seed
  *   [232, 234)  C_EMPTY the hash of the empty input
  */
-const C_SEC = 0;
+/** Offset of the derived secret (LE32 at every byte offset) in a seed context. */
+export const C_SEC = 0;
 const C_MID = 192;
 /** Offset of the 9..16-byte keys in a seed context (used by the fixed 16-byte sequence hash). */
 export const C_BF16 = 224;
