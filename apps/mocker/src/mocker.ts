@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
 import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
-import { JetStreamEventSink, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
+import { JetStreamEventSink, brokerSetting, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
 import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { SimFleet, type RequestPlaneSpec } from '@kvrouter/sim-worker';
 import { MockerConfigError, extraArgsToArgv, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
@@ -124,6 +124,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
           nc,
           publisherId,
           onError: (e) => io.log(`event plane: ${errText(e)}`),
+          zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
         }),
       kvEventSink: durable as RouterEventSink | null,
       startupDelayMs: plan.startupDelayMs,

@@ -55,6 +55,25 @@ describe('worker options', () => {
     });
   });
 
+  it('ZMQ broker mode: the URL wins over discovery; a bad URL is a configuration error', () => {
+    const env = (e: Record<string, string>) =>
+      planFromConfig(resolveConfig('worker', [], e).config).zmqBroker;
+    expect(env({})).toBeNull();
+    expect(env({ DYN_ZMQ_BROKER_ENABLED: 'true' })).toBe('discovery');
+    expect(
+      env({
+        DYN_ZMQ_BROKER_ENABLED: 'true',
+        DYN_ZMQ_BROKER_URL: 'xsub=tcp://b:5555;tcp://c:5555 , xpub=tcp://b:5556',
+      }),
+    ).toEqual({
+      xsub: ['tcp://b:5555', 'tcp://c:5555'],
+      xpub: ['tcp://b:5556'],
+    });
+    const e = errorOf(() => env({ DYN_ZMQ_BROKER_URL: 'tcp://b:5555' }));
+    expect(e.detail).toEqual({ flag: 'DYN_ZMQ_BROKER_URL' });
+    expect(e.message).toMatch(/xsub=<urls> , xpub=<urls>/);
+  });
+
   it('refusals name the flag', () => {
     expect(errorOf(() => plan('--kv-events-replay-endpoint', 'tcp://h:5600')).detail).toEqual({
       flag: '--kv-events-replay-endpoint',

@@ -4,6 +4,7 @@
  */
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
+import { brokerSetting, type ZmqBrokerSetting } from '@kvrouter/kv-events';
 
 export type WorkerConfig = ResolvedConfig<'worker'>;
 
@@ -31,6 +32,8 @@ export interface WorkerPlan {
   requestPlane: 'tcp' | 'nats';
   eventPlane: 'nats' | 'zmq';
   durableKvEvents: boolean;
+  /** ZMQ event plane through brokers (`DYN_ZMQ_BROKER_URL` / `DYN_ZMQ_BROKER_ENABLED`); null = direct. */
+  zmqBroker: ZmqBrokerSetting | null;
   tcpPort: number | null;
   warnings: string[];
 }
@@ -84,6 +87,14 @@ export function planFromConfig(c: WorkerConfig): WorkerPlan {
       '--router-durable-kv-events requires --event-plane=nats',
       '--router-durable-kv-events',
     );
+  let zmqBroker: ZmqBrokerSetting | null;
+  try {
+    zmqBroker = brokerSetting({ url: c.zmqBrokerUrl, enabled: c.zmqBrokerEnabled });
+  } catch (e) {
+    throw new WorkerConfigError(e instanceof Error ? e.message : String(e), 'DYN_ZMQ_BROKER_URL');
+  }
+  if (zmqBroker !== null && eventPlane !== 'zmq')
+    warnings.push('DYN_ZMQ_BROKER_* apply to the zmq event plane only (ignored)');
   if (c.discoveryBackend === 'mem')
     warnings.push(
       'discovery backend mem: this worker is visible only inside this process; use --discovery-backend etcd or file',
@@ -100,6 +111,7 @@ export function planFromConfig(c: WorkerConfig): WorkerPlan {
     requestPlane: c.requestPlane,
     eventPlane,
     durableKvEvents: c.routerDurableKvEvents,
+    zmqBroker,
     tcpPort: c.tcpRpcPort,
     warnings,
   };

@@ -147,6 +147,7 @@ export async function startWorker(
         nc,
         publisherId: id,
         onError,
+        zmq: { broker: plan.zmqBroker },
       });
       cleanup.unshift(() => plane!.close());
       sink = planeSink(plane, kvEventsTopic(plan.namespace, plan.component));

@@ -202,7 +202,7 @@ export const FLAGS = [
   { key: 'natsServer', env: ['NATS_SERVER'], type: 'url', default: 'nats://localhost:4222', group: 'Infrastructure', apps: INFRA, help: 'NATS server.' },
   { key: 'fileKv', env: ['DYN_FILE_KV'], type: 'path', default: null, computed: true, defaultText: '$TMPDIR/dynamo_store_kv', group: 'Infrastructure', apps: INFRA, help: 'Root directory of the file discovery backend.' },
   { key: 'tcpRpcPort', env: ['DYN_TCP_RPC_PORT'], type: 'u16', nullable: true, default: null, defaultText: 'OS-assigned', group: 'Infrastructure', apps: INFRA, help: "Fixed port for a worker's tcp request-plane listener." },
-  { key: 'zmqBrokerUrl', env: ['DYN_ZMQ_BROKER_URL'], type: 'url', default: null, group: 'Infrastructure', apps: INFRA, help: 'Use a ZMQ XSUB/XPUB broker at this address for the event plane.' },
+  { key: 'zmqBrokerUrl', env: ['DYN_ZMQ_BROKER_URL'], type: 'string', default: null, group: 'Infrastructure', apps: INFRA, help: 'Use ZMQ XSUB/XPUB brokers for the event plane: "xsub=tcp://h:5555[;…] , xpub=tcp://h:5556[;…]" (upstream format).' },
   { key: 'zmqBrokerEnabled', env: ['DYN_ZMQ_BROKER_ENABLED'], type: 'bool', default: false, group: 'Infrastructure', apps: INFRA, help: 'Enable ZMQ broker mode (address from discovery or DYN_ZMQ_BROKER_URL).' },
   { key: 'natsStreamMaxAge', env: ['DYN_NATS_STREAM_MAX_AGE'], type: 'u64', default: 3600n, group: 'Infrastructure', apps: INFRA, help: 'JetStream stream max_age in seconds (durable mode).' },
   { key: 'systemPort', env: ['DYN_SYSTEM_PORT'], type: 'u16', nullable: true, default: null, defaultText: 'unset (off)', group: 'Infrastructure', apps: ['router'], help: 'Metrics/health port of the standalone router.' },

@@ -5,6 +5,19 @@ export { InprocEventBus, InprocEventPlane } from './plane/inproc.js';
 export { NatsEventPlane, type NatsPlaneOptions } from './plane/nats.js';
 export { ZmqEventPlane, type ZmqPlaneOptions } from './plane/zmq.js';
 export {
+  BROKER_COMPONENT,
+  ZmqBroker,
+  brokerChannelKey,
+  brokerChannelsPrefix,
+  brokerSetting,
+  encodeBrokerChannel,
+  parseBrokerChannel,
+  parseBrokerUrl,
+  type ZmqBrokerEndpoints,
+  type ZmqBrokerOptions,
+  type ZmqBrokerSetting,
+} from './plane/zmq-broker.js';
+export {
   VllmZmqPublisher,
   readVllmReplay,
   type VllmPublishEvent,

@@ -10,6 +10,7 @@ import { startNats, type ServiceHandle } from '@kvrouter/testkit';
 import { InprocEventBus } from './inproc.js';
 import { NatsEventPlane } from './nats.js';
 import { ZmqEventPlane } from './zmq.js';
+import { ZmqBroker, parseBrokerUrl } from './zmq-broker.js';
 import { channelKey, encodeChannel } from './channels.js';
 import { activeSequencesTopic, kvEventsTopic, type EventPlane, type EventTopic } from './types.js';
 import { waitFor } from '../test-helpers.js';
@@ -26,7 +27,11 @@ interface Fixture {
 const T = kvEventsTopic('ns', 'backend');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function collect(it: AsyncIterator<EventEnvelope>, n: number, timeoutMs = 5000): Promise<EventEnvelope[]> {
+async function collect(
+  it: AsyncIterator<EventEnvelope>,
+  n: number,
+  timeoutMs = 5000,
+): Promise<EventEnvelope[]> {
   const out: EventEnvelope[] = [];
   const deadline = setTimeout(() => void it.return?.(), timeoutMs);
   while (out.length < n) {
@@ -158,6 +163,61 @@ conformance('zmq', async () => {
       raw.close();
       await da.close();
       await db.close();
+    },
+  };
+});
+
+// Broker mode (§5.2): the same suite through XSUB/XPUB proxies, addressed by DYN_ZMQ_BROKER_URL ...
+conformance('zmq broker (DYN_ZMQ_BROKER_URL)', async () => {
+  const hub = new MemDiscoveryHub();
+  const broker = await ZmqBroker.start();
+  const endpoints = parseBrokerUrl(broker.url);
+  const zopts = { joinDelayMs: 100, broker: endpoints };
+  const raw = new Publisher({ linger: 0 });
+  raw.connect(endpoints.xsub[0]);
+  return {
+    pub: new ZmqEventPlane({ publisherId: 11n, discovery: hub.connect(), ...zopts }),
+    sub: new ZmqEventPlane({ publisherId: 22n, discovery: hub.connect(), ...zopts }),
+    injectGarbage: async (topic) => {
+      // Any publisher connected to the broker reaches every subscriber: a bad version byte, then 3 frames.
+      await sleep(100);
+      const subj = Buffer.from(topic.subject);
+      await raw.send([subj, Buffer.from(beU64(99n)), Buffer.from(beU64(1n)), Buffer.from([2, 0, 0, 0, 0])]);
+      await raw.send([subj, Buffer.from(beU64(99n)), Buffer.from(beU64(2n))]);
+      await sleep(50);
+    },
+    close: async () => {
+      raw.close();
+      await broker.close();
+    },
+  };
+});
+
+// ... and by DYN_ZMQ_BROKER_ENABLED with two brokers found in discovery (every message arrives twice;
+// the suite's exact-sequence checks prove the repeats are dropped).
+conformance('zmq broker (discovery, 2 brokers)', async () => {
+  const hub = new MemDiscoveryHub();
+  const brokers = await Promise.all(
+    [hub.connect(), hub.connect()].map((discovery) =>
+      ZmqBroker.start({ discovery, namespaces: [T.namespace] }),
+    ),
+  );
+  const zopts = { joinDelayMs: 100, broker: 'discovery' as const };
+  const raw = new Publisher({ linger: 0 });
+  raw.connect(brokers[0].endpoints.xsub[0]);
+  return {
+    pub: new ZmqEventPlane({ publisherId: 11n, discovery: hub.connect(), ...zopts }),
+    sub: new ZmqEventPlane({ publisherId: 22n, discovery: hub.connect(), ...zopts }),
+    injectGarbage: async (topic) => {
+      await sleep(100);
+      const subj = Buffer.from(topic.subject);
+      await raw.send([subj, Buffer.from(beU64(99n)), Buffer.from(beU64(1n)), Buffer.from([2, 0, 0, 0, 0])]);
+      await raw.send([subj, Buffer.from(beU64(99n)), Buffer.from(beU64(2n))]);
+      await sleep(50);
+    },
+    close: async () => {
+      raw.close();
+      await Promise.all(brokers.map((b) => b.close()));
     },
   };
 });

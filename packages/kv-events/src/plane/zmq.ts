@@ -4,6 +4,12 @@
  * subscribers watch that prefix and connect one SUB socket to every advertised publisher. Frames:
  * `[subject, publisher_id (8 B BE), sequence (8 B BE), 0x01 ‖ u32 BE length ‖ envelope]`.
  * The topic frame carries the full subject, so SUB prefix filtering is exact up to a suffix check.
+ *
+ * Broker mode (`broker` option, see zmq-broker.ts): nothing is bound or advertised; the PUB socket
+ * connects to every broker's XSUB side and each SUB socket to every broker's XPUB side, either a fixed
+ * list (`DYN_ZMQ_BROKER_URL`) or the brokers registered in the topic's namespace
+ * (`DYN_ZMQ_BROKER_ENABLED`). With several brokers a message arrives once per broker; subscribers
+ * drop repeats by (publisher_id, sequence).
  */
 import { networkInterfaces } from 'node:os';
 import { Publisher, Subscriber } from 'zeromq';
@@ -14,6 +20,7 @@ import { eventChannelsPrefix } from '@kvrouter/protocols';
 import { EnvelopeBuilder } from './envelope-seq.js';
 import { EnvelopeQueue } from './subscription.js';
 import { encodeZmqEventFrames } from '@kvrouter/protocols';
+import { brokerChannelsPrefix, parseBrokerChannel, type ZmqBrokerSetting } from './zmq-broker.js';
 import type { EventPlane, EventSubscription, EventTopic, PlaneOptions, SubscribeOptions } from './types.js';
 
 export interface ZmqPlaneOptions extends PlaneOptions {
@@ -29,7 +36,14 @@ export interface ZmqPlaneOptions extends PlaneOptions {
   joinDelayMs?: number;
   /** Messages queued per peer before PUB drops (default 100 000). */
   highWaterMark?: number;
+  /** Relay through XSUB/XPUB brokers instead of binding and advertising (null = direct mode). */
+  broker?: ZmqBrokerSetting | null;
 }
+
+/** Repeats remembered per subscription in broker mode (messages arrive once per broker). */
+const DEDUP_WINDOW = 65_536;
+
+type Watch = AsyncIterable<{ type: string; key?: string; value?: string }> & { close(): void };
 
 type Frames = [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
 
@@ -44,6 +58,9 @@ export class ZmqEventPlane implements EventPlane {
   private draining: Promise<void> | null = null;
   private readonly subs = new Set<EnvelopeQueue>();
   private closed = false;
+  /** Broker mode: readiness of the PUB socket per namespace (connected to its brokers + join delay). */
+  private readonly brokerReady = new Map<string, Promise<void>>();
+  private readonly brokerWatches: Watch[] = [];
 
   constructor(private readonly opts: ZmqPlaneOptions) {
     this.env = new EnvelopeBuilder(opts);
@@ -60,16 +77,109 @@ export class ZmqEventPlane implements EventPlane {
 
   publish(topic: EventTopic, payload: Uint8Array): void {
     if (this.closed) return;
-    const key = channelKey(topic, this.publisherId);
-    if (!this.advertised.has(key)) this.advertised.set(key, this.advertise(key));
+    const broker = this.opts.broker ?? null;
+    if (broker !== null) {
+      const ns = broker === 'discovery' ? topic.namespace : '';
+      if (!this.brokerReady.has(ns)) this.brokerReady.set(ns, this.connectPub(ns));
+    } else {
+      const key = channelKey(topic, this.publisherId);
+      if (!this.advertised.has(key)) this.advertised.set(key, this.advertise(key));
+    }
     this.queue.push(encodeZmqEventFrames(this.env.next(topic.subject, payload), topic.subject));
     this.draining ??= this.drain();
   }
 
+  private pubSocket(): Publisher {
+    this.pub ??= new Publisher({ sendHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
+    return this.pub;
+  }
+
+  /**
+   * Broker mode: connects the PUB socket to the brokers (all of a namespace's, followed for the
+   * plane's lifetime, in discovery mode) and waits the join delay; sends queue until then.
+   */
+  private connectPub(ns: string): Promise<void> {
+    const pub = this.pubSocket();
+    const broker = this.opts.broker!;
+    if (broker !== 'discovery') {
+      for (const ep of broker.xsub) pub.connect(ep);
+      return sleep(this.opts.joinDelayMs ?? 200);
+    }
+    return new Promise<void>((resolve) => {
+      let first = true;
+      this.followBrokers(
+        ns,
+        'xsub',
+        (ep) => pub.connect(ep),
+        (ep) => pub.disconnect(ep),
+        () => {
+          if (!first) return;
+          first = false;
+          void sleep(this.opts.joinDelayMs ?? 200).then(resolve);
+        },
+      );
+    });
+  }
+
+  /**
+   * Watches the brokers registered in `ns` and keeps a socket connected to the `side` endpoint of
+   * each. `onConnected` runs after every connection made.
+   */
+  private followBrokers(
+    ns: string,
+    side: 'xsub' | 'xpub',
+    connect: (ep: string) => void,
+    disconnect: (ep: string) => void,
+    onConnected: () => void,
+    until: () => boolean = () => this.closed,
+  ): Watch {
+    const watch = this.opts.discovery.watch(brokerChannelsPrefix(ns)) as Watch;
+    this.brokerWatches.push(watch);
+    const byKey = new Map<string, readonly string[]>();
+    const refs = new Map<string, number>();
+    const drop = (key: string) => {
+      for (const ep of byKey.get(key) ?? []) {
+        const n = (refs.get(ep) ?? 1) - 1;
+        if (n > 0) refs.set(ep, n);
+        else {
+          refs.delete(ep);
+          try {
+            disconnect(ep);
+          } catch {
+            // Already gone with the socket.
+          }
+        }
+      }
+      byKey.delete(key);
+    };
+    void (async () => {
+      try {
+        for await (const ev of watch) {
+          if (until()) break;
+          if (ev.type === 'put' && ev.key !== undefined && ev.value !== undefined) {
+            const b = parseBrokerChannel(ev.value);
+            if (!b) continue;
+            drop(ev.key);
+            const eps = side === 'xsub' ? b.xsub : b.xpub;
+            byKey.set(ev.key, eps);
+            for (const ep of eps) {
+              const n = refs.get(ep) ?? 0;
+              refs.set(ep, n + 1);
+              if (n === 0) connect(ep);
+            }
+            onConnected();
+          } else if (ev.type === 'delete' && ev.key !== undefined) drop(ev.key);
+        }
+      } catch (e) {
+        if (!until()) this.opts.onError?.(new Error(`zmq: broker discovery watch ended: ${errorMessage(e)}`));
+      }
+    })();
+    return watch;
+  }
+
   private bind(): Promise<string> {
     this.bound ??= (async () => {
-      const pub = new Publisher({ sendHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
-      this.pub = pub;
+      const pub = this.pubSocket();
       await pub.bind(`tcp://${this.opts.bindHost ?? '0.0.0.0'}:0`);
       const port = /:([0-9]+)$/.exec(pub.lastEndpoint ?? '')?.[1];
       if (!port) throw new Error(`zmq: cannot read the bound port from ${pub.lastEndpoint ?? 'nothing'}`);
@@ -89,7 +199,7 @@ export class ZmqEventPlane implements EventPlane {
     try {
       // Every advertisement (and its join delay) precedes the sends queued after it.
       while (this.queue.length > 0 && !this.closed) {
-        await Promise.all(this.advertised.values());
+        await Promise.all([...this.advertised.values(), ...this.brokerReady.values()]);
         const batch = this.queue.splice(0);
         for (const frames of batch) {
           if (this.closed) return;
@@ -101,6 +211,7 @@ export class ZmqEventPlane implements EventPlane {
       this.opts.onError?.(e);
       // A failed advertisement is retried on the next publish.
       for (const [k, p] of this.advertised) p.catch(() => this.advertised.delete(k));
+      for (const [k, p] of this.brokerReady) p.catch(() => this.brokerReady.delete(k));
     } finally {
       this.draining = null;
       if (this.queue.length > 0 && !this.closed) this.draining = this.drain();
@@ -113,10 +224,11 @@ export class ZmqEventPlane implements EventPlane {
 
   subscribe(topic: EventTopic, opts: SubscribeOptions = {}): EventSubscription {
     const sub = new Subscriber({ receiveHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
-    const watch = this.opts.discovery.watch(eventChannelsPrefix(topic.namespace, topic.component, topic.topic));
+    const broker = this.opts.broker ?? null;
+    let watch: Watch | null = null;
     const q: EnvelopeQueue = new EnvelopeQueue(opts, () => {
       this.subs.delete(q);
-      watch.close();
+      watch?.close();
       sub.close();
     });
     if (this.closed) {
@@ -125,8 +237,24 @@ export class ZmqEventPlane implements EventPlane {
     }
     this.subs.add(q);
     sub.subscribe(topic.subject);
-    void this.follow(watch, sub, q);
-    void this.receive(sub, topic.subject, q);
+    if (broker === null) {
+      watch = this.opts.discovery.watch(
+        eventChannelsPrefix(topic.namespace, topic.component, topic.topic),
+      ) as Watch;
+      void this.follow(watch, sub, q);
+    } else if (broker === 'discovery') {
+      watch = this.followBrokers(
+        topic.namespace,
+        'xpub',
+        (ep) => sub.connect(ep),
+        (ep) => sub.disconnect(ep),
+        () => undefined,
+        () => q.closed,
+      );
+    } else for (const ep of broker.xpub) sub.connect(ep);
+    // A single static broker delivers each message once; otherwise repeats are expected.
+    const dedup = broker !== null && (broker === 'discovery' || broker.xpub.length > 1);
+    void this.receive(sub, topic.subject, q, dedup);
     return q;
   }
 
@@ -172,7 +300,8 @@ export class ZmqEventPlane implements EventPlane {
     }
   }
 
-  private async receive(sub: Subscriber, subject: string, q: EnvelopeQueue): Promise<void> {
+  private async receive(sub: Subscriber, subject: string, q: EnvelopeQueue, dedup = false): Promise<void> {
+    const seen = new Set<string>();
     while (!q.closed) {
       let frames: Buffer[];
       try {
@@ -194,6 +323,13 @@ export class ZmqEventPlane implements EventPlane {
         q.fail(e);
         continue;
       }
+      if (dedup) {
+        const id = `${env.publisher_id}:${env.sequence}`;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        // Sets iterate in insertion order: the oldest entry goes first.
+        if (seen.size > DEDUP_WINDOW) seen.delete(seen.values().next().value!);
+      }
       q.push(env);
     }
   }
@@ -203,6 +339,7 @@ export class ZmqEventPlane implements EventPlane {
     await this.flush();
     this.closed = true;
     for (const q of [...this.subs]) q.close();
+    for (const w of this.brokerWatches) w.close();
     const keys = [...this.advertised.keys()];
     await Promise.all(keys.map((k) => this.opts.discovery.delete(k).catch(() => undefined)));
     this.pub?.close();
