@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { KvrError, type RouterEvent, type StorageTier, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { BlockTable, capacityFor } from '../block-table.js';
@@ -22,6 +20,7 @@ import {
   type TableRef,
   type Task,
 } from './protocol.js';
+import { writerEntry, type WriterEntry } from './writer-entry.js';
 
 export interface PoolOptions {
   /** Writer threads (`--router-event-threads`, default 4). */
@@ -125,6 +124,8 @@ export class PoolIndexer implements KvIndexer {
   private closed = false;
   /** Test hook / metric: table generations published so far. */
   growths = 0;
+  /** Which writer module the threads run (writer-entry.ts). */
+  readonly writerKind: WriterEntry['kind'];
 
   private constructor(private readonly opts: PoolOptions) {
     this.threads = Math.max(1, opts.threads ?? 4);
@@ -137,28 +138,15 @@ export class PoolIndexer implements KvIndexer {
     this.maxBlocks = opts.maxBlocksPerEvent ?? 65_536;
     this.tier = opts.tier ?? 'device';
     this.approx = opts.approximate;
-    // Writer threads load the compiled worker when this module is compiled, or when
-    // KVR_POOL_WORKER=dist asks for it from a source run (benchmarks: tsx-loaded writer threads
-    // apply events ~1.6x slower than compiled ones); tests run the TypeScript sources.
-    let source = import.meta.url.endsWith('.ts');
-    if (source && process.env.KVR_POOL_WORKER === 'dist') {
-      const dist = fileURLToPath(new URL('../../dist/pool/worker.js', import.meta.url));
-      if (!existsSync(dist)) throw new KvrError('pool_worker_missing', `KVR_POOL_WORKER=dist but ${dist} is missing: run pnpm build`);
-      source = false;
-    }
-    const filename = source
-      ? new URL('./worker.ts', import.meta.url).href
-      : import.meta.url.endsWith('.ts')
-        ? new URL('../../dist/pool/worker.js', import.meta.url).href
-        : new URL('./worker.js', import.meta.url).href;
+    const entry = writerEntry();
+    this.writerKind = entry.kind;
     for (let i = 0; i < this.threads; i++) {
       const pool = new Piscina({
-        filename,
+        filename: entry.filename,
         minThreads: 1,
         maxThreads: 1,
         idleTimeout: 2 ** 31 - 1,
-        // Writer threads load TypeScript sources in dev/test runs, compiled JS otherwise.
-        execArgv: source ? ['--import', 'tsx', '--conditions=source'] : [],
+        execArgv: entry.execArgv,
       });
       this.lanes.push({ id: i, pool, builder: new OpsBuilder(), sealed: [], busy: false, tail: Promise.resolve(), slots: new Set(), workers: new Set() });
     }
