@@ -98,6 +98,11 @@ export interface KvPolicyOptions {
    * without it only the built-in model ids of `@kvrouter/aic-model` resolve.
    */
   readText?: ReadText;
+  /**
+   * Replaces the predictor built from the `--aic-*` flags (calibration experiments, e.g. one that
+   * matches the simulated engine's own timing); used only with `--router-prefill-load-model aic`.
+   */
+  prefillDurationPredictor?: PrefillDurationPredictor;
 }
 
 const hasAicFlags = (c: object): c is AicFlags => 'aicBackend' in c && 'aicSystem' in c && 'aicModelPath' in c;
@@ -116,7 +121,7 @@ export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'rout
   if (params.aic) {
     // The same predictor the frontend builds (§9.4); the --aic-* flag errors surface here, at startup.
     if (!hasAicFlags(config)) throw unsupported('--router-prefill-load-model', 'aic needs the --aic-* fields of a resolved config');
-    predictor = aicModelFromFlags(config, popts.readText).predictor();
+    predictor = popts.prefillDurationPredictor ?? aicModelFromFlags(config, popts.readText).predictor();
   }
   if (params.index.kind === 'approximate' && params.index.cachePolicy === 'lru') {
     throw unsupported('--router-approximate-cache-policy', 'lru is not implemented by the approximate indexer');
