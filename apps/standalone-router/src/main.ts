@@ -22,7 +22,9 @@ try {
   process.stderr.write(`error: ${(e as Error).message}\n`);
   process.exit(2);
 }
-const { config } = parseAppConfig('router', split.rest, process.env, {
+// A standalone router is a KV router (upstream has no mode flag): kv unless the mode is given.
+const modeGiven = split.rest.some((a) => a === '--router-mode' || a.startsWith('--router-mode=')) || (process.env.DYN_ROUTER_MODE ?? '') !== '';
+const { config } = parseAppConfig('router', modeGiven ? split.rest : ['--router-mode', 'kv', ...split.rest], process.env, {
   info: { name: 'kvrouter-router', description: 'Standalone KV-aware router for one worker endpoint (python -m dynamo.router)' },
   isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
   writeFile: (p, text) => fs.writeFileSync(p, text),

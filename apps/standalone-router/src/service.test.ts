@@ -3,10 +3,11 @@
  * here; the etcd + NATS end-to-end test with real workers is e2e.test.ts): worker set tracking,
  * the approximate served index and its §7.7 rules, and startup refusals.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { resolveConfig } from '@kvrouter/config';
-import type { WorkerId } from '@kvrouter/protocols';
-import { MemDiscoveryHub, registerInstance, registerModelCard, type Discovery } from '@kvrouter/runtime';
+import { RemoteIndexerQueryCodec, RemoteIndexerRecordRequestCodec, type WorkerId } from '@kvrouter/protocols';
+import { RemoteIndexedKvRouter, RemoteIndexer, VirtualClock } from '@kvrouter/router';
+import { MemDiscoveryHub, TcpRequestClient, registerInstance, registerModelCard, type Discovery } from '@kvrouter/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StandaloneRouter } from './service.js';
 import { REPO } from './test-procs.js';
@@ -81,17 +82,58 @@ describe('StandaloneRouter (mem discovery)', () => {
     expect(await eps('router-discovery')).toBe(1);
   });
 
+  it('approximate served index over the request plane: another router records decisions and reads them back', async () => {
+    const hub = new MemDiscoveryHub();
+    const sr = await router(hub, ['--no-router-kv-events', '--serve-indexer']);
+    const w = await worker(hub);
+    await until(() => sr.modelNames.length === 1 && sr.workerCount === 1);
+    const tcp = new TcpRequestClient();
+    closers.push(() => tcp.close());
+    const remote = new RemoteIndexer({
+      modelName: 'm',
+      approximate: true,
+      client: {
+        query: (q) => tcp.unary(sr.transport, 'kv_indexer_query', RemoteIndexerQueryCodec.toValue(q)),
+        record: (r) => tcp.unary(sr.transport, 'kv_indexer_record_routing_decision', RemoteIndexerRecordRequestCodec.toValue(r)),
+      },
+    });
+    const other = new RemoteIndexedKvRouter({ blockSize: 16, clock: new VirtualClock(0), random: () => 0.5, remote });
+    closers.push(() => other.close());
+    other.addWorker({ workerId: w.leaseId });
+    const tokens = Array.from({ length: 48 }, (_, i) => 7 * i + 1); // 48 / 16 = 3 blocks
+    expect((await other.route({ requestId: 'x', tokens: Uint32Array.from(tokens) })).overlapBlocks).toBe(0);
+    // The other router's record lands in the served index: the standalone router now sees 3 blocks there.
+    const deadline = Date.now() + 5000;
+    let seen = 0;
+    while (seen !== 3 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+      seen = (await sr.route({ token_ids: tokens, query_only: true })).overlap_blocks;
+    }
+    expect(seen).toBe(3);
+    expect((await other.route({ requestId: 'y', tokens: Uint32Array.from(tokens), queryOnly: true })).overlapBlocks).toBe(3);
+    expect(remote.stats).toEqual({ queries: 2, failures: 0, writeFailures: 0 });
+  });
+
   it('refuses --use-remote-indexer (a standalone router keeps its own index)', async () => {
     const { config } = resolveConfig('router', ['--router-mode', 'kv', '--use-remote-indexer'], {});
     await expect(StandaloneRouter.start(config, PATH, { log: quiet, memHub: new MemDiscoveryHub() })).rejects.toMatchObject({ code: 'not_supported' });
   });
 
-  it('CLI: --endpoint is required; FLAGS.md validation messages exit 2', () => {
+  it('CLI: --endpoint is required; kv is the default mode; FLAGS.md validation exits 2', async () => {
     const run = (args: string[]) =>
-      spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/main.ts', ...args], { cwd: REPO, encoding: 'utf8', timeout: 30_000 });
-    const a = run(['--router-mode', 'kv']);
-    expect([a.status, a.stderr.trim()]).toEqual([2, 'error: the following arguments are required: --endpoint']);
-    const b = run(['--endpoint', 'dyn://ns.backend.generate', '--router-mode', 'kv', '--serve-indexer', '--use-remote-indexer']);
-    expect([b.status, b.stderr.trim()]).toEqual([2, 'error: --serve-indexer and --use-remote-indexer are mutually exclusive']);
+      new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const c = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/main.ts', ...args], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+        let stderr = '';
+        c.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+        c.on('exit', (status) => resolve({ status, stderr: stderr.trim() }));
+      });
+    const [a, c] = await Promise.all([
+      run(['--router-mode', 'kv']),
+      // No --router-mode: with kv as the default the mode check passes and the credit check
+      // (validated after it, FLAGS.md order) is the one that fails.
+      run(['--endpoint', 'dyn://ns.backend.generate', '--serve-indexer', '--router-kv-overlap-score-credit', '0']),
+    ]);
+    expect(a).toEqual({ status: 2, stderr: 'error: the following arguments are required: --endpoint' });
+    expect(c).toEqual({ status: 2, stderr: 'error: --serve-indexer requires overlap scoring (--router-kv-overlap-score-credit > 0)' });
   }, 60_000);
 });
