@@ -70,6 +70,25 @@ describe('AicModel roofline, worked by hand', () => {
   });
 });
 
+describe('engineTiming (engine-sim TimingModel shape)', () => {
+  const m = new AicModel({ backend: 'trtllm', system: 'h100_sxm', model: TINY });
+  const t = m.engineTiming(1000);
+
+  it('prefill is the batch-1 no-prefix prediction', () => {
+    expect(t.prefillMs(1000)).toBe(m.prefillMs(1000));
+  });
+
+  it('decode streams every weight once plus the occupied KV', () => {
+    // weights per GPU: (2·4 194 304 + 2·12 582 912)·2 B = 67 108 864 B, + embedding and LM head
+    // 2·1000·1024·2 = 4 096 000 B -> 71 204 864 B / 2.68e9 B/ms = 0.0265690 ms; + 4 ms overhead.
+    expect(t.decodeMs(0)).toBeCloseTo(4.026569, 5);
+    // full cache: 1000 tokens · 2048 elements · 2 B · 2 layers = 8 192 000 B / 2.68e9 = 0.0030567 ms
+    expect(t.decodeMs(1)).toBeCloseTo(4.0296257, 6);
+    expect(t.decodeMs(0.5)).toBeGreaterThan(t.decodeMs(0.25));
+    expect(() => m.engineTiming(0)).toThrow('totalKvTokens must be an integer >= 1, got 0');
+  });
+});
+
 describe('monotonicity', () => {
   const isls = [1, 16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
   // Every built-in model on every system and backend where its weights fit at some TP size.

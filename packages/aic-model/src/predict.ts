@@ -201,6 +201,26 @@ export class AicModel {
   }
 
   /**
+   * Pass timing for a simulated engine (engine-sim's `TimingModel` shape, the mocker's
+   * `--aic-perf-model`), so an engine and the router's predictor can share one model.
+   * `prefillMs(x)`: x new tokens with no prefix (the pass API carries no prefix). `decodeMs(u)`:
+   * one memory-bound decode step: overhead + every weight once + the KV of `u · totalKvTokens`
+   * tokens; the batch's GEMM FLOPs are not modelled (the pass API gives no batch size).
+   */
+  engineTiming(totalKvTokens: number): { prefillMs(x: number): number; decodeMs(u: number): number } {
+    checkCount('totalKvTokens', totalKvTokens, 1);
+    const m = this.model;
+    const kvShards = m.kvSplitsByTp ? Math.min(this.tp, m.numKvHeads) : 1;
+    const weightMs = weightBytesPerGpu(m, this.tp, this.moeTp * this.moeEp) / this.memRate;
+    const kvMsFull = (totalKvTokens * m.kvElemsPerToken * KV_BYTES * m.layers) / kvShards / this.memRate;
+    const overhead = this.backend.overheadMs;
+    return {
+      prefillMs: (x) => this.prefillMs(x, 0, 1),
+      decodeMs: (u) => overhead + weightMs + Math.min(Math.max(u, 0), 1) * kvMsFull,
+    };
+  }
+
+  /**
    * The router's `PrefillDurationPredictor` (§9.4: batch 1, the selected rank's cached prefix).
    * Structurally typed so this package needs no router dependency.
    */
