@@ -77,6 +77,26 @@ describe('disaggregated serving across two topology domains', () => {
     expect(
       (await sc.request(sc.prompt(64), 2, sc.prefillFleets.get('z1')!.workers[0]!.instanceId)).status,
     ).toBe(200);
+    expect(sc.prefillSubmitted('z1')).toBe(1);
+    // query-only: both legs routed, neither dispatched
+    const q = await fetch(`${sc.fe.url}/v1/completions`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-prefill-instance-id': sc.prefillFleets.get('z1')!.workers[0]!.instanceId.toString(),
+      },
+      body: JSON.stringify({
+        model: 'mock-model',
+        prompt: sc.prompt(64),
+        max_tokens: 2,
+        nvext: { annotations: ['query_instance_id:x'] },
+      }),
+    });
+    const qt = await q.text();
+    expect(q.status).toBe(200);
+    expect(qt).toContain(`"prefill_worker_id":${sc.prefillFleets.get('z1')!.workers[0]!.instanceId}`);
+    expect(qt).toContain(`"decode_worker_id":${sc.decodeFleets.get('z1')!.workers[0]!.instanceId}`);
+    expect(sc.prefillSubmitted('z1')).toBe(1);
   }, 30_000);
 
   it('preferred 0.85: in-domain at equal loads, spills over when the domain saturates', async () => {

@@ -47,8 +47,8 @@ describe('SimEngine: disaggregated decode (kvTransferred)', () => {
 
   it('rejects a non-boolean kvTransferred naming the field', () => {
     const eng = new SimEngine();
-    expect(() => eng.enqueue({ id: 'x', tokenIds: prompt(4), maxTokens: 1, kvTransferred: 1 as unknown as boolean }, 0)).toThrow(
-      /kvTransferred/,
-    );
+    expect(() =>
+      eng.enqueue({ id: 'x', tokenIds: prompt(4), maxTokens: 1, kvTransferred: 1 as unknown as boolean }, 0),
+    ).toThrow(/kvTransferred/);
   });
 });

@@ -13,7 +13,9 @@ describe('topology diagnostics families', () => {
     m.requiredUnsatisfied.inc(ep);
     m.constraintErrors.inc({ ...ep, reason: 'weight_missing' });
     const s = await scrape(r);
-    expect(valueOf(s, TOPOLOGY.decodePlacements, { ...ep, enforcement: 'preferred', placement: 'cross_domain' })).toBe(2);
+    expect(
+      valueOf(s, TOPOLOGY.decodePlacements, { ...ep, enforcement: 'preferred', placement: 'cross_domain' }),
+    ).toBe(2);
     expect(valueOf(s, TOPOLOGY.requiredUnsatisfied, ep)).toBe(1);
     expect(valueOf(s, TOPOLOGY.constraintErrors, { ...ep, reason: 'weight_missing' })).toBe(1);
     expect(() => new TopologyMetrics(r)).toThrow(/already registered/);

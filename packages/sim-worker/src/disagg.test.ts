@@ -27,7 +27,13 @@ function setup(mode: SimDisaggOptions['mode'], extra: Partial<SimDisaggOptions> 
   const handler = disaggGenerateHandler(
     driver,
     { mode, kvBytesPerToken: 114_688, bandwidthGBps: 64, ...extra },
-    { workerId: 0x2an as WorkerId, clock, speedupRatio: 1, topologyDomains: { zone: 'z1' }, kvTransferDomain: 'zone' },
+    {
+      workerId: 0x2an as WorkerId,
+      clock,
+      speedupRatio: 1,
+      topologyDomains: { zone: 'z1' },
+      kvTransferDomain: 'zone',
+    },
   );
   return { clock, engine, handler };
 }
@@ -69,7 +75,13 @@ describe('KV transfer model', () => {
 describe('prefill worker', () => {
   it('one token with max_tokens forced to 1, after prefill + transfer, carrying the transfer parameters', async () => {
     const { clock, handler } = setup('prefill', { bootstrap: { host: 'h', port: 7000 } });
-    const c = collect(clock, handler({ request_id: 'p', token_ids: prompt(1000), stop_conditions: { max_tokens: 50 } }, { signal: new AbortController().signal }));
+    const c = collect(
+      clock,
+      handler(
+        { request_id: 'p', token_ids: prompt(1000), stop_conditions: { max_tokens: 50 } },
+        { signal: new AbortController().signal },
+      ),
+    );
     await runClock(clock, c.isDone);
     expect(c.got).toHaveLength(1);
     // prefill(1000) = 0.4209989 + 15.18344 + 16.50142 = 32.1058589 ms; + 1000 · 114 688 / 64e9 s = 1.792 ms
@@ -105,16 +117,30 @@ describe('prefill worker', () => {
 
   it('refuses transfer parameters', () => {
     const { handler } = setup('prefill');
-    expect(() => handler({ request_id: 'p', token_ids: [1], disagg: {} }, { signal: new AbortController().signal })).toThrow(KvrError);
+    expect(() =>
+      handler({ request_id: 'p', token_ids: [1], disagg: {} }, { signal: new AbortController().signal }),
+    ).toThrow(KvrError);
   });
 });
 
 describe('decode worker', () => {
-  const params = { prefill_worker_id: '2a', prefill_dp_rank: 0, prompt_tokens: 1000, kv_bytes: 1, transfer_ms: 1 };
+  const params = {
+    prefill_worker_id: '2a',
+    prefill_dp_rank: 0,
+    prompt_tokens: 1000,
+    kv_bytes: 1,
+    transfer_ms: 1,
+  };
 
   it('with transfer parameters: no prefill pass, first token after one decode step', async () => {
     const { clock, engine, handler } = setup('decode');
-    const c = collect(clock, handler({ request_id: 'd', token_ids: prompt(1000), stop_conditions: { max_tokens: 2 }, disagg: params }, { signal: new AbortController().signal }));
+    const c = collect(
+      clock,
+      handler(
+        { request_id: 'd', token_ids: prompt(1000), stop_conditions: { max_tokens: 2 }, disagg: params },
+        { signal: new AbortController().signal },
+      ),
+    );
     await runClock(clock, c.isDone);
     // 1000 tokens / 16 = 63 blocks as received: u = 0.063
     // decode(0.063) = −25.74·0.003969 + 54.01·0.063 + 5.74 = −0.10216206 + 3.40263 + 5.74 = 9.04046794
@@ -125,7 +151,13 @@ describe('decode worker', () => {
 
   it('without them: served aggregated (decode fallback), prefill paid', async () => {
     const { clock, engine, handler } = setup('decode');
-    const c = collect(clock, handler({ request_id: 'd', token_ids: prompt(1000), stop_conditions: { max_tokens: 1 } }, { signal: new AbortController().signal }));
+    const c = collect(
+      clock,
+      handler(
+        { request_id: 'd', token_ids: prompt(1000), stop_conditions: { max_tokens: 1 } },
+        { signal: new AbortController().signal },
+      ),
+    );
     await runClock(clock, c.isDone);
     expect(c.got[0].t).toBeCloseTo(32.1058589, 6);
     expect(engine.stats().prefillTokensComputed).toBe(1000);
@@ -134,7 +166,10 @@ describe('decode worker', () => {
   it('bad transfer parameters name the field; nothing is enqueued', () => {
     const { engine, handler } = setup('decode');
     expect(() =>
-      handler({ request_id: 'd', token_ids: [1, 2], disagg: { ...params, kv_bytes: -1 } }, { signal: new AbortController().signal }),
+      handler(
+        { request_id: 'd', token_ids: [1, 2], disagg: { ...params, kv_bytes: -1 } },
+        { signal: new AbortController().signal },
+      ),
     ).toThrow(/disagg\.kv_bytes/);
     expect(engine.stats().admitted + engine.ranks[0].numWaiting).toBe(0);
   });
@@ -143,6 +178,8 @@ describe('decode worker', () => {
 describe('aggregated worker', () => {
   it('refuses transfer parameters as before', () => {
     const { handler } = setup('agg');
-    expect(() => handler({ request_id: 'a', token_ids: [1], disagg: {} }, { signal: new AbortController().signal })).toThrow(/aggregated/);
+    expect(() =>
+      handler({ request_id: 'a', token_ids: [1], disagg: {} }, { signal: new AbortController().signal }),
+    ).toThrow(/aggregated/);
   });
 });

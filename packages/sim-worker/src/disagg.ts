@@ -43,7 +43,12 @@ export function disaggForWorker(o: SimDisaggOptions, i: number): SimDisaggOption
   if (o.mode !== 'prefill' || !ports || ports.length === 0) return o;
   const port = ports.length === 1 ? ports[0]! + i : ports[i];
   if (port === undefined || port > 65535)
-    throw new KvrError('invalid_argument', `bootstrapPorts: no port for worker ${i} (${ports.length} given)`, 400, { field: 'bootstrapPorts' });
+    throw new KvrError(
+      'invalid_argument',
+      `bootstrapPorts: no port for worker ${i} (${ports.length} given)`,
+      400,
+      { field: 'bootstrapPorts' },
+    );
   return { ...o, bootstrap: { host: o.bootstrapHost ?? '127.0.0.1', port } };
 }
 
@@ -68,10 +73,20 @@ export interface DisaggregatedParams {
 export const DEFAULT_KV_BYTES_PER_TOKEN = 28 * 2 * 8 * 128 * 2;
 
 /** §17: `layers · 2 · kv_heads · head_dim · dtype_bytes`. */
-export function kvBytesPerToken(m: { layers: number; kvHeads: number; headDim: number; dtypeBytes: number }): number {
+export function kvBytesPerToken(m: {
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  dtypeBytes: number;
+}): number {
   for (const [k, v] of Object.entries(m))
     if (!Number.isInteger(v) || v < 1)
-      throw new KvrError('invalid_argument', `kv bytes per token: ${k} must be an integer >= 1, got ${v}`, 400, { field: k });
+      throw new KvrError(
+        'invalid_argument',
+        `kv bytes per token: ${k} must be an integer >= 1, got ${v}`,
+        400,
+        { field: k },
+      );
   return m.layers * 2 * m.kvHeads * m.headDim * m.dtypeBytes;
 }
 
@@ -85,25 +100,38 @@ export function kvDtypeBytes(kvCacheDtype: string, modelDtype?: string | null): 
   if (d.startsWith('fp8') || d === 'int8') return 1;
   if (d === 'fp16' || d === 'float16' || d === 'half' || d === 'bf16' || d === 'bfloat16') return 2;
   if (d === 'fp32' || d === 'float32' || d === 'float') return 4;
-  throw new KvrError('invalid_argument', `--kv-cache-dtype: unknown dtype "${kvCacheDtype}" (auto, fp8, fp8_e4m3, fp8_e5m2, fp16, bf16, fp32)`, 400, {
-    field: '--kv-cache-dtype',
-  });
+  throw new KvrError(
+    'invalid_argument',
+    `--kv-cache-dtype: unknown dtype "${kvCacheDtype}" (auto, fp8, fp8_e4m3, fp8_e5m2, fp16, bf16, fp32)`,
+    400,
+    {
+      field: '--kv-cache-dtype',
+    },
+  );
 }
 
 /** `isl × bytes / bandwidth`, in ms of model time divided by the speedup ratio. */
-export function kvTransferMs(isl: number, bytesPerToken: number, bandwidthGBps: number, speedupRatio = 1): number {
-  return ((isl * bytesPerToken) / (bandwidthGBps * 1e9)) * 1000 / speedupRatio;
+export function kvTransferMs(
+  isl: number,
+  bytesPerToken: number,
+  bandwidthGBps: number,
+  speedupRatio = 1,
+): number {
+  return (((isl * bytesPerToken) / (bandwidthGBps * 1e9)) * 1000) / speedupRatio;
 }
 
 /** Validates `disagg` of a generate payload; every field is named on failure. */
 export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedParams {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalidRequest(field, 'expected a map of transfer parameters');
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw invalidRequest(field, 'expected a map of transfer parameters');
   const o = v as Record<string, unknown>;
   const id = o.prefill_worker_id;
-  if (typeof id !== 'string' || !/^[0-9a-fA-F]{1,16}$/.test(id)) throw invalidRequest(`${field}.prefill_worker_id`, 'expected a hex worker id');
+  if (typeof id !== 'string' || !/^[0-9a-fA-F]{1,16}$/.test(id))
+    throw invalidRequest(`${field}.prefill_worker_id`, 'expected a hex worker id');
   const nat = (k: string): number => {
     const x = typeof o[k] === 'bigint' ? Number(o[k]) : o[k];
-    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0) throw invalidRequest(`${field}.${k}`, 'expected a number >= 0');
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0)
+      throw invalidRequest(`${field}.${k}`, 'expected a number >= 0');
     return x;
   };
   const out: DisaggregatedParams = {
@@ -114,17 +142,20 @@ export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedPa
     transfer_ms: nat('transfer_ms'),
   };
   if (o.bootstrap_host != null) {
-    if (typeof o.bootstrap_host !== 'string') throw invalidRequest(`${field}.bootstrap_host`, 'expected a string');
+    if (typeof o.bootstrap_host !== 'string')
+      throw invalidRequest(`${field}.bootstrap_host`, 'expected a string');
     out.bootstrap_host = o.bootstrap_host;
   }
   if (o.bootstrap_port != null) out.bootstrap_port = nat('bootstrap_port');
   if (o.kv_transfer_domain != null) {
-    if (typeof o.kv_transfer_domain !== 'string') throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
+    if (typeof o.kv_transfer_domain !== 'string')
+      throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
     out.kv_transfer_domain = o.kv_transfer_domain;
   }
   if (o.topology_domains != null) {
     const t = o.topology_domains;
-    if (typeof t !== 'object' || Array.isArray(t)) throw invalidRequest(`${field}.topology_domains`, 'expected a map');
+    if (typeof t !== 'object' || Array.isArray(t))
+      throw invalidRequest(`${field}.topology_domains`, 'expected a map');
     for (const [k, x] of Object.entries(t as Record<string, unknown>))
       if (typeof x !== 'string') throw invalidRequest(`${field}.topology_domains.${k}`, 'expected a string');
     out.topology_domains = { ...(t as Record<string, string>) };
@@ -150,9 +181,19 @@ export function disaggGenerateHandler(
   const bandwidth = opts?.bandwidthGBps ?? 64;
   if (opts && mode !== 'agg') {
     if (!(bandwidth > 0) || !Number.isFinite(bandwidth))
-      throw new KvrError('invalid_argument', `bandwidthGBps: must be a finite number > 0, got ${bandwidth}`, 400, { field: 'bandwidthGBps' });
+      throw new KvrError(
+        'invalid_argument',
+        `bandwidthGBps: must be a finite number > 0, got ${bandwidth}`,
+        400,
+        { field: 'bandwidthGBps' },
+      );
     if (!(opts.kvBytesPerToken >= 1))
-      throw new KvrError('invalid_argument', `kvBytesPerToken: must be >= 1, got ${opts.kvBytesPerToken}`, 400, { field: 'kvBytesPerToken' });
+      throw new KvrError(
+        'invalid_argument',
+        `kvBytesPerToken: must be >= 1, got ${opts.kvBytesPerToken}`,
+        400,
+        { field: 'kvBytesPerToken' },
+      );
   }
   return (payload, ctx) => {
     const p = payload as Record<string, unknown> | null;
@@ -182,7 +223,9 @@ export function disaggGenerateHandler(
       prompt_tokens: isl,
       kv_bytes: isl * opts!.kvBytesPerToken,
       transfer_ms: ms,
-      ...(opts!.bootstrap ? { bootstrap_host: opts!.bootstrap.host, bootstrap_port: opts!.bootstrap.port } : {}),
+      ...(opts!.bootstrap
+        ? { bootstrap_host: opts!.bootstrap.host, bootstrap_port: opts!.bootstrap.port }
+        : {}),
       ...(info.topologyDomains ? { topology_domains: info.topologyDomains } : {}),
       ...(info.kvTransferDomain != null ? { kv_transfer_domain: info.kvTransferDomain } : {}),
     };
@@ -232,7 +275,11 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
       if (this.signal.aborted || this.done) return this.finish();
     }
     this.done = true;
-    const item: GenerateItem = { token_ids: tokens, finish_reason: 'length', disaggregated_params: this.params };
+    const item: GenerateItem = {
+      token_ids: tokens,
+      finish_reason: 'length',
+      disaggregated_params: this.params,
+    };
     if (first.cached_tokens !== undefined) item.cached_tokens = first.cached_tokens;
     return { value: item, done: false };
   }

@@ -25,11 +25,22 @@ describe('RoutingConstraints', () => {
   });
 
   it('merge is a union and changes neither input; a taint in both takes the derived weight', () => {
-    const own = rc(['user=a'], [['dynamo.topology/zone=z1', 0.2], ['user=p', 0.3]]);
+    const own = rc(
+      ['user=a'],
+      [
+        ['dynamo.topology/zone=z1', 0.2],
+        ['user=p', 0.3],
+      ],
+    );
     const derived = rc(['dynamo.topology/zone=z1'], [['dynamo.topology/zone=z1', 0.85]]);
     const m = mergeConstraints(own, derived);
     expect(m.required_taints).toEqual(new Set(['user=a', 'dynamo.topology/zone=z1']));
-    expect(m.preferred_taints).toEqual(new Map([['dynamo.topology/zone=z1', 0.85], ['user=p', 0.3]]));
+    expect(m.preferred_taints).toEqual(
+      new Map([
+        ['dynamo.topology/zone=z1', 0.85],
+        ['user=p', 0.3],
+      ]),
+    );
     expect(own.required_taints.size).toBe(1);
     expect(own.preferred_taints.get('dynamo.topology/zone=z1')).toBe(0.2);
     expect(mergeConstraints(null, undefined)).toEqual(emptyRoutingConstraints());
@@ -38,7 +49,14 @@ describe('RoutingConstraints', () => {
   });
 
   it('required is all-of; preferred sums the held weights', () => {
-    const c = rc(['a', 'b'], [['a', 0.5], ['c', 0.25], ['d', 0.125]]);
+    const c = rc(
+      ['a', 'b'],
+      [
+        ['a', 0.5],
+        ['c', 0.25],
+        ['d', 0.125],
+      ],
+    );
     expect(satisfiesRequired(new Set(['a', 'b', 'x']), c)).toBe(true);
     expect(satisfiesRequired(new Set(['a']), c)).toBe(false);
     expect(satisfiesRequired(new Set(), null)).toBe(true);
@@ -50,6 +68,8 @@ describe('RoutingConstraints', () => {
   it('parses the JSON form and names a bad field', () => {
     const c = parseRoutingConstraints({ required_taints: ['t'], preferred_taints: { p: 0.5 } });
     expect(c).toEqual(rc(['t'], [['p', 0.5]]));
-    expect(() => parseRoutingConstraints({ preferred_taints: { p: 'x' } })).toThrow(/routing_constraints.preferred_taints.p/);
+    expect(() => parseRoutingConstraints({ preferred_taints: { p: 'x' } })).toThrow(
+      /routing_constraints.preferred_taints.p/,
+    );
   });
 });

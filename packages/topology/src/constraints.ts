@@ -9,7 +9,12 @@ import {
   type RoutingConstraints,
 } from '@kvrouter/protocols';
 
-export { emptyRoutingConstraints, parseRoutingConstraints, routingConstraintsToJson, type RoutingConstraints };
+export {
+  emptyRoutingConstraints,
+  parseRoutingConstraints,
+  routingConstraintsToJson,
+  type RoutingConstraints,
+};
 
 /**
  * Union of the request's own constraints and derived ones, as a new object (neither input changes).
@@ -30,14 +35,20 @@ export function mergeConstraints(
 }
 
 /** Required = hard filter: the worker must hold every required taint. */
-export function satisfiesRequired(taints: ReadonlySet<string>, c: RoutingConstraints | null | undefined): boolean {
+export function satisfiesRequired(
+  taints: ReadonlySet<string>,
+  c: RoutingConstraints | null | undefined,
+): boolean {
   if (!c) return true;
   for (const t of c.required_taints) if (!taints.has(t)) return false;
   return true;
 }
 
 /** Σ weights of the preferred taints the worker holds (the argument of exp(−tanh(·))). */
-export function preferredWeightHeld(taints: ReadonlySet<string>, c: RoutingConstraints | null | undefined): number {
+export function preferredWeightHeld(
+  taints: ReadonlySet<string>,
+  c: RoutingConstraints | null | undefined,
+): number {
   let sum = 0;
   if (c) for (const [t, w] of c.preferred_taints) if (taints.has(t)) sum += w;
   return sum;

@@ -45,18 +45,32 @@ describe('deriveDecodeConstraints (§13)', () => {
   });
 
   it('fails closed on each incomplete policy', () => {
-    expect(reasonOf(() => deriveDecodeConstraints({ kv_transfer_domain: 'zone', kv_transfer_enforcement: 'required', topology_domains: {} }))).toBe(
-      'domain_value_missing',
-    );
-    expect(reasonOf(() => deriveDecodeConstraints({ kv_transfer_domain: 'zone', topology_domains: { zone: 'a' } }))).toBe(
-      'enforcement_missing',
-    );
-    expect(reasonOf(() => deriveDecodeConstraints({ kv_transfer_enforcement: 'required', topology_domains: { zone: 'a' } }))).toBe(
-      'domain_missing',
-    );
     expect(
       reasonOf(() =>
-        deriveDecodeConstraints({ kv_transfer_domain: 'zone', kv_transfer_enforcement: 'preferred', topology_domains: { zone: 'a' } }),
+        deriveDecodeConstraints({
+          kv_transfer_domain: 'zone',
+          kv_transfer_enforcement: 'required',
+          topology_domains: {},
+        }),
+      ),
+    ).toBe('domain_value_missing');
+    expect(
+      reasonOf(() =>
+        deriveDecodeConstraints({ kv_transfer_domain: 'zone', topology_domains: { zone: 'a' } }),
+      ),
+    ).toBe('enforcement_missing');
+    expect(
+      reasonOf(() =>
+        deriveDecodeConstraints({ kv_transfer_enforcement: 'required', topology_domains: { zone: 'a' } }),
+      ),
+    ).toBe('domain_missing');
+    expect(
+      reasonOf(() =>
+        deriveDecodeConstraints({
+          kv_transfer_domain: 'zone',
+          kv_transfer_enforcement: 'preferred',
+          topology_domains: { zone: 'a' },
+        }),
       ),
     ).toBe('weight_missing');
     expect(
@@ -70,7 +84,13 @@ describe('deriveDecodeConstraints (§13)', () => {
       ),
     ).toBe('weight_missing');
     expect(
-      reasonOf(() => deriveDecodeConstraints({ kv_transfer_domain: 'zone', kv_transfer_enforcement: 'soft', topology_domains: { zone: 'a' } })),
+      reasonOf(() =>
+        deriveDecodeConstraints({
+          kv_transfer_domain: 'zone',
+          kv_transfer_enforcement: 'soft',
+          topology_domains: { zone: 'a' },
+        }),
+      ),
     ).toBe('enforcement_invalid');
   });
 

@@ -35,12 +35,19 @@ export type DerivedConstraints =
  * domain missing, domain value missing, enforcement missing or unknown, preferred without a weight
  * in [0, 1].
  */
-export function deriveDecodeConstraints(rc: PrefillTopology | null | undefined, workerId?: string): DerivedConstraints {
+export function deriveDecodeConstraints(
+  rc: PrefillTopology | null | undefined,
+  workerId?: string,
+): DerivedConstraints {
   const domain = rc?.kv_transfer_domain ?? null;
   const enforcement = rc?.kv_transfer_enforcement ?? null;
   if (domain === null && enforcement === null) return { kind: 'none' };
   const who = workerId !== undefined ? `prefill worker ${workerId}` : 'the prefill worker';
-  const fail = (reason: ConstructorParameters<typeof TopologyConstraintError>[0], field: string, what: string): never => {
+  const fail = (
+    reason: ConstructorParameters<typeof TopologyConstraintError>[0],
+    field: string,
+    what: string,
+  ): never => {
     throw new TopologyConstraintError(
       reason,
       field,
@@ -49,13 +56,30 @@ export function deriveDecodeConstraints(rc: PrefillTopology | null | undefined, 
     );
   };
   if (domain === null || domain === '')
-    return fail('domain_missing', 'kv_transfer_domain', `kv_transfer_enforcement ${enforcement} but no kv_transfer_domain`);
-  if (enforcement === null) return fail('enforcement_missing', 'kv_transfer_enforcement', `kv_transfer_domain "${domain}" but no kv_transfer_enforcement`);
+    return fail(
+      'domain_missing',
+      'kv_transfer_domain',
+      `kv_transfer_enforcement ${enforcement} but no kv_transfer_domain`,
+    );
+  if (enforcement === null)
+    return fail(
+      'enforcement_missing',
+      'kv_transfer_enforcement',
+      `kv_transfer_domain "${domain}" but no kv_transfer_enforcement`,
+    );
   if (enforcement !== 'required' && enforcement !== 'preferred')
-    return fail('enforcement_invalid', 'kv_transfer_enforcement', `kv_transfer_enforcement "${enforcement}" (expected required or preferred)`);
+    return fail(
+      'enforcement_invalid',
+      'kv_transfer_enforcement',
+      `kv_transfer_enforcement "${enforcement}" (expected required or preferred)`,
+    );
   const value = rc?.topology_domains?.[domain];
   if (typeof value !== 'string' || value === '')
-    return fail('domain_value_missing', `topology_domains.${domain}`, `kv_transfer_domain "${domain}" but no value for it in topology_domains`);
+    return fail(
+      'domain_value_missing',
+      `topology_domains.${domain}`,
+      `kv_transfer_domain "${domain}" but no value for it in topology_domains`,
+    );
   const taint = topologyTaint(domain, value);
   const constraints = emptyRoutingConstraints();
   if (enforcement === 'required') {
@@ -64,7 +88,11 @@ export function deriveDecodeConstraints(rc: PrefillTopology | null | undefined, 
   }
   const w = rc?.kv_transfer_preferred_weight;
   if (typeof w !== 'number' || !(w >= 0 && w <= 1))
-    return fail('weight_missing', 'kv_transfer_preferred_weight', `kv_transfer_enforcement preferred without a kv_transfer_preferred_weight in [0, 1]`);
+    return fail(
+      'weight_missing',
+      'kv_transfer_preferred_weight',
+      `kv_transfer_enforcement preferred without a kv_transfer_preferred_weight in [0, 1]`,
+    );
   constraints.preferred_taints.set(taint, w);
   return { kind: 'preferred', taint, domain, value, weight: w, constraints };
 }

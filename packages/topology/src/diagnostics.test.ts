@@ -10,11 +10,18 @@ describe('diagnostics table', () => {
       'metadata_missing',
       'constraints_underivable',
     ]);
-    for (const r of TOPOLOGY_DIAGNOSTICS.slice(1)) expect(r.metric).toMatch(/^dynamo_component_router_topology_[a-z_]+_total/);
+    for (const r of TOPOLOGY_DIAGNOSTICS.slice(1))
+      expect(r.metric).toMatch(/^dynamo_component_router_topology_[a-z_]+_total/);
   });
 
   it('log lines carry the context and the check', () => {
-    expect(symptomLogLine('required_no_endpoint', { model: 'm', prefillWorker: '0x1', taint: 'dynamo.topology/zone=a' })).toBe(
+    expect(
+      symptomLogLine('required_no_endpoint', {
+        model: 'm',
+        prefillWorker: '0x1',
+        taint: 'dynamo.topology/zone=a',
+      }),
+    ).toBe(
       'topology: the required policy returns no endpoint (model=m prefill_worker=0x1 taint=dynamo.topology/zone=a); ' +
         "likely cause: no decode worker holds the generated topology taint of the selected prefill worker; check: the workers' ModelRuntimeConfig topology metadata and decode worker placement",
     );

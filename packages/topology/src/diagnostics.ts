@@ -40,14 +40,15 @@ export const TOPOLOGY_DIAGNOSTICS: readonly SymptomRow[] = [
   {
     symptom: 'required_no_endpoint',
     seen: 'the required policy returns no endpoint',
-    likelyCause: "no decode worker holds the generated topology taint of the selected prefill worker",
+    likelyCause: 'no decode worker holds the generated topology taint of the selected prefill worker',
     check: "the workers' ModelRuntimeConfig topology metadata and decode worker placement",
     metric: TOPOLOGY_METRICS.requiredUnsatisfied,
   },
   {
     symptom: 'preferred_cross_domain',
     seen: 'the preferred policy still routes across domains',
-    likelyCause: "the matching domain's decode workers are overloaded or unavailable, or the weight is small relative to load",
+    likelyCause:
+      "the matching domain's decode workers are overloaded or unavailable, or the weight is small relative to load",
     check: 'raise the preferred weight, add decode capacity in the domain, or switch to required',
     metric: `${TOPOLOGY_METRICS.decodePlacements}{placement="cross_domain"}`,
   },
@@ -61,7 +62,8 @@ export const TOPOLOGY_DIAGNOSTICS: readonly SymptomRow[] = [
   {
     symptom: 'constraints_underivable',
     seen: 'requests fail before prefill with topology_constraint_unavailable',
-    likelyCause: 'the prefill worker publishes an incomplete policy (domain value, enforcement or preferred weight missing)',
+    likelyCause:
+      'the prefill worker publishes an incomplete policy (domain value, enforcement or preferred weight missing)',
     check: "the prefill worker's runtime_config kv_transfer_* fields and topology_domains",
     metric: `${TOPOLOGY_METRICS.constraintErrors}{reason}`,
   },

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { TopologyConfigError } from './errors.js';
-import { domainsFromEntries, loadTopology, parseTopologyEnv, type TopologyDirEntry, type TopologyIo } from './env.js';
+import {
+  domainsFromEntries,
+  loadTopology,
+  parseTopologyEnv,
+  type TopologyDirEntry,
+  type TopologyIo,
+} from './env.js';
 
 const msg = (f: () => unknown): string => {
   try {
@@ -15,29 +21,47 @@ const msg = (f: () => unknown): string => {
 describe('worker env contract', () => {
   it('defaults: disabled, /etc/dynamo/topology, required', () => {
     const { settings, warnings } = parseTopologyEnv({});
-    expect(settings).toEqual({ enabled: false, mountPath: '/etc/dynamo/topology', domain: null, enforcement: 'required', preferredWeight: null });
+    expect(settings).toEqual({
+      enabled: false,
+      mountPath: '/etc/dynamo/topology',
+      domain: null,
+      enforcement: 'required',
+      preferredWeight: null,
+    });
     expect(warnings).toEqual([]);
   });
 
   it('true/1/on/yes enable; unknown values warn and disable', () => {
     for (const v of ['true', '1', 'on', 'yes', 'YES'])
-      expect(parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: v, DYN_KV_TRANSFER_DOMAIN: 'zone' }).settings.enabled).toBe(true);
+      expect(
+        parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: v, DYN_KV_TRANSFER_DOMAIN: 'zone' }).settings.enabled,
+      ).toBe(true);
     const r = parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: 'maybe' });
     expect(r.settings.enabled).toBe(false);
     expect(r.warnings[0]).toContain('maybe');
   });
 
   it("FLAGS.md's worker-side messages", () => {
-    expect(msg(() => parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: 'true' }))).toBe('DYN_TOPOLOGY_ENABLED is set but DYN_KV_TRANSFER_DOMAIN is not');
+    expect(msg(() => parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: 'true' }))).toBe(
+      'DYN_TOPOLOGY_ENABLED is set but DYN_KV_TRANSFER_DOMAIN is not',
+    );
     expect(msg(() => parseTopologyEnv({ DYN_KV_TRANSFER_ENFORCEMENT: 'soft' }))).toBe(
       'DYN_KV_TRANSFER_ENFORCEMENT must be required or preferred, got "soft"',
     );
-    expect(msg(() => parseTopologyEnv({ DYN_KV_TRANSFER_PREFERRED_WEIGHT: 'abc' }))).toMatch(/^invalid DYN_KV_TRANSFER_PREFERRED_WEIGHT: /);
+    expect(msg(() => parseTopologyEnv({ DYN_KV_TRANSFER_PREFERRED_WEIGHT: 'abc' }))).toMatch(
+      /^invalid DYN_KV_TRANSFER_PREFERRED_WEIGHT: /,
+    );
     expect(msg(() => parseTopologyEnv({ DYN_KV_TRANSFER_PREFERRED_WEIGHT: '1.5' }))).toBe(
       'DYN_KV_TRANSFER_PREFERRED_WEIGHT must be between 0 and 1, got 1.5',
     );
     expect(
-      msg(() => parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: '1', DYN_KV_TRANSFER_DOMAIN: 'zone', DYN_KV_TRANSFER_ENFORCEMENT: 'preferred' })),
+      msg(() =>
+        parseTopologyEnv({
+          DYN_TOPOLOGY_ENABLED: '1',
+          DYN_KV_TRANSFER_DOMAIN: 'zone',
+          DYN_KV_TRANSFER_ENFORCEMENT: 'preferred',
+        }),
+      ),
     ).toMatch(/DYN_KV_TRANSFER_PREFERRED_WEIGHT is not set/);
   });
 
@@ -73,7 +97,13 @@ function fakeIo(appearAt: number | null): TopologyIo & { t: number; reads: numbe
 }
 
 describe('loadTopology (startup wait)', () => {
-  const s = { enabled: true, mountPath: '/m', domain: 'zone', enforcement: 'preferred' as const, preferredWeight: 0.85 };
+  const s = {
+    enabled: true,
+    mountPath: '/m',
+    domain: 'zone',
+    enforcement: 'preferred' as const,
+    preferredWeight: 0.85,
+  };
 
   it('polls every second until the transfer-domain file is populated', async () => {
     const io = fakeIo(2500);
@@ -90,7 +120,9 @@ describe('loadTopology (startup wait)', () => {
 
   it('gives up after 30 s with the FLAGS.md message', async () => {
     const io = fakeIo(null);
-    await expect(loadTopology(s, io)).rejects.toThrow('topology domain "zone" in /m was not populated within 30s');
+    await expect(loadTopology(s, io)).rejects.toThrow(
+      'topology domain "zone" in /m was not populated within 30s',
+    );
     // reads at 0, 1000, …, 30000
     expect(io.reads).toBe(31);
     expect(io.t).toBe(30_000);

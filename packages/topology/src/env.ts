@@ -78,7 +78,10 @@ export function parseTopologyEnv(env: Readonly<Record<string, string | undefined
 export function checkTopologySettings(s: TopologySettings): void {
   if (!s.enabled) return;
   if (s.domain === null)
-    throw new TopologyConfigError('DYN_TOPOLOGY_ENABLED is set but DYN_KV_TRANSFER_DOMAIN is not', 'DYN_KV_TRANSFER_DOMAIN');
+    throw new TopologyConfigError(
+      'DYN_TOPOLOGY_ENABLED is set but DYN_KV_TRANSFER_DOMAIN is not',
+      'DYN_KV_TRANSFER_DOMAIN',
+    );
   if (s.enforcement === 'preferred' && s.preferredWeight === null)
     // FLAGS.md has no message for this case; the wording follows the "enabled, no domain" one.
     throw new TopologyConfigError(
@@ -114,7 +117,10 @@ export interface TopologyRuntimeFields {
   kv_transfer_preferred_weight: number | null;
 }
 
-export function topologyRuntimeFields(s: TopologySettings, domains: Record<string, string>): TopologyRuntimeFields {
+export function topologyRuntimeFields(
+  s: TopologySettings,
+  domains: Record<string, string>,
+): TopologyRuntimeFields {
   return {
     topology_domains: { ...domains },
     kv_transfer_domain: s.domain,

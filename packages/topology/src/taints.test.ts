@@ -4,9 +4,9 @@ import { parseTopologyTaint, topologyTaint, workerTaints } from './taints.js';
 describe('topology taints', () => {
   it('builds the canonical dynamo.topology/<domain>=<value> form (seed example)', () => {
     expect(topologyTaint('zone', 'us-east-1a')).toBe('dynamo.topology/zone=us-east-1a');
-    expect(workerTaints({ topology_domains: { zone: 'us-east-1a', rack: 'rack-22' }, taints: ['gpu=h100'] })).toEqual(
-      new Set(['gpu=h100', 'dynamo.topology/zone=us-east-1a', 'dynamo.topology/rack=rack-22']),
-    );
+    expect(
+      workerTaints({ topology_domains: { zone: 'us-east-1a', rack: 'rack-22' }, taints: ['gpu=h100'] }),
+    ).toEqual(new Set(['gpu=h100', 'dynamo.topology/zone=us-east-1a', 'dynamo.topology/rack=rack-22']));
     expect(workerTaints({})).toEqual(new Set());
   });
 
