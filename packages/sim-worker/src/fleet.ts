@@ -10,8 +10,10 @@ import { disaggForWorker } from './disagg.js';
 import { defaultPassScheduler } from './pass-scheduler.js';
 import { SimWorker, type RequestPlaneSpec, type SimWorkerOptions, type StopOptions } from './worker.js';
 
-export interface SimFleetOptions
-  extends Omit<SimWorkerOptions, 'discovery' | 'eventPlane' | 'requestPlane'> {
+export interface SimFleetOptions extends Omit<
+  SimWorkerOptions,
+  'discovery' | 'eventPlane' | 'requestPlane' | 'kvEventRelay'
+> {
   numWorkers: number;
   /** Opens one discovery handle (one lease) per worker. */
   openDiscovery: () => Promise<Discovery>;
@@ -23,6 +25,8 @@ export interface SimFleetOptions
   startupDelayMs?: number;
   /** Worker i starts `i × staggerMs` after the first. Default 0. */
   staggerMs?: number;
+  /** Worker i's KV event relay (e.g. its own vLLM ZMQ ports); none = events go straight to the publisher. */
+  kvEventRelayFor?: ((index: number) => SimWorkerOptions['kvEventRelay']) | null;
   /** Worker i's token stream seed is `seed + i`. Default the engine config's seed (0). */
   seed?: number;
 }
@@ -47,7 +51,9 @@ export class SimFleet {
     for (const f of ['startupDelayMs', 'staggerMs'] as const) {
       const v = o[f] ?? 0;
       if (typeof v !== 'number' || !(v >= 0) || !Number.isFinite(v))
-        throw new KvrError('invalid_argument', `${f}: must be a finite number >= 0, got ${v}`, 400, { field: f });
+        throw new KvrError('invalid_argument', `${f}: must be a finite number >= 0, got ${v}`, 400, {
+          field: f,
+        });
     }
     const scheduler = o.scheduler ?? defaultPassScheduler();
     const clock = scheduler.clock;
@@ -72,8 +78,10 @@ export class SimFleet {
           discovery: d,
           eventPlane: plane,
           scheduler,
-          requestPlane: rp.kind === 'tcp' && rp.port !== undefined && rp.port !== 0 ? { ...rp, port: rp.port + i } : rp,
+          requestPlane:
+            rp.kind === 'tcp' && rp.port !== undefined && rp.port !== 0 ? { ...rp, port: rp.port + i } : rp,
           engine: { ...o.engine, seed: (seed + i) >>> 0 },
+          kvEventRelay: o.kvEventRelayFor?.(i) ?? null,
           disagg: o.disagg ? disaggForWorker(o.disagg, i) : o.disagg,
         });
         started.push(w);

@@ -25,4 +25,5 @@ export {
 } from './worker.js';
 export { SimFleet, autoStaggerMs, type SimFleetOptions } from './fleet.js';
 export { VllmSimEngine, toVllmEvents, type VllmSimEngineOptions } from './vllm-engine.js';
+export { VllmRelay, type KvEventRelay, type VllmRelayOptions } from './vllm-relay.js';
 export * from './disagg.js';

@@ -13,7 +13,13 @@ import {
   type DpRank,
   type WorkerId,
 } from '@kvrouter/protocols';
-import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent, type EngineLoad } from '@kvrouter/engine-sim';
+import {
+  SimEngine,
+  type EngineConfig,
+  type EngineDeps,
+  type EngineKvEvent,
+  type EngineLoad,
+} from '@kvrouter/engine-sim';
 import {
   CoalescingLoadPublisher,
   KvEventPublisher,
@@ -44,6 +50,7 @@ import {
 import { EngineDriver, type DriverStats } from './driver.js';
 import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
+import type { KvEventRelay } from './vllm-relay.js';
 
 export type RequestPlaneSpec =
   | {
@@ -106,6 +113,11 @@ export interface SimWorkerOptions {
   /** `--disaggregation-mode` and the KV transfer model (`disagg.ts`); default aggregated. */
   disagg?: SimDisaggOptions | null;
   deviceType?: DeviceType;
+  /**
+   * Engine KV events go through this relay (e.g. `VllmRelay`: vLLM ZMQ out and back in) instead of
+   * straight to the publisher; the engine then attaches token ids to stored blocks. Closed on stop.
+   */
+  kvEventRelay?: ((publisher: KvEventPublisher, engine: SimEngine) => Promise<KvEventRelay>) | null;
   /** Each pass's raw engine KV events (before the publisher), e.g. for `DYN_MOCKER_KV_CACHE_TRACE`. */
   onEngineKvEvents?: (workerId: bigint, events: readonly EngineKvEvent[]) => void;
   /** Publisher and plane failures (the event plane is lossy by contract; routers recover). */
@@ -119,6 +131,7 @@ export interface StopOptions {
 
 export class SimWorker {
   private stopping: Promise<void> | null = null;
+  private relay: KvEventRelay | null = null;
 
   private constructor(
     readonly instanceId: WorkerId,
@@ -146,14 +159,27 @@ export class SimWorker {
     let server: RequestServer | null = null;
     const regs: Registration<unknown>[] = [];
     let publisher: KvEventPublisher | null = null;
+    let relay: KvEventRelay | null = null;
     try {
-      const engine = new SimEngine(o.engine ?? {}, o.engineDeps ?? {});
+      const engine = new SimEngine(
+        o.engine ?? {},
+        o.kvEventRelay ? { ...o.engineDeps, blockTokenIds: true } : (o.engineDeps ?? {}),
+      );
       const cfg = engine.config;
       const ranks = Array.from({ length: cfg.dataParallelSize }, (_, r) => r);
       const localIndexer = o.enableLocalIndexer ?? true;
-      const sink = o.kvEventSink ?? (o.eventPlane ? planeSink(o.eventPlane, kvEventsTopic(o.namespace, o.component)) : null);
-      const pub = new KvEventPublisher({ workerId: id, sink, dpRanks: ranks, localIndexer, onError: o.onError });
+      const sink =
+        o.kvEventSink ??
+        (o.eventPlane ? planeSink(o.eventPlane, kvEventsTopic(o.namespace, o.component)) : null);
+      const pub = new KvEventPublisher({
+        workerId: id,
+        sink,
+        dpRanks: ranks,
+        localIndexer,
+        onError: o.onError,
+      });
       publisher = pub;
+      relay = o.kvEventRelay ? await o.kvEventRelay(pub, engine) : null;
       const scheduler = o.scheduler ?? defaultPassScheduler();
       const load = o.eventPlane
         ? new CoalescingLoadPublisher(new LoadChannel(o.eventPlane, o.namespace), 1, scheduler.clock)
@@ -166,7 +192,8 @@ export class SimWorker {
         hooks: {
           onKvEvents: (evs) => {
             onEngineKvEvents?.(id, evs);
-            for (const ev of evs) pub.engineEvent({ dp_rank: ev.dp_rank, data: ev.data }, ev.event_id);
+            if (relay) relay.push(evs);
+            else for (const ev of evs) pub.engineEvent({ dp_rank: ev.dp_rank, data: ev.data }, ev.event_id);
           },
           onLoad: load ? (l) => load.update(activeLoad(id, l)) : undefined,
         },
@@ -221,9 +248,24 @@ export class SimWorker {
       regs.push(cardReg);
       // A first (empty) load lets busy monitors know the ranks before any traffic.
       if (load) for (const r of ranks) load.update(activeLoad(id, engine.load(r)));
-      return new SimWorker(id, engine, driver, pub, server, inst.record, cardReg.record, d, regs, o.eventPlane ?? null, load);
+      const w = new SimWorker(
+        id,
+        engine,
+        driver,
+        pub,
+        server,
+        inst.record,
+        cardReg.record,
+        d,
+        regs,
+        o.eventPlane ?? null,
+        load,
+      );
+      w.relay = relay;
+      return w;
     } catch (e) {
       server?.abort();
+      await relay?.close().catch(() => undefined);
       await publisher?.close().catch(() => undefined);
       await o.eventPlane?.close().catch(() => undefined);
       await d.close().catch(() => undefined);
@@ -246,6 +288,7 @@ export class SimWorker {
       await this.server.close({ graceMs: opts.graceMs ?? 0 });
       this.driver.stop(new KvrError('engine_shutdown', `worker ${u64ToHex(this.instanceId)} shut down`, 503));
       this.load?.flush();
+      await this.relay?.close();
       await this.publisher.close();
       await this.eventPlane?.close();
       await this.discovery.close();
@@ -261,6 +304,7 @@ export class SimWorker {
     this.server.abort();
     this.driver.stop(new KvrError('disconnected', 'worker crashed', 502));
     this.discovery.abandon();
+    void this.relay?.close();
     void this.eventPlane?.close();
   }
 }
