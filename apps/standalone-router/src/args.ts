@@ -8,7 +8,8 @@ import type { EndpointPath } from './workers.js';
 
 export const ENDPOINT_HELP =
   '  --endpoint <dyn://ns.component.endpoint>  (required) worker endpoint to route for; "ns.component.endpoint" also accepted;\n' +
-  '                                            a dotted namespace is allowed (the last two segments are component and endpoint)\n';
+  '                                            a dotted namespace is allowed (the last two segments are component and endpoint)\n' +
+  '  (this router uses --router-mode kv unless --router-mode or DYN_ROUTER_MODE says otherwise)\n';
 
 export class ArgsError extends KvrError {
   constructor(message: string) {
