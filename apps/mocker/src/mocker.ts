@@ -10,7 +10,7 @@ import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
 import { JetStreamEventSink, brokerSetting, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
 import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
-import { SimFleet, type RequestPlaneSpec } from '@kvrouter/sim-worker';
+import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
 import { MockerConfigError, extraArgsToArgv, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
 import { resolveDisagg } from './disagg.js';
@@ -127,6 +127,15 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
           zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
         }),
       kvEventSink: durable as RouterEventSink | null,
+      kvEventRelayFor: plan.vllmZmq
+        ? (i) =>
+            VllmRelay.factory({
+              host: config.httpHost,
+              kvEventsPort: plan.vllmZmq!.kvEventsPorts[i],
+              replayPort: plan.vllmZmq!.replayPorts?.[i] ?? null,
+              onError: (e) => io.log(`kv events: ${errText(e)}`),
+            })
+        : null,
       startupDelayMs: plan.startupDelayMs,
       staggerMs: plan.staggerMs,
       card: { runtimeConfig },

@@ -102,10 +102,14 @@ describe('planFromConfig', () => {
       return undefined;
     };
     expect(flagOf(cfg('--disaggregation-mode', 'prefill'))).toBeUndefined();
-    expect(flagOf(cfg('--zmq-kv-events-ports', '5557'))).toBe('--zmq-kv-events-ports');
+    // One port per worker; replays only with events.
+    expect(flagOf(cfg('--zmq-kv-events-ports', '5557'))).toBeUndefined();
+    expect(flagOf(cfg('--zmq-kv-events-ports', '5557,5567'))).toBe('--zmq-kv-events-ports');
     expect(flagOf(cfg('--zmq-replay-ports', '5560'))).toBe('--zmq-replay-ports');
     expect(flagOf(cfg('--durable-kv-events', '--event-plane', 'zmq'))).toBe('--durable-kv-events');
     expect(flagOf(cfg('--durable-kv-events', '--event-plane', 'nats'))).toBeUndefined();
+    const two = cfg('--num-workers', '2', '--zmq-kv-events-ports', '5557,5567', '--zmq-replay-ports', '0,0');
+    expect(planFromConfig(two).vllmZmq).toEqual({ kvEventsPorts: [5557, 5567], replayPorts: [0, 0] });
   });
 
   it('warns about flags accepted but not modelled', () => {

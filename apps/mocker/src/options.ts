@@ -31,6 +31,11 @@ export interface MockerPlan {
   /** Fixed tcp port of worker 0 (`DYN_TCP_RPC_PORT`); worker i listens on port + i. */
   tcpPort: number | null;
   kvCacheTrace: boolean;
+  /**
+   * `--zmq-kv-events-ports` (+ `--zmq-replay-ports`), one base port per worker: the engine's events
+   * take the vLLM ZMQ path (sim-worker `VllmRelay`) before the publisher. Null = direct.
+   */
+  vllmZmq: ZmqPortsPlan | null;
   /** `--disaggregation-mode prefill|decode` (null = aggregated); see `disagg.ts`. */
   disagg: DisaggPlan | null;
   /** Startup continues; the app logs each one. */
@@ -69,12 +74,7 @@ export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>
 
 export function planFromConfig(c: MockerConfig): MockerPlan {
   const warnings: string[] = [];
-  if ((c.zmqKvEventsPorts !== null || c.zmqReplayPorts !== null) && c.httpPorts === null)
-    throw new MockerConfigError(
-      '--zmq-kv-events-ports / --zmq-replay-ports (vLLM-format ZMQ KV events) need the vLLM-compatible mode (--http-ports); ' +
-        'registered workers publish KV events through the event plane (--event-plane)',
-      c.zmqKvEventsPorts !== null ? '--zmq-kv-events-ports' : '--zmq-replay-ports',
-    );
+  const vllmZmq = zmqPortsPlan(c);
   const eventPlane = c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
   if (c.durableKvEvents && eventPlane !== 'nats')
     throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
@@ -119,6 +119,7 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
     eventPlane,
     durableKvEvents: c.durableKvEvents,
     tcpPort: c.tcpRpcPort,
+    vllmZmq,
     kvCacheTrace: c.mockerKvCacheTrace,
     disagg,
     warnings,
@@ -156,4 +157,25 @@ export function extraArgsToArgv(json: string, path: string): string[] {
     else argv.push(`--${name}`, String(v as string | number));
   }
   return argv;
+}
+
+export interface ZmqPortsPlan {
+  /** Per worker: PUB base port (rank r uses base + r; 0 = OS-assigned). */
+  kvEventsPorts: readonly number[];
+  /** Per worker, or null. */
+  replayPorts: readonly number[] | null;
+}
+
+/** `--zmq-kv-events-ports` / `--zmq-replay-ports`: one port per worker (as upstream), replay only with events. */
+export function zmqPortsPlan(c: MockerConfig): ZmqPortsPlan | null {
+  const perWorker = (v: readonly number[] | null, flag: string): readonly number[] | null => {
+    if (v !== null && v.length !== c.numWorkers)
+      throw new MockerConfigError(`${flag} needs one port per worker (--num-workers ${c.numWorkers}), got ${v.length}`, flag);
+    return v;
+  };
+  const kv = perWorker(c.zmqKvEventsPorts, '--zmq-kv-events-ports');
+  const replay = perWorker(c.zmqReplayPorts, '--zmq-replay-ports');
+  if (replay !== null && kv === null)
+    throw new MockerConfigError('--zmq-replay-ports needs --zmq-kv-events-ports', '--zmq-replay-ports');
+  return kv === null ? null : { kvEventsPorts: kv, replayPorts: replay };
 }

@@ -7,7 +7,13 @@
 import { VllmSimEngine, defaultPassScheduler } from '@kvrouter/sim-worker';
 import type { EngineConfig } from '@kvrouter/engine-sim';
 import { OpenAiServer } from './openai-http.js';
-import { MockerConfigError, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
+import {
+  MockerConfigError,
+  planFromConfig,
+  zmqPortsPlan,
+  type MockerConfig,
+  type MockerPlan,
+} from './options.js';
 
 export interface VllmCompatPlan {
   host: string;
@@ -21,20 +27,7 @@ export interface VllmCompatPlan {
 /** Pure. Null when `--http-ports` is not given (the registered mode). */
 export function vllmCompatPlan(c: MockerConfig): VllmCompatPlan | null {
   if (c.httpPorts === null) return null;
-  const n = c.numWorkers;
-  const perWorker = (v: readonly number[] | null, flag: string): readonly number[] | null => {
-    if (v === null) return null;
-    if (v.length !== n)
-      throw new MockerConfigError(
-        `${flag} needs one port per worker (--num-workers ${n}), got ${v.length}`,
-        flag,
-      );
-    return v;
-  };
-  const kv = perWorker(c.zmqKvEventsPorts, '--zmq-kv-events-ports');
-  const replay = perWorker(c.zmqReplayPorts, '--zmq-replay-ports');
-  if (replay !== null && kv === null)
-    throw new MockerConfigError('--zmq-replay-ports needs --zmq-kv-events-ports', '--zmq-replay-ports');
+  const zmq = zmqPortsPlan(c);
   if (c.disaggregationMode !== 'agg')
     throw new MockerConfigError(
       '--disaggregation-mode prefill|decode cannot be used with --http-ports (aggregated engines only)',
@@ -45,11 +38,16 @@ export function vllmCompatPlan(c: MockerConfig): VllmCompatPlan | null {
       '--durable-kv-events cannot be used with --http-ports (nothing is registered)',
       '--durable-kv-events',
     );
+  if (c.httpPorts.length !== c.numWorkers)
+    throw new MockerConfigError(
+      `--http-ports needs one port per worker (--num-workers ${c.numWorkers}), got ${c.httpPorts.length}`,
+      '--http-ports',
+    );
   return {
     host: c.httpHost,
-    httpPorts: perWorker(c.httpPorts, '--http-ports')!,
-    kvEventsPorts: kv,
-    replayPorts: replay,
+    httpPorts: c.httpPorts,
+    kvEventsPorts: zmq?.kvEventsPorts ?? null,
+    replayPorts: zmq?.replayPorts ?? null,
   };
 }
 
