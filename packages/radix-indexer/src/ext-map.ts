@@ -79,25 +79,48 @@ export class ExtTable {
       w[z + EXT_SEQ_HI] = seqHi;
       return z;
     }
-    const found = this.find(lo, hi);
-    if (found >= 0) {
+    if (this.size + 1 > this.capacity * EXT_MAX_LOAD) {
+      const found = this.find(lo, hi);
+      if (found < 0) {
+        this.rehash(capacityFor(this.size + 1, EXT_GROW_LOAD));
+        return this.insertFrom(this.home(lo, hi), 0, lo, hi, seqLo, seqHi, 0);
+      }
       w[found + EXT_SEQ_LO] = seqLo;
       w[found + EXT_SEQ_HI] = seqHi;
       return found;
     }
-    if (this.size + 1 > this.capacity * EXT_MAX_LOAD) this.rehash(capacityFor(this.size + 1, EXT_GROW_LOAD));
-    return this.insertNew(lo, hi, seqLo, seqHi, 0);
+    // One probe: an update where the key is found, else an insert where the search stops.
+    const cap = this.capacity;
+    const scale = this.scale;
+    let i = homeOf(lo, hi, scale);
+    for (let d = 0; ; d++) {
+      const off = i * EXT_WORDS;
+      const eLo = w[off + EXT_LO]!;
+      const eHi = w[off + EXT_HI]!;
+      if (eLo === lo && eHi === hi) {
+        w[off + EXT_SEQ_LO] = seqLo;
+        w[off + EXT_SEQ_HI] = seqHi;
+        return off;
+      }
+      if ((eLo | eHi) === 0) return this.insertFrom(i, d, lo, hi, seqLo, seqHi, 0);
+      let dist = i - homeOf(eLo, eHi, scale);
+      if (dist < 0) dist += cap;
+      if (dist < d) return this.insertFrom(i, d, lo, hi, seqLo, seqHi, 0);
+      if (++i === cap) i = 0;
+    }
   }
 
-  /** Inserts a key known to be absent (Robin Hood: displaces entries closer to their homes). */
-  private insertNew(lo: number, hi: number, seqLo: number, seqHi: number, aux: number): number {
+  /**
+   * Inserts a key known to be absent, starting at entry `i` where its probe distance is `d`
+   * (Robin Hood: displaces entries closer to their homes). Returns the key's entry offset.
+   */
+  private insertFrom(i: number, d: number, lo: number, hi: number, seqLo: number, seqHi: number, aux: number): number {
     const w = this.words;
     const cap = this.capacity;
     const scale = this.scale;
     const auxCol = this.aux;
-    let i = homeOf(lo, hi, scale);
     let result = -1;
-    for (let d = 0; ; d++) {
+    for (; ; d++) {
       const off = i * EXT_WORDS;
       const eLo = w[off + EXT_LO]!;
       const eHi = w[off + EXT_HI]!;
@@ -177,7 +200,7 @@ export class ExtTable {
       const lo = old[src + EXT_LO]!;
       const hi = old[src + EXT_HI]!;
       if ((lo | hi) === 0) continue;
-      this.insertNew(lo, hi, old[src + EXT_SEQ_LO]!, old[src + EXT_SEQ_HI]!, oldAux ? oldAux[j]! : 0);
+      this.insertFrom(this.home(lo, hi), 0, lo, hi, old[src + EXT_SEQ_LO]!, old[src + EXT_SEQ_HI]!, oldAux ? oldAux[j]! : 0);
     }
     if (hadZero) {
       const z = oldCap * EXT_WORDS;

@@ -113,7 +113,7 @@ export class RadixIndexer implements KvIndexer {
 
   /** Applies one event and returns its status (tests and the approximate index use it directly). */
   applyEventStatus(ev: RouterEvent): ApplyStatus {
-    const c = classifyEvent(ev, this.maxBlocks, this.tier);
+    const c = classifyEvent(ev, this.maxBlocks, this.tier, false);
     if (c.status !== undefined) return this.count(c.status, c.kind);
     const workerId = ev.worker_id as bigint;
     const rank = ev.event.dp_rank ?? 0;
@@ -122,7 +122,7 @@ export class RadixIndexer implements KvIndexer {
       return this.count('ok', 'cleared');
     }
     if (this.raw.length < c.words) this.raw = new Uint32Array(c.words * 2);
-    encodeBlocks(ev, this.raw, 0);
+    if (!encodeChecked(ev, this.raw, 0)) return this.count('invalid_block', c.kind);
     if (c.kind === 'stored') {
       const parent = (ev.event.data as { stored: { parent_hash: bigint | null } }).stored.parent_hash ?? null;
       const slot = this.slots.lookup(workerId, rank);
@@ -646,20 +646,28 @@ export interface Classified {
   /** Set when the event is settled without applying (invalid, or another tier). */
   status?: ApplyStatus;
   blocks: number;
-  /** Raw words `encodeBlocks` writes. */
+  /** Raw words `encodeChecked` writes. */
   words: number;
 }
 
-/** Validates an event whole (types, ranges, size) without touching any state. */
-export function classifyEvent(ev: RouterEvent, maxBlocks: number, tier: StorageTier): Classified {
+/**
+ * Validates an event whole (types, ranges, size) without touching any state. With `checkBlocks`
+ * false the block values are left to `encodeChecked`, which validates them while encoding (one
+ * pass over the blocks instead of two).
+ */
+export function classifyEvent(ev: RouterEvent, maxBlocks: number, tier: StorageTier, checkBlocks = true): Classified {
   const kind = eventKind(ev);
   if (kind === undefined || !validWorker(ev)) return { kind: kind ?? 'stored', status: 'invalid_block', blocks: 0, words: 0 };
   const data = ev.event.data;
-  if (kind === 'stored' && !validStored((data as { stored: unknown }).stored, maxBlocks))
+  if (kind === 'stored' && !validStored((data as { stored: unknown }).stored, maxBlocks, checkBlocks))
     return { kind, status: 'invalid_block', blocks: 0, words: 0 };
-  if (kind === 'removed' && !validRemoved((data as { removed: unknown }).removed, maxBlocks))
+  if (kind === 'removed' && !validRemoved((data as { removed: unknown }).removed, maxBlocks, checkBlocks))
     return { kind, status: 'invalid_block', blocks: 0, words: 0 };
-  if ((ev.storage_tier ?? 'device') !== tier) return { kind, status: 'ok', blocks: 0, words: 0 };
+  if ((ev.storage_tier ?? 'device') !== tier) {
+    // Not encoded, so validate the blocks here: an invalid event is counted invalid in any tier.
+    if (!checkBlocks) return classifyEvent(ev, maxBlocks, tier, true);
+    return { kind, status: 'ok', blocks: 0, words: 0 };
+  }
   if (kind === 'cleared') return { kind, blocks: 0, words: 0 };
   const n =
     kind === 'stored'
@@ -668,29 +676,37 @@ export function classifyEvent(ev: RouterEvent, maxBlocks: number, tier: StorageT
   return { kind, blocks: n, words: 4 * n };
 }
 
-/** Writes a validated Stored/Removed event's blocks at `out[at..]` as (ext lo, ext hi, local lo, local hi). */
-export function encodeBlocks(ev: RouterEvent, out: Uint32Array | Int32Array, at: number): void {
-  const data = ev.event.data as
-    | { stored: { blocks: { block_hash: bigint; tokens_hash: bigint }[] } }
-    | { removed: { block_hashes: bigint[] } };
+/**
+ * Writes a Stored/Removed event's blocks at `out[at..]` as (ext lo, ext hi, local lo, local hi)
+ * (Removed: (lo, hi, _, _)), validating every block value while writing it (for an event
+ * classified with `checkBlocks` false). False if one is invalid; `out` may then hold part of the event past `at`,
+ * which the caller discards (nothing else has changed).
+ */
+export function encodeChecked(ev: RouterEvent, out: Uint32Array | Int32Array, at: number): boolean {
+  const data = ev.event.data as { stored: { blocks: unknown[] } } | { removed: { block_hashes: unknown[] } };
   if ('stored' in data) {
     for (const b of data.stored.blocks) {
-      cvt64[0] = b.block_hash;
+      if (!b || typeof b !== 'object') return false;
+      const { block_hash: e, tokens_hash: t } = b as { block_hash?: unknown; tokens_hash?: unknown };
+      if (!isU64(e) || !isU64(t)) return false;
+      cvt64[0] = e;
       out[at] = cvt32[0]!;
       out[at + 1] = cvt32[1]!;
-      cvt64[0] = b.tokens_hash;
+      cvt64[0] = t;
       out[at + 2] = cvt32[0]!;
       out[at + 3] = cvt32[1]!;
       at += 4;
     }
   } else {
     for (const h of data.removed.block_hashes) {
+      if (!isU64(h)) return false;
       cvt64[0] = h;
       out[at] = cvt32[0]!;
       out[at + 1] = cvt32[1]!;
       at += 4;
     }
   }
+  return true;
 }
 
 export const u64Parts = { lo, hi };
@@ -710,7 +726,7 @@ function validWorker(ev: RouterEvent): boolean {
   return isU64(ev.worker_id) && Number.isInteger(r) && r >= 0 && r <= 0xffffffff;
 }
 
-function validStored(st: unknown, maxBlocks: number): st is {
+function validStored(st: unknown, maxBlocks: number, checkBlocks: boolean): st is {
   parent_hash: bigint | null;
   blocks: { block_hash: bigint; tokens_hash: bigint }[];
 } {
@@ -718,6 +734,7 @@ function validStored(st: unknown, maxBlocks: number): st is {
   const s = st as { parent_hash?: unknown; blocks?: unknown };
   if (s.parent_hash !== null && s.parent_hash !== undefined && !isU64(s.parent_hash)) return false;
   if (!Array.isArray(s.blocks) || s.blocks.length > maxBlocks) return false;
+  if (!checkBlocks) return true;
   for (const b of s.blocks as unknown[]) {
     if (!b || typeof b !== 'object') return false;
     const bb = b as { block_hash?: unknown; tokens_hash?: unknown };
@@ -726,10 +743,11 @@ function validStored(st: unknown, maxBlocks: number): st is {
   return true;
 }
 
-function validRemoved(rm: unknown, maxBlocks: number): rm is { block_hashes: bigint[] } {
+function validRemoved(rm: unknown, maxBlocks: number, checkBlocks: boolean): rm is { block_hashes: bigint[] } {
   if (!rm || typeof rm !== 'object') return false;
   const hs = (rm as { block_hashes?: unknown }).block_hashes;
   if (!Array.isArray(hs) || hs.length > maxBlocks) return false;
+  if (!checkBlocks) return true;
   for (const h of hs as unknown[]) if (!isU64(h)) return false;
   return true;
 }

@@ -6,6 +6,8 @@ import { workerKey, type WorkerId, type WorkerWithDpRank } from '@kvrouter/proto
  */
 export class SlotRegistry {
   private readonly byKey = new Map<string, number>();
+  /** worker -> dp_rank -> slot: the per-event lookup, without formatting a bigint as a string. */
+  private readonly byRank = new Map<bigint, Map<number, number>>();
   private readonly byWorker = new Map<bigint, Set<number>>();
   private readonly free: number[] = [];
   private readonly hidden = new Set<number>();
@@ -23,19 +25,36 @@ export class SlotRegistry {
   }
 
   lookup(workerId: bigint, dpRank: number): number {
-    return this.byKey.get(`${workerId}:${dpRank}`) ?? -1;
+    return this.byRank.get(workerId)?.get(dpRank) ?? -1;
+  }
+
+  private index(slot: number, workerId: bigint, dpRank: number, key: string): void {
+    this.byKey.set(key, slot);
+    let m = this.byRank.get(workerId);
+    if (!m) this.byRank.set(workerId, (m = new Map()));
+    m.set(dpRank, slot);
+  }
+
+  private unindex(slot: number): void {
+    const w = this.workers[slot]!;
+    this.byKey.delete(this.keys[slot]!);
+    const m = this.byRank.get(w.worker_id);
+    if (m?.get(w.dp_rank) === slot) {
+      m.delete(w.dp_rank);
+      if (m.size === 0) this.byRank.delete(w.worker_id);
+    }
   }
 
   /** Slot for the pair, allocating one if new. */
   acquire(workerId: bigint, dpRank: number): number {
+    const existing = this.lookup(workerId, dpRank);
+    if (existing >= 0) return existing;
     const key = `${workerId}:${dpRank}`;
-    const existing = this.byKey.get(key);
-    if (existing !== undefined) return existing;
     const slot = this.free.length > 0 ? this.free.pop()! : this.workers.length;
     const w: WorkerWithDpRank = { worker_id: workerId as WorkerId, dp_rank: dpRank };
     this.workers[slot] = w;
     this.keys[slot] = key;
-    this.byKey.set(key, slot);
+    this.index(slot, workerId, dpRank, key);
     let set = this.byWorker.get(workerId);
     if (!set) this.byWorker.set(workerId, (set = new Set()));
     set.add(slot);
@@ -59,7 +78,7 @@ export class SlotRegistry {
     }
     this.workers[slot] = { worker_id: workerId as WorkerId, dp_rank: dpRank };
     this.keys[slot] = key;
-    this.byKey.set(key, slot);
+    this.index(slot, workerId, dpRank, key);
     let set = this.byWorker.get(workerId);
     if (!set) this.byWorker.set(workerId, (set = new Set()));
     set.add(slot);
@@ -89,7 +108,7 @@ export class SlotRegistry {
   retire(slot: number): void {
     const w = this.workers[slot];
     if (!w || this.hidden.has(slot)) return;
-    this.byKey.delete(this.keys[slot]!);
+    this.unindex(slot);
     const set = this.byWorker.get(w.worker_id);
     set?.delete(slot);
     if (set && set.size === 0) this.byWorker.delete(w.worker_id);

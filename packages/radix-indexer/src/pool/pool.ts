@@ -1,7 +1,7 @@
 import { Piscina } from 'piscina';
 import { KvrError, type RouterEvent, type StorageTier, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { BlockTable, capacityFor } from '../block-table.js';
-import { RadixIndexer, classifyEvent, encodeBlocks, u64Parts, type MatchResult } from '../indexer.js';
+import { RadixIndexer, classifyEvent, encodeChecked, u64Parts, type MatchResult } from '../indexer.js';
 import { GROW_LOAD, MAX_LOAD, TREE_SIZE_STRIDE, holderWords } from '../layout.js';
 import { SlotRegistry } from '../slots.js';
 import type { AppliedHook, FindOptions, KvIndexer, OverlapScores } from '../types.js';
@@ -184,16 +184,18 @@ export class PoolIndexer implements KvIndexer {
   }
 
   applyEvent(ev: RouterEvent): void {
-    const c = classifyEvent(ev, this.maxBlocks, this.tier);
+    // Block values are validated while they are encoded (one pass); an invalid event is dropped
+    // from the builder before anything is committed (no slot, no lane pinned).
+    const c = classifyEvent(ev, this.maxBlocks, this.tier, false);
     if (c.status !== undefined) {
       this.reader.countStatus(c.status, c.kind);
       return;
     }
     const worker = ev.worker_id as bigint;
     const rank = ev.event.dp_rank ?? 0;
-    const lane = this.laneOf(worker);
-    const b = lane.builder;
     if (c.kind === 'cleared') {
+      const lane = this.laneOf(worker);
+      const b = lane.builder;
       const slots = this.slots.slotsOf(worker);
       if (slots.length === 0) {
         this.reader.countStatus('ok', 'cleared');
@@ -203,24 +205,33 @@ export class PoolIndexer implements KvIndexer {
       b.buf[b.len++] = OP_CLEAR;
       b.buf[b.len++] = slots.length;
       for (const s of slots) b.buf[b.len++] = s;
-    } else if (c.kind === 'stored') {
+      this.afterWrite(lane);
+      return;
+    }
+    const lane = this.lanes[this.owner.get(worker) ?? this.nextLane % this.threads]!;
+    const b = lane.builder;
+    const stored = c.kind === 'stored';
+    const header = stored ? STORED_HEADER : REMOVED_HEADER;
+    b.ensure(header + c.words);
+    const at = b.len;
+    if (!encodeChecked(ev, b.buf, at + header)) {
+      this.reader.countStatus('invalid_block', c.kind);
+      return;
+    }
+    if (stored) {
       const parent = (ev.event.data as { stored: { parent_hash: bigint | null } }).stored.parent_hash ?? null;
       if (parent !== null && this.slots.lookup(worker, rank) < 0) {
         // A rank we never saw cannot hold the parent: reject without registering it.
         this.reader.countStatus('parent_block_not_found', 'stored');
         return;
       }
-      const slot = this.acquire(lane, worker, rank);
-      b.ensure(STORED_HEADER + c.words);
-      const at = b.len;
+      this.laneOf(worker);
       b.buf[at] = OP_STORED;
-      b.buf[at + 1] = slot;
+      b.buf[at + 1] = this.acquire(lane, worker, rank);
       b.buf[at + 2] = c.blocks;
       b.buf[at + 3] = parent === null ? 0 : 1;
       b.buf[at + 4] = parent === null ? 0 : u64Parts.lo(parent);
       b.buf[at + 5] = parent === null ? 0 : u64Parts.hi(parent);
-      encodeBlocks(ev, b.buf, at + STORED_HEADER);
-      b.len += STORED_HEADER + c.words;
       b.blocks += c.blocks;
     } else {
       const slot = this.slots.lookup(worker, rank);
@@ -228,14 +239,11 @@ export class PoolIndexer implements KvIndexer {
         this.reader.countStatus(c.blocks > 0 ? 'block_not_found' : 'ok', 'removed');
         return;
       }
-      b.ensure(REMOVED_HEADER + c.words);
-      const at = b.len;
       b.buf[at] = OP_REMOVED;
       b.buf[at + 1] = slot;
       b.buf[at + 2] = c.blocks;
-      encodeBlocks(ev, b.buf, at + REMOVED_HEADER);
-      b.len += REMOVED_HEADER + c.words;
     }
+    b.len = at + header + c.words;
     this.afterWrite(lane);
   }
 

@@ -157,6 +157,22 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
       expect(invalid).toBe(bad.length);
     });
 
+    it('an invalid block value leaves no trace: no registered rank, counted invalid in any tier', async () => {
+      const ix = await make();
+      const W3 = 99n;
+      // The bad value is the last block: anything encoded before it must be discarded.
+      ix.applyEvent(stored(W3, [{ ext: 1n, local: 1n }, { ext: 2n, local: -2n }]));
+      ix.applyEvent({ ...removed(W3, [1n, 1n << 64n]) });
+      ix.applyEvent({ ...stored(W3, [{ ext: 5n, local: 'x' as unknown as bigint }]), storage_tier: 'host_pinned' } as RouterEvent);
+      ix.applyEvent(stored(W1, [{ ext: 1n, local: 1n }]));
+      await ix.flush();
+      expect(ix.treeSizes().has(key(W3))).toBe(false);
+      expect(ix.findMatches([1n]).scores).toEqual(new Map([[key(W1), 1]]));
+      let invalid = 0;
+      for (const [k, v] of ix.appliedCounts()) if (k.startsWith('invalid_block/')) invalid += v;
+      expect(invalid).toBe(3);
+    });
+
     it('dump then restore into an empty index reproduces the scores', async () => {
       const ix = await make();
       const wl = new Workload(7);
