@@ -119,7 +119,8 @@ describe('migration', () => {
     try {
       const r = await fetch(`${fe.url}/v1/chat/completions`, {
         method: 'POST',
-        body: chat({ max_tokens: 60, stream: true, stream_options: { include_usage: true }, nvext: { extra_fields: ['timing'] } }),
+        // Long enough that the stream is still running when a slow (loaded) test process looks.
+        body: chat({ max_tokens: 400, stream: true, stream_options: { include_usage: true }, nvext: { extra_fields: ['timing'] } }),
       });
       const reader = bodyReader(r);
       let text = '';
@@ -131,7 +132,7 @@ describe('migration', () => {
       for (let piece = await reader.read(); piece !== null; piece = await reader.read()) text += piece;
       const s = sseTokens(text);
       expect(s.done).toBe(true);
-      expect(s.completion).toBe(60);
+      expect(s.completion).toBe(400);
       expect(text).toContain('"migrations":1');
       const m = await (await fetch(`${fe.url}/metrics`)).text();
       expect(m).toMatch(/dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/);

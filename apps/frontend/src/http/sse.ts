@@ -3,6 +3,11 @@ import type { ServerResponse } from 'node:http';
 
 export class SseWriter {
   private started = false;
+  private corked = false;
+  private readonly uncork = () => {
+    this.corked = false;
+    if (!this.res.destroyed) this.res.uncork();
+  };
 
   constructor(private readonly res: ServerResponse) {}
 
@@ -17,10 +22,20 @@ export class SseWriter {
     });
   }
 
-  /** Writes one event; resolves when the socket can take more (backpressure for slow clients). */
+  /**
+   * Writes one event; resolves when the socket can take more (backpressure for slow clients).
+   * Events written in one turn of the event loop (the role chunk and the first delta, the last
+   * delta, usage and `[DONE]`, tokens that arrived together) leave in one socket write: the
+   * response stays corked until the loop's check phase.
+   */
   send(json: string): Promise<void> | void {
     this.start();
     if (this.res.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.res.cork();
+      setImmediate(this.uncork);
+    }
     if (!this.res.write(`data: ${json}\n\n`)) {
       return new Promise<void>((resolve) => {
         const done = () => {
@@ -36,6 +51,7 @@ export class SseWriter {
 
   done(): void {
     this.start();
+    // end() flushes a corked response.
     if (!this.res.destroyed) this.res.end('data: [DONE]\n\n');
   }
 }

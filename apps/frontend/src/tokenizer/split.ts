@@ -1,32 +1,67 @@
 /** Cutting a rendered prompt at special-token strings (longest match first, as tokenizers do). */
 
-const cache = new WeakMap<ReadonlyMap<string, number>, RegExp | null>();
+interface Matcher {
+  /** The prefix every special shares ('' when they share none). */
+  lead: string;
+  /** Specials longest first (a longer one wins where two match at the same place). */
+  byLength: [string, number][];
+  re: RegExp;
+}
+
+const cache = new WeakMap<ReadonlyMap<string, number>, Matcher | null>();
 
 function escape(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-function regexOf(specials: ReadonlyMap<string, number>): RegExp | null {
-  let re = cache.get(specials);
-  if (re === undefined) {
-    const keys = [...specials.keys()].filter((k) => k.length > 0).sort((a, b) => b.length - a.length);
-    re = keys.length === 0 ? null : new RegExp(keys.map(escape).join('|'), 'g');
-    cache.set(specials, re);
+function matcherOf(specials: ReadonlyMap<string, number>): Matcher | null {
+  let m = cache.get(specials);
+  if (m === undefined) {
+    const byLength = [...specials.entries()].filter(([k]) => k.length > 0).sort((a, b) => b[0].length - a[0].length);
+    if (byLength.length === 0) m = null;
+    else {
+      let lead = byLength[0]![0];
+      for (const [k] of byLength) while (!k.startsWith(lead)) lead = lead.slice(0, -1);
+      m = { lead, byLength, re: new RegExp(byLength.map(([k]) => escape(k)).join('|'), 'g') };
+    }
+    cache.set(specials, m);
   }
-  return re;
+  return m;
 }
 
 /** Ordinary text pieces (strings, never empty) and special token ids, in order. */
 export function splitSpecials(text: string, specials: ReadonlyMap<string, number>): (string | number)[] {
-  const re = regexOf(specials);
-  if (re === null) return text.length > 0 ? [text] : [];
+  const m = matcherOf(specials);
+  if (m === null) return text.length > 0 ? [text] : [];
   const out: (string | number)[] = [];
   let last = 0;
-  re.lastIndex = 0;
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    if (m.index > last) out.push(text.slice(last, m.index));
-    out.push(specials.get(m[0])!);
-    last = m.index + m[0].length;
+  if (m.lead.length > 0) {
+    // Specials share a prefix (`<|` for ChatML vocabularies): indexOf jumps between candidates
+    // several times faster than the alternation regex scans a 40 kB prompt.
+    for (let at = text.indexOf(m.lead); at >= 0; ) {
+      let hit: [string, number] | null = null;
+      for (const s of m.byLength)
+        if (text.startsWith(s[0], at)) {
+          hit = s;
+          break;
+        }
+      if (hit === null) {
+        at = text.indexOf(m.lead, at + 1);
+        continue;
+      }
+      if (at > last) out.push(text.slice(last, at));
+      out.push(hit[1]);
+      last = at + hit[0].length;
+      at = text.indexOf(m.lead, last);
+    }
+  } else {
+    const re = m.re;
+    re.lastIndex = 0;
+    for (let r = re.exec(text); r !== null; r = re.exec(text)) {
+      if (r.index > last) out.push(text.slice(last, r.index));
+      out.push(specials.get(r[0])!);
+      last = r.index + r[0].length;
+    }
   }
   if (last < text.length) out.push(text.slice(last));
   return out;
