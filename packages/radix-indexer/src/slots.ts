@@ -31,7 +31,7 @@ export class SlotRegistry {
   private index(slot: number, workerId: bigint, dpRank: number, key: string): void {
     this.byKey.set(key, slot);
     let m = this.byRank.get(workerId);
-    if (!m) this.byRank.set(workerId, (m = new Map()));
+    if (!m) this.byRank.set(workerId, (m = new Map<number, number>()));
     m.set(dpRank, slot);
   }
 
