@@ -1,45 +1,53 @@
 /**
- * Inverted active-block index across ranks: sequence hash → the set of rank slots holding that
- * block (PROTOCOL.md §9.1 `active_prefix_depth`, computed for every rank at once).
+ * Which ranks hold which prompt blocks, across all ranks: one prefix tree of every booked chain
+ * whose nodes carry the set of rank slots holding them (PROTOCOL.md §9.1 `active_prefix_depth`,
+ * computed for every rank in one walk).
  *
- * Why: the per-rank form (a binary search in each rank's block table) probes every candidate's
- * table, and with hundreds of ranks those tables are cold: ~12 cache misses per rank that shares
- * the prompt's first block and one per rank that does not. Here one probe of the first block
- * answers "no prefix" for every rank outside its holder set, and the depths of the others come
- * from a bisection over the prompt: a sequence hash names its whole prefix, so the holder set
- * S(d) of block d only shrinks as d grows, and an interval whose two ends have equal sets has no
- * rank leaving inside it. That costs O(k · log depth) probes for k distinct depths, all in one
- * table that stays warm because every decision reads it.
+ * Why: the per-rank form (a search in each candidate's own blocks) touches every candidate's
+ * structures, hundreds of them, mostly cold. Here a query walks the tree once along its prompt
+ * (sequential hash compares) and every rank on the path gets its depth from the deepest node whose
+ * set contains it: a sequence hash names its whole prefix, so a rank holding a node holds every
+ * node above it, and the sets only shrink going down.
  *
- * Layout: open addressing with linear probing and backward-shift deletion over entries of
- * `3 + W` u32 words `[lo, hi, count, bits[0..W))`: `count` = holders (0 marks an empty slot), bit
- * `s` of `bits` = rank slot `s` holds the block. `W` = ceil(slots / 32) grows with the rank slots.
- * Only 0 ↔ 1 refcount transitions of a rank reach this index, so booking a prefix the rank already
- * holds costs nothing here.
+ * Updates come from the per-rank `PrefixTree`s, as ranges of one chain: `mark` when blocks
+ * [from, to) became held by a rank (the blocks before `from` it already holds), `unmark` when they
+ * stopped being held. Nodes split where a range starts or ends inside them, so every block of a
+ * node is held by the same ranks; a node whose set empties is removed with everything below it
+ * (nothing below can be held by a rank that does not hold the node).
  */
-import { mixKey } from './block-table.js';
 
-const MIN_CAPACITY = 256;
+interface GNode {
+  /** Hashes `src[from .. from + 2·len)`, (lo, hi) pairs of some booked prompt. */
+  src: Uint32Array;
+  from: number;
+  len: number;
+  /** Rank slots holding the node: bit s of word s >> 5 (words past the end are 0). */
+  bits: Uint32Array;
+  count: number;
+  /** Children by the low word of their first hash; `alt` chains children sharing that word. */
+  kids: Map<number, GNode> | null;
+  alt: GNode | null;
+}
 
-export class HolderIndex {
+const EMPTY_BITS = new Uint32Array(0);
+
+const newNode = (src: Uint32Array, from: number, len: number, bits: Uint32Array, count: number): GNode => ({
+  src,
+  from,
+  len,
+  bits,
+  count,
+  kids: null,
+  alt: null,
+});
+
+export class HolderTree {
+  private readonly root: GNode = newNode(new Uint32Array(0), 0, 0, EMPTY_BITS, 0);
   private words = 1;
-  private stride = 4;
-  private e: Uint32Array;
-  private mask: number;
-  /** Distinct blocks held by at least one rank. */
-  size = 0;
-  // Slot allocation: a freed slot's bits must be gone before it is reused (`releaseSlot`).
   private nextSlot = 0;
   private readonly freeSlots: number[] = [];
-  // Query scratch: interval stack of (lo depth, hi depth, lo entry, hi entry).
-  private stack = new Int32Array(256);
-
-  constructor(capacity = MIN_CAPACITY) {
-    let cap = MIN_CAPACITY;
-    while (cap < capacity * 2) cap *= 2;
-    this.e = new Uint32Array(cap * this.stride);
-    this.mask = cap - 1;
-  }
+  /** Nodes in the tree (tests). */
+  nodes = 0;
 
   /** A slot number for a new rank (the lowest free one). */
   acquireSlot(): number {
@@ -48,12 +56,13 @@ export class HolderIndex {
       return this.freeSlots.pop()!;
     }
     const s = this.nextSlot++;
-    if (s >= 32 * this.words) this.rebuild(this.mask + 1, this.words * 2);
+    if (s >= 32 * this.words) this.words *= 2;
     return s;
   }
 
-  /** Returns a slot whose blocks have all been removed. */
+  /** Clears `slot` from every node and frees the slot for reuse (the rank is gone). */
   releaseSlot(slot: number): void {
+    this.clearSlot(this.root, slot);
     this.freeSlots.push(slot);
   }
 
@@ -62,173 +71,205 @@ export class HolderIndex {
     return this.nextSlot;
   }
 
-  /** Entry offset of (lo, hi), or −1. */
-  private find(lo: number, hi: number): number {
-    const { e, mask, stride } = this;
-    let s = mixKey(lo, hi) & mask;
-    for (;;) {
-      const o = s * stride;
-      if (e[o + 2] === 0) return -1;
-      if (e[o] === lo && e[o + 1] === hi) return o;
-      s = (s + 1) & mask;
+  private child(n: GNode, lo: number, hi: number): GNode | null {
+    if (n.kids === null) return null;
+    let c = n.kids.get(lo);
+    while (c !== undefined && c !== null && c.src[c.from + 1] !== hi) c = c.alt;
+    return c ?? null;
+  }
+
+  private link(parent: GNode, c: GNode): void {
+    const lo = c.src[c.from];
+    if (parent.kids === null) parent.kids = new Map();
+    c.alt = parent.kids.get(lo) ?? null;
+    parent.kids.set(lo, c);
+  }
+
+  private unlink(parent: GNode, c: GNode): void {
+    const kids = parent.kids!;
+    const lo = c.src[c.from];
+    const head = kids.get(lo)!;
+    if (head === c) {
+      if (c.alt === null) kids.delete(lo);
+      else kids.set(lo, c.alt);
+    } else {
+      let p = head;
+      while (p.alt !== c) p = p.alt!;
+      p.alt = c.alt;
     }
+    c.alt = null;
+    this.nodes -= countNodes(c);
   }
 
-  /** Whether `slot` holds (lo, hi) (tests). */
-  holds(lo: number, hi: number, slot: number): boolean {
-    const o = this.find(lo, hi);
-    return o >= 0 && (this.e[o + 3 + (slot >>> 5)] & (1 << (slot & 31))) !== 0;
+  /** `n` keeps its first k blocks (0 < k < n.len); the rest becomes its only child, same set. */
+  private split(n: GNode, k: number): void {
+    const tail = newNode(n.src, n.from + 2 * k, n.len - k, n.bits.slice(), n.count);
+    tail.kids = n.kids;
+    n.len = k;
+    n.kids = null;
+    this.link(n, tail);
+    this.nodes++;
   }
 
-  /** Marks (lo, hi) held by `slot` (idempotent). */
-  add(lo: number, hi: number, slot: number): void {
-    if ((this.size + 1) * 2 > this.mask + 1) this.rebuild((this.mask + 1) * 2, this.words);
-    const { e, mask, stride } = this;
-    const w = 3 + (slot >>> 5);
+  private has(n: GNode, slot: number): boolean {
+    const w = slot >>> 5;
+    return w < n.bits.length && (n.bits[w] & (1 << (slot & 31))) !== 0;
+  }
+
+  private set(n: GNode, slot: number): void {
+    const w = slot >>> 5;
+    if (w >= n.bits.length) {
+      const grown = new Uint32Array(this.words);
+      grown.set(n.bits);
+      n.bits = grown;
+    }
     const bit = 1 << (slot & 31);
-    let s = mixKey(lo, hi) & mask;
-    for (;;) {
-      const o = s * stride;
-      if (e[o + 2] === 0) {
-        e[o] = lo;
-        e[o + 1] = hi;
-        e[o + 2] = 1;
-        e[o + w] = bit;
-        this.size++;
-        return;
-      }
-      if (e[o] === lo && e[o + 1] === hi) {
-        if ((e[o + w] & bit) === 0) {
-          e[o + w] |= bit;
-          e[o + 2]++;
-        }
-        return;
-      }
-      s = (s + 1) & mask;
+    if ((n.bits[w] & bit) === 0) {
+      n.bits[w] |= bit;
+      n.count++;
     }
   }
 
-  /** Clears `slot` from (lo, hi); a block or slot not present is a no-op. */
-  remove(lo: number, hi: number, slot: number): void {
-    const o = this.find(lo, hi);
-    if (o < 0) return;
-    const e = this.e;
-    const w = o + 3 + (slot >>> 5);
+  private clear(n: GNode, slot: number): void {
+    const w = slot >>> 5;
     const bit = 1 << (slot & 31);
-    if ((e[w] & bit) === 0) return;
-    e[w] &= ~bit;
-    if (--e[o + 2] === 0) this.removeAt(o / this.stride);
-  }
-
-  private removeAt(i: number): void {
-    const { e, mask, stride } = this;
-    this.size--;
-    let j = i;
-    for (;;) {
-      j = (j + 1) & mask;
-      const oj = j * stride;
-      if (e[oj + 2] === 0) break;
-      const home = mixKey(e[oj], e[oj + 1]) & mask;
-      // Entry j may move to the hole i only if its home is not cyclically within (i, j].
-      const inRange = i <= j ? home > i && home <= j : home > i || home <= j;
-      if (inRange) continue;
-      e.copyWithin(i * stride, oj, oj + stride);
-      i = j;
+    if (w < n.bits.length && (n.bits[w] & bit) !== 0) {
+      n.bits[w] &= ~bit;
+      n.count--;
     }
-    e.fill(0, i * stride, i * stride + stride);
-  }
-
-  private rebuild(cap: number, words: number): void {
-    const old = this.e;
-    const oldStride = this.stride;
-    const oldCap = this.mask + 1;
-    const stride = 3 + words;
-    const e = new Uint32Array(cap * stride);
-    const mask = cap - 1;
-    for (let s = 0; s < oldCap; s++) {
-      const o = s * oldStride;
-      if (old[o + 2] === 0) continue;
-      let t = mixKey(old[o], old[o + 1]) & mask;
-      while (e[t * stride + 2] !== 0) t = (t + 1) & mask;
-      e.set(old.subarray(o, o + oldStride), t * stride);
-    }
-    this.e = e;
-    this.mask = mask;
-    this.words = words;
-    this.stride = stride;
   }
 
   /**
-   * `depth[slot]` = largest k such that `slot` holds sequence hash k−1 of `seq` ((lo, hi) pairs),
-   * for every slot < `slotLimit` (0 for slots holding no prefix). Exact when every rank's blocks
-   * are whole prefixes (the router books whole prompts); otherwise a rank missing a middle block
-   * may be reported at either side of the gap, as with any bisection.
+   * Rank `slot` now holds blocks [from, to) (pair indices) of the chain `pairs`; it already
+   * holds [0, from). The tree may keep a reference to `pairs` (it must not change while booked).
+   */
+  mark(pairs: Uint32Array, from: number, to: number, slot: number): void {
+    let node = this.root;
+    let pos = 0;
+    while (pos < to) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) {
+        const bits = new Uint32Array(this.words);
+        bits[slot >>> 5] = 1 << (slot & 31);
+        // A chain the tree does not have yet is new to every rank, so pos >= from here.
+        this.link(node, newNode(pairs, pos, (to - pos) >> 1, bits, 1));
+        this.nodes++;
+        return;
+      }
+      const m = Math.min(c.len, (to - pos) >> 1);
+      const s = c.src;
+      let k = 1;
+      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      if (k < c.len) this.split(c, k);
+      const end = pos + 2 * k;
+      if (end > from) {
+        // The marked range starts inside c: the part before it is not (newly) this rank's.
+        if (pos < from) {
+          this.split(c, (from - pos) >> 1);
+          pos = from;
+          node = c;
+          continue;
+        }
+        this.set(c, slot);
+      }
+      pos = end;
+      node = c;
+    }
+  }
+
+  /** Rank `slot` no longer holds blocks [from, to) of `pairs` (it still holds [0, from)). */
+  unmark(pairs: Uint32Array, from: number, to: number, slot: number): void {
+    let node = this.root;
+    let pos = 0;
+    while (pos < to) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) return;
+      const end = pos + 2 * c.len;
+      if (end > from) {
+        if (pos < from) {
+          // Only the part from `from` on is released.
+          this.split(c, (from - pos) >> 1);
+          pos = from;
+          node = c;
+          continue;
+        }
+        this.clear(c, slot);
+        if (c.count === 0) {
+          this.unlink(node, c);
+          return;
+        }
+      }
+      pos = end;
+      node = c;
+    }
+  }
+
+  private clearSlot(n: GNode, slot: number): void {
+    if (n.kids === null) return;
+    const all: GNode[] = [];
+    for (const head of n.kids.values()) for (let c: GNode | null = head; c !== null; c = c.alt) all.push(c);
+    for (const c of all) {
+      this.clear(c, slot);
+      if (c.count === 0) this.unlink(n, c);
+      else this.clearSlot(c, slot);
+    }
+  }
+
+  /** Whether `slot` holds the block at pair index `at` of the chain `pairs` (tests). */
+  holds(pairs: Uint32Array, at: number, slot: number): boolean {
+    let node = this.root;
+    let pos = 0;
+    while (pos <= at) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) return false;
+      const m = Math.min(c.len, (pairs.length - pos) >> 1);
+      const s = c.src;
+      let k = 1;
+      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      if (at < pos + 2 * k) return this.has(c, slot);
+      if (k < c.len) return false;
+      pos += 2 * k;
+      node = c;
+    }
+    return false;
+  }
+
+  /**
+   * `depth[slot]` = largest k such that `slot` holds block k−1 of the chain `seq` ((lo, hi)
+   * pairs), for every slot < `slotLimit` (0 for slots holding no prefix).
    */
   prefixDepths(seq: Uint32Array, depth: Int32Array): void {
     depth.fill(0, 0, this.nextSlot);
-    const n = seq.length >> 1;
-    if (n === 0 || this.size === 0) return;
-    const first = this.find(seq[0], seq[1]);
-    if (first < 0) return;
-    const last = n === 1 ? first : this.find(seq[2 * n - 2], seq[2 * n - 1]);
-    if (last >= 0) this.assign(last, -1, n, depth);
-    if (n === 1) return;
-    let st = this.stack;
-    let sp = 0;
-    st[sp++] = 0;
-    st[sp++] = n - 1;
-    st[sp++] = first;
-    st[sp++] = last;
-    while (sp > 0) {
-      const oHi = st[--sp];
-      const oLo = st[--sp];
-      const hiD = st[--sp];
-      const loD = st[--sp];
-      if (this.sameSet(oLo, oHi)) continue;
-      if (hiD === loD + 1) {
-        this.assign(oLo, oHi, loD + 1, depth);
-        continue;
+    const n = seq.length;
+    let node = this.root;
+    let pos = 0;
+    while (pos < n) {
+      const c = this.child(node, seq[pos], seq[pos + 1]);
+      if (c === null) return;
+      const m = Math.min(c.len, (n - pos) >> 1);
+      const s = c.src;
+      let k = 1;
+      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === seq[b] && s[a + 1] === seq[b + 1]; a += 2, b += 2) k++;
+      // Every rank in c's set holds at least this far; deeper nodes overwrite for their ranks.
+      const d = (pos >> 1) + k;
+      const bits = c.bits;
+      for (let w = 0; w < bits.length; w++) {
+        let x = bits[w];
+        while (x !== 0) {
+          const low = x & -x;
+          depth[32 * w + 31 - Math.clz32(low)] = d;
+          x ^= low;
+        }
       }
-      const mid = (loD + hiD) >>> 1;
-      const oMid = this.find(seq[2 * mid], seq[2 * mid + 1]);
-      if (sp + 8 > st.length) {
-        const grown = new Int32Array(st.length * 2);
-        grown.set(st);
-        this.stack = st = grown;
-      }
-      st[sp++] = loD;
-      st[sp++] = mid;
-      st[sp++] = oLo;
-      st[sp++] = oMid;
-      st[sp++] = mid;
-      st[sp++] = hiD;
-      st[sp++] = oMid;
-      st[sp++] = oHi;
+      if (k < c.len) return;
+      pos += 2 * k;
+      node = c;
     }
   }
+}
 
-  /** Entries `a` and `b` (−1 = empty set) hold the same slots. */
-  private sameSet(a: number, b: number): boolean {
-    if (a === b) return true;
-    if (a < 0 || b < 0) return false;
-    const e = this.e;
-    if (e[a + 2] !== e[b + 2]) return false;
-    for (let k = 3, end = 3 + this.words; k < end; k++) if (e[a + k] !== e[b + k]) return false;
-    return true;
-  }
-
-  /** depth[s] = d for every slot s in entry `a` and not in entry `b` (−1 = empty set). */
-  private assign(a: number, b: number, d: number, depth: Int32Array): void {
-    if (a < 0) return;
-    const e = this.e;
-    for (let k = 0; k < this.words; k++) {
-      let m = e[a + 3 + k];
-      if (b >= 0) m &= ~e[b + 3 + k];
-      while (m !== 0) {
-        const low = m & -m;
-        depth[32 * k + 31 - Math.clz32(low)] = d;
-        m ^= low;
-      }
-    }
-  }
+function countNodes(n: GNode): number {
+  let c = 1;
+  if (n.kids !== null) for (const head of n.kids.values()) for (let k: GNode | null = head; k !== null; k = k.alt) c += countNodes(k);
+  return c;
 }

@@ -3,13 +3,16 @@
  * and not yet freed. Pure: `now` (ms) and random u32 draws are arguments / injected functions.
  *
  * Sequence hashes are u64 given as a Uint32Array of (lo, hi) pairs (`pairs[2i]` = low word of hash
- * i). Refcounts live in a `BlockTable` keyed by the two words, so no BigInt or string is built per
+ * i). Prompt blocks named by sequence hashes live in a `PrefixTree` (shared prefixes stored once,
+ * a booking costs sequential compares, not a probe per block); random block ids (KV reuse off,
+ * output blocks) in a `BlockTable` keyed by the two words. No BigInt or string is built per
  * block.
  */
 import type { WorkerWithDpRank } from '@kvrouter/protocols';
-import { BlockTable } from './block-table.js';
+import { BlockTable, FRAC_UNITS } from './block-table.js';
 import type { CandidateBatch } from './cost.js';
-import { HolderIndex } from './holders.js';
+import { HolderTree } from './holders.js';
+import { PrefixTree } from './prefix-tree.js';
 import { bool, finite, finiteNonNeg, invalid, nonNegInt, posInt } from './validate.js';
 
 export const DEFAULT_EXPIRY_MS = 300_000;
@@ -151,8 +154,8 @@ interface RequestEntry {
   osl: number | null;
   /** Prompt blocks held, (lo, hi) pairs. */
   prompt: Uint32Array;
-  /** The prompt blocks are sequence hashes (KV reuse), so they are listed in the holder index. */
-  shared: boolean;
+  /** The prompt blocks are sequence hashes (KV reuse): held in the prefix tree (and holder index). */
+  chain: boolean;
   /** Output blocks held, (lo, hi) pairs in `out[0 .. 2·outLen)`. */
   out: Uint32Array;
   outLen: number;
@@ -172,7 +175,10 @@ export class ActiveSequences {
   readonly expiryCheckIntervalMs: number;
   private readonly randomU32: (() => number) | undefined;
   private readonly requests = new Map<string, RequestEntry>();
+  /** Random block ids: prompts without KV reuse, output blocks. */
   private readonly blocks = new BlockTable();
+  /** Prompt blocks named by sequence hashes. */
+  private readonly tree = new PrefixTree();
   private readonly prefill = new PrefillTracker();
   private lastExpiryCheck = -Infinity;
   /** Called with each force-freed request id. */
@@ -180,7 +186,7 @@ export class ActiveSequences {
   /** Called after every state change (§9.2: wake the queue, republish `ActiveLoad`). */
   onChange: (() => void) | undefined;
   /** @internal Set by `MultiWorkerSequences`: the cross-rank index this rank reports to, and its slot. */
-  holders: HolderIndex | null = null;
+  holders: HolderTree | null = null;
   holderSlot = -1;
 
   constructor(opts: SequenceOptions) {
@@ -259,16 +265,13 @@ export class ActiveSequences {
         const r = this.randomU32!;
         for (let i = 0; i < prompt.length; i++) prompt[i] = r() >>> 0;
       }
-      const t = this.blocks;
-      const h = plan.reuse ? this.holders : null;
-      if (h) {
-        const slot = this.holderSlot;
-        for (let i = 0; i < prompt.length; i += 2) {
-          const lo = prompt[i];
-          const hi = prompt[i + 1];
-          if (t.inc(lo, hi) === 1) h.add(lo, hi, slot);
-        }
-      } else for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
+      if (plan.reuse) {
+        const fresh = this.tree.insert(prompt, prompt.length);
+        if (this.holders !== null && fresh < prompt.length) this.holders.mark(prompt, fresh, prompt.length, this.holderSlot);
+      } else {
+        const t = this.blocks;
+        for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
+      }
     }
     let node: PrefillNode | null = null;
     if (plan.prefillTokens > 0) {
@@ -281,7 +284,7 @@ export class ActiveSequences {
       startedAt: now,
       osl: input.expectedOutputTokens ?? null,
       prompt,
-      shared: plan.reuse && this.holders !== null,
+      chain: plan.reuse,
       out: EMPTY_PAIRS,
       outLen: 0,
       prefill: node,
@@ -335,7 +338,8 @@ export class ActiveSequences {
     }
     if (r.osl !== null) {
       const frac = Math.max(0, 1 - outputTokens / Math.max(r.osl, 1));
-      this.writeFrac(r.prompt, r.prompt.length, frac);
+      if (r.chain) this.tree.setFracWhereSole(r.prompt, r.prompt.length, frac);
+      else this.writeFrac(r.prompt, r.prompt.length, frac);
       this.writeFrac(r.out, 2 * r.outLen, frac);
     }
     this.onChange?.();
@@ -364,14 +368,9 @@ export class ActiveSequences {
     if (r.prefill) this.prefill.remove(r.prefill, now);
     const t = this.blocks;
     const p = r.prompt;
-    const h = r.shared ? this.holders : null;
-    if (h) {
-      const slot = this.holderSlot;
-      for (let i = 0; i < p.length; i += 2) {
-        const lo = p[i];
-        const hi = p[i + 1];
-        if (t.dec(lo, hi) === 0) h.remove(lo, hi, slot);
-      }
+    if (r.chain) {
+      const gone = this.tree.remove(p, p.length);
+      if (this.holders !== null && gone < p.length) this.holders.unmark(p, gone, p.length, this.holderSlot);
     } else for (let i = 0; i < p.length; i += 2) t.dec(p[i], p[i + 1]);
     for (let i = 0; i < 2 * r.outLen; i += 2) t.dec(r.out[i], r.out[i + 1]);
     this.requests.delete(requestId);
@@ -417,7 +416,8 @@ export class ActiveSequences {
    * (see `BlockTable`), halves rounded up.
    */
   get activeDecodeBlocks(): number {
-    return Math.round(this.blocks.size - this.blocks.deficit);
+    const units = this.tree.deficitUnits + this.blocks.deficitUnits;
+    return Math.round(this.tree.size + this.blocks.size - units / FRAC_UNITS);
   }
 
   get activeRequests(): number {
@@ -426,7 +426,7 @@ export class ActiveSequences {
 
   /** Distinct blocks held (before fractional decay). */
   get uniqueBlocks(): number {
-    return this.blocks.size;
+    return this.tree.size + this.blocks.size;
   }
 
   /** Requests still in the prefill FIFO. */
@@ -435,32 +435,30 @@ export class ActiveSequences {
   }
 
   /**
-   * Largest k with hash k−1 of `seqPairs` held on this rank (§9.1). A sequence hash names its
-   * whole prefix, so presence is monotone in k and binary search is exact.
+   * Largest k with hash k−1 of `seqPairs` held on this rank (§9.1): the longest path of the
+   * prompt in the prefix tree (random block ids never match a sequence hash).
    */
   activePrefixDepth(seqPairs: Uint32Array | null | undefined): number {
-    if (!seqPairs || seqPairs.length < 2 || this.blocks.size === 0) return 0;
-    const t = this.blocks;
-    // Most ranks share no prefix with a new request: one probe settles that.
-    if (!t.has(seqPairs[0], seqPairs[1])) return 0;
-    let lo = 1;
-    let hi = seqPairs.length >> 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (t.has(seqPairs[2 * mid - 2], seqPairs[2 * mid - 1])) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    if (!seqPairs || seqPairs.length < 2 || this.tree.size === 0) return 0;
+    return this.tree.prefixDepth(seqPairs);
   }
 
-  /** Refcount of one block (tests, debugging). */
+  /** Refcount of one block (tests, debugging; walks every block). */
   refcount(lo: number, hi: number): number {
-    return this.blocks.refcount(lo, hi);
+    let c = this.blocks.refcount(lo, hi);
+    this.tree.forEachBlock((l, h, ref) => {
+      if (l === lo && h === hi) c += ref;
+    });
+    return c;
   }
 
-  /** Fractional value of one held block, if any (tests, debugging). */
+  /** Fractional value of one held block, if any (tests, debugging; walks every block). */
   fractionOf(lo: number, hi: number): number | undefined {
-    return this.blocks.fracOf(lo, hi);
+    let f = this.blocks.fracOf(lo, hi);
+    this.tree.forEachBlock((l, h, _ref, fr) => {
+      if (l === lo && h === hi && fr === fr) f = fr;
+    });
+    return f;
   }
 
   /** Copy of the (lo, hi) pairs a request holds, prompt first (tests, debugging). */
@@ -479,14 +477,7 @@ export class ActiveSequences {
 
   /** @internal Takes this rank's blocks out of the holder index (the rank is being dropped). */
   detachHolders(): void {
-    const h = this.holders;
-    if (!h) return;
-    for (const r of this.requests.values()) {
-      if (!r.shared) continue;
-      const p = r.prompt;
-      for (let i = 0; i < p.length; i += 2) h.remove(p[i], p[i + 1], this.holderSlot);
-    }
-    h.releaseSlot(this.holderSlot);
+    this.holders?.releaseSlot(this.holderSlot);
     this.holders = null;
     this.holderSlot = -1;
   }
@@ -519,7 +510,7 @@ export class MultiWorkerSequences {
   /** Checks AddRequest inputs against the shared options without touching any rank. */
   private readonly planner: ActiveSequences;
   /** Prompt blocks → ranks holding them, for every rank's prefix depth in one pass. */
-  private readonly holders = new HolderIndex();
+  private readonly holders = new HolderTree();
   private depths = new Int32Array(64);
 
   constructor(opts: MultiWorkerOptions) {

@@ -1,0 +1,206 @@
+/**
+ * One rank's prompt blocks as a refcounted prefix tree (PROTOCOL.md §9.1 `unique_blocks` and
+ * `fractional`, for blocks named by sequence hashes).
+ *
+ * A sequence hash names its whole prefix, so the blocks a rank holds are a union of chains that
+ * share prefixes: a radix tree. Each node is a run of blocks held by the same requests; its
+ * `ref` is how many requests pass through it. Booking a prompt walks the tree comparing hashes
+ * in order (sequential reads of arrays the tree already holds) and adds one node at the end,
+ * splitting at most one node where the prompt diverges or ends; freeing walks the same path and
+ * drops the nodes whose `ref` reaches 0. A per-block hash table did a random probe per block
+ * instead (2048 probes for a 32k-token prompt, each a likely cache miss in a rank's cold table),
+ * twice per request.
+ *
+ * Equivalence with the per-block set holds when every chain given is a true sequence-hash chain
+ * (block k's hash determines blocks 0..k); two chains that share a hash at some position then
+ * share every earlier one. Nodes are never merged back (a node boundary only matters for speed),
+ * so a request's path stays a whole number of nodes and freeing needs no comparisons.
+ *
+ * Fractions (§9.3) are per node: every block of a node has been held by the same requests, so a
+ * write to "every block only this request holds" is a write to the nodes of its path with
+ * `ref === 1`, and splits copy the value. The deficit is kept in 2^−24 units per block exactly as
+ * in `BlockTable`.
+ */
+import { deficitUnits } from './block-table.js';
+
+interface Node {
+  /** Hashes of this node: `src[from .. from + 2·len)` as (lo, hi) pairs (a request's prompt copy). */
+  src: Uint32Array;
+  from: number;
+  len: number;
+  ref: number;
+  /** Fractional value of every block of the node, NaN = none. */
+  frac: number;
+  /** deficitUnits(frac) per block (0 without a fraction). */
+  units: number;
+  /** Children by the low word of their first hash; `alt` chains children sharing that word. */
+  kids: Map<number, Node> | null;
+  alt: Node | null;
+}
+
+const newNode = (src: Uint32Array, from: number, len: number, ref: number): Node => ({
+  src,
+  from,
+  len,
+  ref,
+  frac: NaN,
+  units: 0,
+  kids: null,
+  alt: null,
+});
+
+export class PrefixTree {
+  private readonly root: Node = newNode(new Uint32Array(0), 0, 0, 0);
+  /** Distinct blocks held. */
+  size = 0;
+  /** Blocks that carry a fractional value. */
+  fracBlocks = 0;
+  /** Σ deficitUnits(fractional) over blocks with a fractional value. */
+  deficitUnits = 0;
+
+  private child(n: Node, lo: number, hi: number): Node | null {
+    if (n.kids === null) return null;
+    let c = n.kids.get(lo);
+    while (c !== undefined && c !== null && c.src[c.from + 1] !== hi) c = c.alt;
+    return c ?? null;
+  }
+
+  private link(parent: Node, c: Node): void {
+    const lo = c.src[c.from];
+    if (parent.kids === null) parent.kids = new Map();
+    c.alt = parent.kids.get(lo) ?? null;
+    parent.kids.set(lo, c);
+  }
+
+  private unlink(parent: Node, c: Node): void {
+    const kids = parent.kids!;
+    const lo = c.src[c.from];
+    const head = kids.get(lo)!;
+    if (head === c) {
+      if (c.alt === null) kids.delete(lo);
+      else kids.set(lo, c.alt);
+    } else {
+      let p = head;
+      while (p.alt !== c) p = p.alt!;
+      p.alt = c.alt;
+    }
+    c.alt = null;
+  }
+
+  /** `n` keeps its first k blocks (0 < k < n.len); the rest becomes its only child. */
+  private split(n: Node, k: number): void {
+    const tail = newNode(n.src, n.from + 2 * k, n.len - k, n.ref);
+    tail.frac = n.frac;
+    tail.units = n.units;
+    tail.kids = n.kids;
+    n.len = k;
+    n.kids = null;
+    this.link(n, tail);
+  }
+
+  /**
+   * One more reference to every block of the chain `pairs[0 .. len)`. The tree keeps `pairs`
+   * (it must not change while booked). Returns the pair index where the blocks new to the tree
+   * start (`len` when none are new): they are `pairs[start .. len)`.
+   */
+  insert(pairs: Uint32Array, len: number): number {
+    let node = this.root;
+    let pos = 0;
+    while (pos < len) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) {
+        const leaf = newNode(pairs, pos, (len - pos) >> 1, 1);
+        this.link(node, leaf);
+        this.size += leaf.len;
+        return pos;
+      }
+      const m = Math.min(c.len, (len - pos) >> 1);
+      const s = c.src;
+      let k = 1;
+      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      // The chain diverges or ends inside c: only c's first k blocks gain the reference.
+      if (k < c.len) this.split(c, k);
+      c.ref++;
+      pos += 2 * k;
+      node = c;
+    }
+    return len;
+  }
+
+  /**
+   * Drops one reference from every block of a chain booked with `insert`. Returns the pair index
+   * where the blocks that left the tree start (`len` when none did): `pairs[start .. len)`.
+   */
+  remove(pairs: Uint32Array, len: number): number {
+    let node = this.root;
+    let pos = 0;
+    while (pos < len) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) return len;
+      if (--c.ref === 0) {
+        // Nothing else passes through c, so below it is only the rest of this chain.
+        this.unlink(node, c);
+        for (let x: Node | null = c; x !== null; x = x.kids === null || x.kids.size === 0 ? null : x.kids.values().next().value!) {
+          this.size -= x.len;
+          if (x.frac === x.frac) {
+            this.fracBlocks -= x.len;
+            this.deficitUnits -= x.units * x.len;
+          }
+        }
+        return pos;
+      }
+      pos += 2 * c.len;
+      node = c;
+    }
+    return len;
+  }
+
+  /** Sets fractional = f on every block of the booked chain that no other request holds. */
+  setFracWhereSole(pairs: Uint32Array, len: number, f: number): void {
+    const u = deficitUnits(f);
+    let node = this.root;
+    let pos = 0;
+    while (pos < len) {
+      const c = this.child(node, pairs[pos], pairs[pos + 1]);
+      if (c === null) return;
+      if (c.ref === 1) {
+        if (c.frac === c.frac) this.deficitUnits -= c.units * c.len;
+        else this.fracBlocks += c.len;
+        c.frac = f;
+        c.units = u;
+        this.deficitUnits += u * c.len;
+      }
+      pos += 2 * c.len;
+      node = c;
+    }
+  }
+
+  /** Longest k such that blocks 0..k−1 of `pairs` are held. */
+  prefixDepth(pairs: Uint32Array): number {
+    const n = pairs.length >> 1;
+    let node = this.root;
+    let depth = 0;
+    while (depth < n) {
+      const c = this.child(node, pairs[2 * depth], pairs[2 * depth + 1]);
+      if (c === null) break;
+      const m = Math.min(c.len, n - depth);
+      const s = c.src;
+      let k = 1;
+      for (let a = c.from + 2, b = 2 * depth + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      depth += k;
+      if (k < c.len) break;
+      node = c;
+    }
+    return depth;
+  }
+
+  /** Visits every held block: (lo, hi, refcount, fraction or NaN). Tests and debugging. */
+  forEachBlock(fn: (lo: number, hi: number, ref: number, frac: number) => void): void {
+    const stack: Node[] = [this.root];
+    while (stack.length > 0) {
+      const n = stack.pop()!;
+      for (let i = 0; i < n.len; i++) fn(n.src[n.from + 2 * i], n.src[n.from + 2 * i + 1], n.ref, n.frac);
+      if (n.kids) for (const head of n.kids.values()) for (let c: Node | null = head; c !== null; c = c.alt) stack.push(c);
+    }
+  }
+}
