@@ -17,6 +17,9 @@ describe('engine config', () => {
       dataParallelSize: 1,
       seed: 0,
       vocabSize: 32000,
+      engineType: 'vllm',
+      sglangMaxPrefillTokens: 16384,
+      reasoning: null,
     });
     expect(Object.isFrozen(DEFAULT_ENGINE_CONFIG)).toBe(true);
     expect(resolveEngineConfig({ blockSize: 16 }).blockSize).toBe(16);
@@ -34,6 +37,12 @@ describe('engine config', () => {
     [{ dataParallelSize: 0 }, 'dataParallelSize'],
     [{ vocabSize: 1 }, 'vocabSize'],
     [{ blockSzie: 64 }, 'blockSzie'],
+    [{ engineType: 'trtllm' }, 'engineType'],
+    [{ sglangMaxPrefillTokens: 0 }, 'sglangMaxPrefillTokens'],
+    [{ reasoning: { startThinkingTokenId: 1, endThinkingTokenId: 2, thinkingRatio: 1.5 } }, 'reasoning'],
+    [{ reasoning: { startThinkingTokenId: -1, endThinkingTokenId: 2, thinkingRatio: 0.5 } }, 'reasoning'],
+    [{ reasoning: { startThinkingTokenId: 7, endThinkingTokenId: 7, thinkingRatio: 0.5 } }, 'reasoning'],
+    [{ reasoning: [1, 2] }, 'reasoning'],
   ];
   it.each(cases)('rejects %o naming the field', (partial, field) => {
     try {

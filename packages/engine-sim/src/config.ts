@@ -1,6 +1,19 @@
 import { KvrError } from '@kvrouter/protocols';
 
 export type PreemptionMode = 'lifo' | 'fifo';
+export type EngineType = 'vllm' | 'sglang';
+
+/**
+ * Upstream mocker `--reasoning` JSON (`{"start_thinking_token_id", "end_thinking_token_id",
+ * "thinking_ratio"}`): the first `floor(thinking_ratio · max_tokens)` output tokens are a reasoning
+ * span wrapped in the two marker tokens.
+ */
+export interface ReasoningConfig {
+  startThinkingTokenId: number;
+  endThinkingTokenId: number;
+  /** Share of each request's `maxTokens` spent reasoning, markers included (0..1). */
+  thinkingRatio: number;
+}
 
 /**
  * The engine-model knobs of PROTOCOL.md §17 (mocker CLI in parentheses). Process-level mocker flags
@@ -31,6 +44,12 @@ export interface EngineConfig {
   seed: number;
   /** Generated token ids are drawn from [1, vocabSize − 1] (§18 default vocabulary 32000). */
   vocabSize: number;
+  /** Scheduler flavour (`--engine-type`): vLLM block manager + scheduler, or SGLang radix cache + scheduler. */
+  engineType: EngineType;
+  /** SGLang flavour: prefill token budget of one pass (`--sglang-max-prefill-tokens`). */
+  sglangMaxPrefillTokens: number;
+  /** Reasoning-token structure of the output (`--reasoning`); null = plain tokens. */
+  reasoning: Readonly<ReasoningConfig> | null;
 }
 
 export const DEFAULT_ENGINE_CONFIG: Readonly<EngineConfig> = Object.freeze({
@@ -46,6 +65,9 @@ export const DEFAULT_ENGINE_CONFIG: Readonly<EngineConfig> = Object.freeze({
   dataParallelSize: 1,
   seed: 0,
   vocabSize: 32000,
+  engineType: 'vllm',
+  sglangMaxPrefillTokens: 16384,
+  reasoning: null,
 });
 
 function bad(field: keyof EngineConfig, want: string, got: unknown): never {
@@ -81,6 +103,7 @@ export function resolveEngineConfig(partial: Partial<EngineConfig> = {}): Readon
   if (c.preemptionMode !== 'lifo' && c.preemptionMode !== 'fifo') {
     bad('preemptionMode', "'lifo' or 'fifo'", c.preemptionMode);
   }
+  if (c.engineType !== 'vllm' && c.engineType !== 'sglang') bad('engineType', "'vllm' or 'sglang'", c.engineType);
   return Object.freeze({
     numGpuBlocks: int('numGpuBlocks', c.numGpuBlocks, 1, 1 << 28),
     blockSize: int('blockSize', c.blockSize, 1, 1 << 16),
@@ -94,5 +117,27 @@ export function resolveEngineConfig(partial: Partial<EngineConfig> = {}): Readon
     dataParallelSize: int('dataParallelSize', c.dataParallelSize, 1, 1024),
     seed: int('seed', c.seed, 0, 0xffffffff),
     vocabSize: int('vocabSize', c.vocabSize, 2, 0xffffffff),
+    engineType: c.engineType,
+    sglangMaxPrefillTokens: int('sglangMaxPrefillTokens', c.sglangMaxPrefillTokens, 1, 1 << 30),
+    reasoning: reasoningOf(c.reasoning),
   });
+}
+
+function reasoningOf(v: unknown): Readonly<ReasoningConfig> | null {
+  if (v === null) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) bad('reasoning', 'null or an object', JSON.stringify(v));
+  const o = v as Record<string, unknown>;
+  const id = (k: 'startThinkingTokenId' | 'endThinkingTokenId'): number => {
+    const x = o[k];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) {
+      bad('reasoning', `${k} a u32`, x);
+    }
+    return x;
+  };
+  const r = o.thinkingRatio;
+  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) bad('reasoning', 'thinkingRatio in [0, 1]', r);
+  const start = id('startThinkingTokenId');
+  const end = id('endThinkingTokenId');
+  if (start === end) bad('reasoning', 'different start and end thinking token ids', start);
+  return Object.freeze({ startThinkingTokenId: start, endThinkingTokenId: end, thinkingRatio: r });
 }

@@ -4,7 +4,8 @@ import type { EngineConfig } from './config.js';
 import { Deque } from './deque.js';
 import { KvEventLog } from './event-log.js';
 import type { BlockHasher } from './hasher.js';
-import { passDurationMs, type TimingModel } from './timing.js';
+import { passDurationMs, shapedPassDurationMs, type TimingModel } from './timing.js';
+import { ReasoningTokens } from './reasoning.js';
 import { TokenRng } from './token-rng.js';
 import type { EmittedToken, EngineLoad, EngineRequest, EngineStats, StepResult } from './types.js';
 
@@ -85,7 +86,9 @@ export class EngineCore {
     evictedBlocks: 0,
     finished: 0,
     cancelled: 0,
+    reasoningTokens: 0,
   };
+  private readonly reasoning: ReasoningTokens | null;
 
   constructor(
     readonly dpRank: number,
@@ -98,6 +101,7 @@ export class EngineCore {
     this.log = new KvEventLog(dpRank);
     this.bm = new BlockManager(cfg.numGpuBlocks, cfg.enablePrefixCaching, this.log);
     this.rng = new TokenRng(cfg.seed, dpRank, cfg.vocabSize);
+    this.reasoning = cfg.reasoning === null ? null : new ReasoningTokens(cfg.reasoning, cfg.vocabSize);
   }
 
   get numWaiting(): number {
@@ -260,17 +264,29 @@ export class EngineCore {
     // 3. Pass time from what was scheduled.
     let prefillTokens = 0;
     let decodeRequests = 0;
+    let contextTokens = 0;
     for (let k = 0; k < running.length; k++) {
       const r = running[k];
       if (r.sched === 0) continue;
       if (r.numComputed < r.prefillEnd) prefillTokens += r.sched;
-      else decodeRequests++;
+      else {
+        decodeRequests++;
+        contextTokens += r.numTokens;
+      }
     }
     const idle = prefillTokens === 0 && decodeRequests === 0;
     const kvUsage = this.bm.activeCount / cfg.numGpuBlocks;
     const durationMs = idle
       ? 0
-      : passDurationMs(
+      : this.timing.decodeStepMs !== undefined
+        ? shapedPassDurationMs(
+            this.timing,
+            prefillTokens,
+            { kvUsage, batch: decodeRequests, contextTokens },
+            cfg.speedupRatio,
+            cfg.decodeSpeedupRatio,
+          )
+        : passDurationMs(
           this.timing,
           prefillTokens,
           decodeRequests > 0,
@@ -289,7 +305,7 @@ export class EngineCore {
         r.sched = 0;
         r.numComputed += n;
         if (r.numComputed === r.numTokens) {
-          const tok = this.rng.nextToken();
+          const tok = this.reasoning === null ? this.rng.nextToken() : this.reasoning.next(this.rng.nextToken(), r.generated, r.maxTokens);
           r.tokens[r.numTokens++] = tok;
           r.generated++;
           const rec: EmittedToken = { requestId: r.id, tokenIds: [tok] };
@@ -297,6 +313,10 @@ export class EngineCore {
           emitted.push(rec);
           if (r.generated === r.maxTokens) {
             rec.finishReason = 'length';
+            if (this.reasoning !== null) {
+              rec.reasoningTokens = this.reasoning.spanOf(r.maxTokens);
+              this.counters.reasoningTokens += rec.reasoningTokens;
+            }
             this.finish(r);
             continue;
           }

@@ -7,6 +7,18 @@ export interface TimingModel {
   prefillMs(x: number): number;
   /** ms of one decode step at KV occupancy `u` = active / total (0..1). */
   decodeMs(u: number): number;
+  /** When present, used instead of `decodeMs` with the whole decode batch's shape (profile tables need it). */
+  decodeStepMs?(s: DecodeShape): number;
+}
+
+/** The decode part of a pass, for models that depend on more than KV occupancy. */
+export interface DecodeShape {
+  /** Active KV / total KV (0..1), as for `decodeMs`. */
+  kvUsage: number;
+  /** Requests decoding one token in the pass. */
+  batch: number;
+  /** Sum of their context lengths (tokens already in the sequence), upstream's "active KV tokens". */
+  contextTokens: number;
 }
 
 export const POLYNOMIAL_TIMING: TimingModel = {
@@ -29,5 +41,19 @@ export function passDurationMs(
   let t = 0;
   if (prefillTokens > 0) t += model.prefillMs(prefillTokens);
   if (anyDecode) t += model.decodeMs(kvUsage) / decodeSpeedupRatio;
+  return t / speedupRatio;
+}
+
+/** `passDurationMs` for a model with `decodeStepMs`: the decode part sees the batch's shape. */
+export function shapedPassDurationMs(
+  model: TimingModel,
+  prefillTokens: number,
+  decode: DecodeShape,
+  speedupRatio: number,
+  decodeSpeedupRatio: number,
+): number {
+  let t = 0;
+  if (prefillTokens > 0) t += model.prefillMs(prefillTokens);
+  if (decode.batch > 0) t += (model.decodeStepMs ? model.decodeStepMs(decode) : model.decodeMs(decode.kvUsage)) / decodeSpeedupRatio;
   return t / speedupRatio;
 }

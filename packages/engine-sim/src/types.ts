@@ -26,6 +26,8 @@ export interface EmittedToken {
   finishReason?: 'length';
   /** Present on the first token only: prompt tokens served from the prefix cache at first admission. */
   cachedTokens?: number;
+  /** On the last token, with `EngineConfig.reasoning`: the request's reasoning tokens, markers included. */
+  reasoningTokens?: number;
 }
 
 // Shapes of PROTOCOL.md §3.1 (`KvCacheEventData` minus `cleared`, which this engine never emits), so a
@@ -98,4 +100,6 @@ export interface EngineStats {
   evictedBlocks: number;
   finished: number;
   cancelled: number;
+  /** Reasoning tokens (markers included) of finished requests, with `EngineConfig.reasoning`. */
+  reasoningTokens: number;
 }
