@@ -234,18 +234,37 @@ describe('vLLM-compatible mocker', () => {
   });
 
   it('a client that disconnects mid-stream cancels its request in the engine', async () => {
-    const ac = new AbortController();
-    const r = await fetch(`${url}/v1/completions`, {
-      method: 'POST',
-      body: JSON.stringify({ prompt: 'tell me a long story', max_tokens: 1000, stream: true }),
-      signal: ac.signal,
-    });
-    const reader = r.body!.getReader();
-    await reader.read();
-    expect(m.workers[0].engine.driver.activeRequests).toBe(1);
-    ac.abort();
-    await until(() => m.workers[0].engine.driver.activeRequests === 0);
-    expect(m.workers[0].engine.driver.stats.cancelled).toBeGreaterThanOrEqual(1);
+    // Real-time engine (speedup 1): 1000 tokens take >= 5.7 s of model time, so the request is still
+    // running when the client goes away even on a loaded machine.
+    const c = cfg(
+      '--http-host',
+      '127.0.0.1',
+      '--http-ports',
+      '0',
+      '--block-size',
+      '4',
+      '--num-gpu-blocks-override',
+      '256',
+    );
+    const slow = await startVllmCompat(c, vllmCompatPlan(c)!, { log: () => undefined });
+    try {
+      const driver = slow.workers[0].engine.driver;
+      const ac = new AbortController();
+      const r = await fetch(`${slow.describe()[0].http}/v1/completions`, {
+        method: 'POST',
+        body: JSON.stringify({ prompt: 'tell me a long story', max_tokens: 1000, stream: true }),
+        signal: ac.signal,
+      });
+      const reader = r.body!.getReader();
+      await reader.read();
+      expect(driver.activeRequests).toBe(1);
+      ac.abort();
+      await until(() => driver.activeRequests === 0);
+      expect(driver.stats.cancelled).toBe(1);
+      expect(driver.stats.finished).toBe(0);
+    } finally {
+      await slow.stop();
+    }
   });
 
   it('the replay socket returns every batch from a sequence number', async () => {

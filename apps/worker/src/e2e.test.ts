@@ -261,19 +261,19 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
       request_id: 'r-long',
       model: 'mock-vllm',
       token_ids: Array.from(prompt(12, 300)),
-      stop_conditions: { max_tokens: 400 },
+      stop_conditions: { max_tokens: 2000 },
     }) as AsyncIterable<GenerateItem>;
     let midStream: unknown = null;
     try {
       for await (const it of stream) {
         items.push(it);
-        if (items.length === 3) engines[victim].child.kill('SIGKILL');
+        if (items.length === 1) engines[victim].child.kill('SIGKILL');
       }
     } catch (e) {
       midStream = e;
     }
-    expect(items.length).toBeGreaterThanOrEqual(3);
-    expect(items.flatMap((i) => i.token_ids).length).toBeLessThan(400);
+    expect(items.length).toBeGreaterThanOrEqual(1);
+    expect(items.flatMap((i) => i.token_ids).length).toBeLessThan(2000);
     expect((midStream as { code?: string }).code).toBe('disconnected');
     expect(isMigratable(midStream)).toBe(true);
 
