@@ -141,6 +141,35 @@ describe('disaggregated serving across two topology domains', () => {
   }, 30_000);
 });
 
+describe('topology diagnostics', () => {
+  it('a prefill worker without published metadata among ones with it: served unconstrained, counted and logged', async () => {
+    const log = capture();
+    sc = await DisaggScenario.start({
+      enforcement: 'required',
+      zones: [{ name: 'z1', prefill: 2, decode: 1 }],
+      log,
+    });
+    const [a, b] = sc.prefillFleets.get('z1')!.workers;
+    const pset = sc.fe.registry.models.get('mock-model')!.disagg.sets[0]!;
+    const rc = pset.workers.get(a!.instanceId)!.card!.runtime_config;
+    rc.kv_transfer_domain = null;
+    rc.kv_transfer_enforcement = null;
+    const r = await sc.request(sc.prompt(64), 2, a!.instanceId);
+    expect(r.status).toBe(200);
+    const m = topologyMetrics(sc.fe.metrics.registry);
+    expect(m.metadataMissing.labels(decodeEp).value).toBe(1);
+    expect(log.lines.some((l) => l.startsWith('topology: the router does not see topology metadata'))).toBe(
+      true,
+    );
+    // the worker that publishes its policy is not a symptom
+    expect((await sc.request(sc.prompt(64), 2, b!.instanceId)).status).toBe(200);
+    expect(m.metadataMissing.labels(decodeEp).value).toBe(1);
+    expect(
+      m.decodePlacements.labels({ ...decodeEp, enforcement: 'required', placement: 'in_domain' }).value,
+    ).toBe(1);
+  }, 30_000);
+});
+
 describe('activation, --enforce-disagg, --decode-fallback', () => {
   it('no prefill worker ever seen: aggregated, or 503 with --enforce-disagg', async () => {
     sc = await DisaggScenario.start({ enforcement: null, zones: [{ name: 'z1', prefill: 0, decode: 1 }] });
