@@ -1,4 +1,5 @@
 import { KvrError, u64Hi, u64Lo } from '@kvrouter/protocols';
+import { checkRequest } from './request-check.js';
 import { BlockManager, PARTIAL } from './block-manager.js';
 import type { EngineConfig } from './config.js';
 import { Deque } from './deque.js';
@@ -54,9 +55,6 @@ class SimRequest {
   }
 }
 
-function invalid(field: string, message: string): never {
-  throw new KvrError('invalid_request', `request ${field}: ${message}`, 400, { field });
-}
 
 /**
  * One dp rank of the simulated engine (PROTOCOL.md §17, vLLM flavour): a block manager plus a
@@ -124,44 +122,13 @@ export class EngineCore {
   /** Validates fully before touching state; throws `invalid_request` / `request_too_large` naming the field. */
   enqueue(req: EngineRequest, now: number): void {
     this.checkNow(now);
+    const maxBlocks = checkRequest(
+      req,
+      this.cfg,
+      (id) => this.byId.has(id),
+      this.cfg.enableChunkedPrefill ? null : { tokens: this.cfg.maxNumBatchedTokens, name: 'max_num_batched_tokens' },
+    );
     const { id, tokenIds, maxTokens, loraName } = req;
-    if (typeof id !== 'string' || id.length === 0) invalid('id', 'expected a non-empty string');
-    if (this.byId.has(id)) invalid('id', `duplicate live request id ${id}`);
-    if (!(tokenIds instanceof Uint32Array)) {
-      if (!Array.isArray(tokenIds)) invalid('tokenIds', 'expected a Uint32Array or an array of u32');
-      for (let i = 0; i < tokenIds.length; i++) {
-        const t: unknown = tokenIds[i];
-        if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
-          invalid(`tokenIds[${i}]`, `expected a u32, got ${String(t)}`);
-        }
-      }
-    }
-    if (tokenIds.length === 0) invalid('tokenIds', 'empty prompt');
-    if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
-      invalid('maxTokens', `expected an integer >= 1, got ${String(maxTokens)}`);
-    }
-    if (loraName !== undefined && typeof loraName !== 'string') invalid('loraName', 'expected a string');
-    if (req.kvTransferred !== undefined && typeof req.kvTransferred !== 'boolean') invalid('kvTransferred', 'expected a boolean');
-    // The last generated token's KV is never computed, hence the − 1.
-    const maxBlocks = Math.ceil((tokenIds.length + maxTokens - 1) / this.bs);
-    if (maxBlocks > this.cfg.numGpuBlocks) {
-      const field = Math.ceil(tokenIds.length / this.bs) > this.cfg.numGpuBlocks ? 'tokenIds' : 'maxTokens';
-      throw new KvrError(
-        'request_too_large',
-        `request ${field}: needs ${maxBlocks} KV blocks, the engine has ${this.cfg.numGpuBlocks}`,
-        400,
-        { field },
-      );
-    }
-    if (!this.cfg.enableChunkedPrefill && tokenIds.length > this.cfg.maxNumBatchedTokens) {
-      throw new KvrError(
-        'request_too_large',
-        `request tokenIds: ${tokenIds.length} prompt tokens exceed max_num_batched_tokens ` +
-          `${this.cfg.maxNumBatchedTokens} with chunked prefill off`,
-        400,
-        { field: 'tokenIds' },
-      );
-    }
     const seed = this.seedOf(loraName);
     const r = new SimRequest(id, tokenIds, maxTokens, u64Lo(seed), u64Hi(seed), maxBlocks);
     r.kvTransferred = req.kvTransferred === true;

@@ -1,6 +1,7 @@
 import { KvrError } from '@kvrouter/protocols';
 import { resolveEngineConfig, type EngineConfig } from './config.js';
 import { EngineCore } from './engine-core.js';
+import { SglangCore } from './sglang-core.js';
 import { DEFAULT_HASHER, type BlockHasher } from './hasher.js';
 import { POLYNOMIAL_TIMING, type TimingModel } from './timing.js';
 import type { EngineLoad, EngineRequest, EngineStats, StepResult } from './types.js';
@@ -14,20 +15,24 @@ export interface EngineDeps {
   blockTokenIds?: boolean;
 }
 
+/** One dp rank's scheduler: vLLM flavour (`EngineCore`) or SGLang flavour (`SglangCore`), same surface. */
+export type RankCore = EngineCore | SglangCore;
+
 /**
- * A simulated engine: one independent `EngineCore` (block manager + scheduler) per data-parallel rank.
+ * A simulated engine: one independent `EngineCore` / `SglangCore` (by `engineType`) (block manager + scheduler) per data-parallel rank.
  * Ranks have their own timelines, so each is stepped on its own; the caller picks a request's rank.
  */
 export class SimEngine {
   readonly config: Readonly<EngineConfig>;
-  readonly ranks: readonly EngineCore[];
+  readonly ranks: readonly RankCore[];
 
   constructor(config: Partial<EngineConfig> = {}, deps: EngineDeps = {}) {
     this.config = resolveEngineConfig(config);
     const hasher = deps.hasher ?? DEFAULT_HASHER;
     const timing = deps.timing ?? POLYNOMIAL_TIMING;
-    const ranks: EngineCore[] = [];
-    for (let r = 0; r < this.config.dataParallelSize; r++) ranks.push(new EngineCore(r, this.config, hasher, timing, deps.blockTokenIds === true));
+    const ranks: RankCore[] = [];
+    const Core = this.config.engineType === 'sglang' ? SglangCore : EngineCore;
+    for (let r = 0; r < this.config.dataParallelSize; r++) ranks.push(new Core(r, this.config, hasher, timing, deps.blockTokenIds === true));
     this.ranks = ranks;
   }
 
@@ -67,7 +72,7 @@ export class SimEngine {
     return this.rank(dpRank, 'dpRank').stats();
   }
 
-  private rank(dpRank: number, field: string): EngineCore {
+  private rank(dpRank: number, field: string): RankCore {
     const core = Number.isInteger(dpRank) ? this.ranks[dpRank] : undefined;
     if (core === undefined) {
       throw new KvrError(

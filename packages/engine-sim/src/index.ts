@@ -1,8 +1,19 @@
-export { DEFAULT_ENGINE_CONFIG, resolveEngineConfig, type EngineConfig, type PreemptionMode } from './config.js';
-export { SimEngine, type EngineDeps } from './engine.js';
+export {
+  DEFAULT_ENGINE_CONFIG,
+  resolveEngineConfig,
+  type EngineConfig,
+  type EngineType,
+  type PreemptionMode,
+  type ReasoningConfig,
+} from './config.js';
+export { SimEngine, type EngineDeps, type RankCore } from './engine.js';
 export { EngineCore } from './engine-core.js';
+export { SglangCore } from './sglang-core.js';
+export { RadixCache, RadixNode } from './radix-cache.js';
+export { ReasoningTokens } from './reasoning.js';
+export { parsePlannerProfile, profileTiming, interp1, interp2, type PlannerProfile } from './timing-profile.js';
 export { DEFAULT_HASHER, type BlockHasher } from './hasher.js';
-export { POLYNOMIAL_TIMING, passDurationMs, type TimingModel } from './timing.js';
+export { POLYNOMIAL_TIMING, passDurationMs, shapedPassDurationMs, type DecodeShape, type TimingModel } from './timing.js';
 export type {
   EmittedToken,
   EngineKvEvent,
