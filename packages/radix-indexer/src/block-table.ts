@@ -303,7 +303,7 @@ export class BlockTable {
 
   /** Private mode: rehash into a table sized for the live entries (drops tombstones). */
   grow(): void {
-    // Sized so live entries fill GROW_LOAD: growth stays amortised (x1.33 per step) and a table
+    // Sized so live entries fill GROW_LOAD: growth stays amortised (x1.23 per step) and a table
     // full of tombstones is rebuilt at about the same size.
     this.rehash(capacityFor(this.live + 1, GROW_LOAD));
   }

@@ -360,6 +360,9 @@ export class RadixIndexer implements KvIndexer {
       active[k] = live[k] ?? 0;
       if (active[k] !== 0) remaining++;
     }
+    // Words outside [kMin, kMax] have no active worker left.
+    let kMin = 0;
+    let kMax = hw - 1;
     // Depths are probed in chunks. A light first loop reads the home entry of every depth in the
     // chunk (a few instructions each, so many loads are in flight at once and their cache and TLB
     // misses overlap); the probes then run on cached lines, and the holder sets are AND-ed in
@@ -401,8 +404,15 @@ export class RadixIndexer implements KvIndexer {
       for (let j = 0; j < cnt; j++, d++) {
         if (remaining === 0) break outer;
         const off = offs[j]!;
+        if (off >= 0 && !earlyExitSingle) {
+          // Most depths of a long match drop nobody: check that with loads and ANDs only, over
+          // the words that still have workers, and skip the update.
+          let lost = 0;
+          for (let k = kMin; k <= kMax; k++) lost |= active[k]! & ~words[off + k]!;
+          if (lost === 0) continue;
+        }
         remaining = 0;
-        for (let k = 0; k < hw; k++) {
+        for (let k = kMin; k <= kMax; k++) {
           const a = active[k]!;
           if (a === 0) continue;
           const held = off < 0 ? 0 : words[off + k]!;
@@ -419,6 +429,8 @@ export class RadixIndexer implements KvIndexer {
           active[k] = next;
           if (next !== 0) remaining++;
         }
+        while (kMin < kMax && active[kMin] === 0) kMin++;
+        while (kMax > kMin && active[kMax] === 0) kMax--;
         if (earlyExitSingle && remaining === 1) {
           // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
           let k = 0;

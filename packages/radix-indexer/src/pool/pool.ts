@@ -374,7 +374,7 @@ export class PoolIndexer implements KvIndexer {
       await Promise.all(this.lanes.map((l) => l.tail));
       const t = this.reader.table;
       const needed = t.occupied + pendingBlocks;
-      // At least x1.33 (GROW_LOAD for what is there), and room for every queued block at just
+      // At least x1.23 (GROW_LOAD for what is there), and room for every queued block at just
       // under MAX_LOAD. Queued blocks are an upper bound on inserts (blocks already in the table
       // insert nothing), so sizing them at GROW_LOAD would leave a large backlog's table far
       // emptier than GROW_LOAD once applied.
