@@ -37,6 +37,7 @@ import { parseGenerateRequest } from '@kvrouter/sim-worker';
 import { componentSubject } from '@kvrouter/protocols';
 import { EngineClient } from './engine-client.js';
 import { planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';
+import { topologyRuntimeConfig } from './topology.js';
 
 export interface WorkerIo {
   log: (line: string) => void;
@@ -108,6 +109,8 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   const plan = planFromConfig(config);
   for (const w of plan.warnings) io.log(`warning: ${w}`);
+  // Topology files may take a while to appear (30 s wait); before anything is connected.
+  const topology = await topologyRuntimeConfig(config);
   const info = await probeEngine(plan.engineUrl, opts.engineWaitMs ?? 120_000, io.log);
   const model = plan.modelName ?? info.model;
   const client = new EngineClient({ baseUrl: plan.engineUrl, model: info.model });
@@ -213,6 +216,7 @@ export async function startWorker(
             context_length: config.contextLength ?? info.maxModelLen ?? 8192,
             model_type: ['completions', 'chat'],
             runtime_config: {
+              ...topology,
               total_kv_blocks: config.totalKvBlocks,
               max_num_batched_tokens: config.maxNumBatchedTokens,
               max_num_seqs: config.maxNumSeqs,
