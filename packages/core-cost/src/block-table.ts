@@ -22,8 +22,7 @@ export const FRAC_UNITS = 2 ** 24;
 /** Deficit of one block in 2^−24 units: round((1 − f) · 2^24). */
 export const deficitUnits = (f: number): number => Math.round((1 - f) * FRAC_UNITS);
 
-/** Home slot hash of a (lo, hi) key; exported so other tables keyed by block hashes agree on it. */
-export function mixKey(lo: number, hi: number): number {
+function mixKey(lo: number, hi: number): number {
   let h = Math.imul(lo ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(hi ^ 0xc2b2ae35, 0x27d4eb2f);
   h ^= h >>> 15;
   h = Math.imul(h, 0x2c1b3c6d);

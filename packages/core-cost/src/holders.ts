@@ -73,9 +73,9 @@ export class HolderTree {
 
   private child(n: GNode, lo: number, hi: number): GNode | null {
     if (n.kids === null) return null;
-    let c = n.kids.get(lo);
-    while (c !== undefined && c !== null && c.src[c.from + 1] !== hi) c = c.alt;
-    return c ?? null;
+    let c: GNode | null = n.kids.get(lo) ?? null;
+    while (c !== null && c.src[c.from + 1] !== hi) c = c.alt;
+    return c;
   }
 
   private link(parent: GNode, c: GNode): void {

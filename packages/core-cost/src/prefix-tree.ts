@@ -60,9 +60,9 @@ export class PrefixTree {
 
   private child(n: Node, lo: number, hi: number): Node | null {
     if (n.kids === null) return null;
-    let c = n.kids.get(lo);
-    while (c !== undefined && c !== null && c.src[c.from + 1] !== hi) c = c.alt;
-    return c ?? null;
+    let c: Node | null = n.kids.get(lo) ?? null;
+    while (c !== null && c.src[c.from + 1] !== hi) c = c.alt;
+    return c;
   }
 
   private link(parent: Node, c: Node): void {

@@ -1,0 +1,151 @@
+import { describe, expect, it } from 'vitest';
+import type { WorkerWithDpRank } from '@kvrouter/protocols';
+import { Rng } from '@kvrouter/testkit';
+import { CandidateBatch } from './cost.js';
+import { HolderTree } from './holders.js';
+import { PrefixTree } from './prefix-tree.js';
+import { MultiWorkerSequences } from './sequences.js';
+
+const chain = (...lows: number[]) => Uint32Array.from(lows.flatMap((l) => [l, 7]));
+const w = (id: number, dp = 0) => ({ worker_id: BigInt(id), dp_rank: dp }) as WorkerWithDpRank;
+
+/** Books / frees a chain on a slot the way ActiveSequences does: its own tree says what is new. */
+class Rank {
+  readonly tree = new PrefixTree();
+  constructor(
+    readonly h: HolderTree,
+    readonly slot: number,
+  ) {}
+  book(c: Uint32Array): void {
+    const fresh = this.tree.insert(c, c.length);
+    if (fresh < c.length) this.h.mark(c, fresh, c.length, this.slot);
+  }
+  free(c: Uint32Array): void {
+    const gone = this.tree.remove(c, c.length);
+    if (gone < c.length) this.h.unmark(c, gone, c.length, this.slot);
+  }
+}
+
+describe('HolderTree', () => {
+  it('every rank’s prefix depth from one walk (worked by hand)', () => {
+    const h = new HolderTree();
+    const [r0, r1, r2, r3] = [0, 1, 2, 3].map(() => new Rank(h, h.acquireSlot()));
+    r0.book(chain(1, 2, 3)); // holds 1 2 3
+    r1.book(chain(1, 2, 4)); // holds 1 2 4
+    r2.book(chain(1)); // holds 1
+    r3.book(chain(9, 2)); // another prefix
+    const depth = new Int32Array(4);
+    // query 1 2 3 5: r0 matches 3 blocks, r1 2 (diverges at 4 vs 3), r2 1, r3 0
+    h.prefixDepths(chain(1, 2, 3, 5), depth);
+    expect([...depth]).toEqual([3, 2, 1, 0]);
+    // r0 takes a longer prompt sharing 1 2 3: depth 4 for it, the others unchanged
+    const longer = chain(1, 2, 3, 5, 6);
+    r0.book(longer);
+    h.prefixDepths(chain(1, 2, 3, 5), depth);
+    expect([...depth]).toEqual([4, 2, 1, 0]);
+    expect(h.holds(longer, 8, r0.slot)).toBe(true);
+    expect(h.holds(longer, 8, r1.slot)).toBe(false);
+    // r0 frees its first prompt: still holds 1 2 3 through the longer one
+    r0.free(chain(1, 2, 3));
+    h.prefixDepths(chain(1, 2, 3, 5), depth);
+    expect([...depth]).toEqual([4, 2, 1, 0]);
+    r0.free(longer);
+    h.prefixDepths(chain(1, 2, 3, 5), depth);
+    expect([...depth]).toEqual([0, 2, 1, 0]);
+    // releasing r1's slot clears it; the slot is handed out again
+    h.releaseSlot(r1.slot);
+    h.prefixDepths(chain(1, 2, 4), depth);
+    expect([...depth]).toEqual([0, 0, 1, 0]);
+    expect(h.acquireSlot()).toBe(1);
+  });
+
+  it('matches a brute-force model across 40 slots (wider than one word) under random bookings (seeded)', () => {
+    for (const seed of [1, 2, 3]) {
+      const rng = new Rng(seed);
+      const h = new HolderTree();
+      const ranks = Array.from({ length: 40 }, () => new Rank(h, h.acquireSlot()));
+      const held = ranks.map(() => new Map<string, number>());
+      const live: { r: number; c: Uint32Array }[] = [];
+      let uid = 0;
+      const make = (): Uint32Array => {
+        const fam = rng.int(0, 3);
+        const n = rng.int(1, 24);
+        const shared = rng.int(0, n);
+        const own = ++uid;
+        const c = new Uint32Array(2 * n);
+        for (let k = 0; k < n; k++) {
+          c[2 * k] = k;
+          c[2 * k + 1] = k < shared ? fam : (0x80000000 | (own << 4) | fam) >>> 0;
+        }
+        return c;
+      };
+      const key = (c: Uint32Array, k: number) => `${c[2 * k]}:${c[2 * k + 1]}`;
+      const depth = new Int32Array(40);
+      for (let step = 0; step < 1200; step++) {
+        if (live.length === 0 || rng.bool(0.55)) {
+          const r = rng.int(0, ranks.length - 1);
+          const c = make();
+          ranks[r].book(c);
+          for (let k = 0; k < c.length / 2; k++) held[r].set(key(c, k), (held[r].get(key(c, k)) ?? 0) + 1);
+          live.push({ r, c });
+        } else {
+          const { r, c } = live.splice(rng.int(0, live.length - 1), 1)[0];
+          ranks[r].free(c);
+          for (let k = 0; k < c.length / 2; k++) {
+            const n = held[r].get(key(c, k))! - 1;
+            if (n === 0) held[r].delete(key(c, k));
+            else held[r].set(key(c, k), n);
+          }
+        }
+        if (step % 20 === 0) {
+          const q = make();
+          h.prefixDepths(q, depth);
+          for (let r = 0; r < ranks.length; r++) {
+            let want = 0;
+            while (want < q.length / 2 && held[r].has(key(q, want))) want++;
+            expect(depth[r]).toBe(want);
+          }
+        }
+      }
+      for (const { r, c } of live) ranks[r].free(c);
+      expect(h.nodes).toBe(0);
+    }
+  });
+});
+
+describe('MultiWorkerSequences.fillLoads prefix depths', () => {
+  it('equal each rank’s own longest held prefix through bookings, frees, expiry and removed workers', () => {
+    const rng = new Rng(9);
+    const m = new MultiWorkerSequences({ blockSize: 16 });
+    const ranks = [w(1, 0), w(1, 1), w(2), w(3), w(4)];
+    for (const r of ranks) m.addWorker(r.worker_id, r.dp_rank, 1);
+    const fam = Array.from({ length: 3 }, (_, f) => Uint32Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? i / 2 : 100 + f)));
+    const live: string[] = [];
+    let id = 0;
+    const batch = new CandidateBatch(8);
+    for (let step = 0; step < 400; step++) {
+      const op = rng.next();
+      if (op < 0.5 || live.length === 0) {
+        const f = fam[rng.int(0, 2)];
+        const n = rng.int(0, 30);
+        const rid = `r${id++}`;
+        const r = ranks[rng.int(0, ranks.length - 1)];
+        m.addRequest(r, { requestId: rid, isl: 16 * n, seqHashes: f.subarray(0, 2 * n) }, step);
+        live.push(rid);
+      } else if (op < 0.95) {
+        m.free(live.splice(rng.int(0, live.length - 1), 1)[0], step);
+      } else {
+        // a worker leaves and comes back empty (its slot is cleared and reused)
+        const r = ranks[rng.int(0, ranks.length - 1)];
+        const dropped = new Set(m.removeWorker(r.worker_id));
+        for (let i = live.length - 1; i >= 0; i--) if (dropped.has(live[i])) live.splice(i, 1);
+        for (const x of ranks) if (x.worker_id === r.worker_id) m.addWorker(x.worker_id, x.dp_rank, 1);
+      }
+      const q = fam[rng.int(0, 2)].subarray(0, 2 * rng.int(0, 30));
+      batch.reset(ranks.length);
+      ranks.forEach((r, i) => (batch.workers[i] = r));
+      m.fillLoads(batch, q, step);
+      ranks.forEach((r, i) => expect(batch.activePrefixDepth[i]).toBe(m.rank(r)!.activePrefixDepth(q)));
+    }
+  });
+});
