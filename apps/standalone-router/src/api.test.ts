@@ -132,3 +132,12 @@ describe('served index (§7.7)', () => {
     expect(s.record({ ...rec, sequence_hashes: [] })).toEqual({ Error: expect.stringContaining('sequence_hashes') as string });
   });
 });
+
+describe('HTTP body parsing', () => {
+  it('keeps integers beyond 2^53 exact, parses the rest natively, and reports bad JSON', async () => {
+    const { parseBodyJson } = await import('./http.js');
+    expect(parseBodyJson('{"a": 18446744073709551615, "b": [1, 2.5, "1234567890123456789"]}')).toEqual({ a: 18446744073709551615n, b: [1, 2.5, '1234567890123456789'] });
+    expect(parseBodyJson('{"token_ids": [123456789012345, 1]}')).toEqual({ token_ids: [123456789012345, 1] });
+    expect(() => parseBodyJson('{"a": ')).toThrow();
+  });
+});
