@@ -202,9 +202,6 @@ export class Completion {
         this.worker = d.worker;
         if (d.queryOnly) return;
         let prefillDone = false;
-        const ac = new AbortController();
-        const onAbort = () => ac.abort();
-        signal.addEventListener('abort', onAbort, { once: true });
         let gotItems = false;
         try {
           const transport = set.transportOf(d.workerId);
@@ -230,7 +227,11 @@ export class Completion {
             this.timing.dispatch_ms = ms3(dispatchedAt - this.t0);
             svc.o.metrics.frontend.observeStage('dispatch', (dispatchedAt - routedAt) / 1000);
           }
-          const stream = svc.o.client.stream<GenerateItem>(transport, 'generate', payload, { signal: ac.signal });
+          // The client's signal cancels the worker's stream when the client goes away; leaving the
+          // loop early (stop string, error, abandoned response) cancels it too: the request plane
+          // sends a cancel when the iterator is closed. No controller of our own per attempt (an
+          // AbortController and the DOMException of its abort() cost more than routing here).
+          const stream = svc.o.client.stream<GenerateItem>(transport, 'generate', payload, { signal });
           for await (const item of stream) {
             gotItems = true;
             const ids = item.token_ids;
@@ -301,9 +302,6 @@ export class Completion {
             `request ${this.id}: worker ${d.workerId} failed (${(e as KvrError).code}); migrating with ${generated.length} tokens (${migrations}/${budget})`,
           );
         } finally {
-          signal.removeEventListener('abort', onAbort);
-          // Stops the worker's generation when we leave early (stop string, client gone, error).
-          ac.abort();
           router.free(this.id);
         }
       }

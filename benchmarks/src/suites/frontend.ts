@@ -1,11 +1,13 @@
 /**
- * `pnpm bench frontend`: the HTTP frontend (apps/frontend) under closed-loop load of ~8k-token
- * multi-turn chat completions against fast embedded simulated engines, next to a plain express
- * reverse proxy to the same engines, measured in the same run. Three processes: the server (the
- * frontend and the proxy over one set of embedded engines), the load client, and this one.
- * Figures: throughput, the frontend's added latency (request received → dispatched, from the
- * response's `nvext.timing`) and end-to-end minus engine time, and `promtool check metrics` on a
- * /metrics scrape taken under load.
+ * `pnpm bench frontend`: the HTTP frontend (apps/frontend) under load of ~8k-token multi-turn chat
+ * completions against fast simulated engines, next to a plain express reverse proxy to the same
+ * engines, measured in the same run. Processes: the server (the frontend and the proxy), the
+ * engines (one mocker process, tcp request plane, zmq KV events; `BENCH_ENGINES=embedded` puts them
+ * inside the server process instead), the load client, and this one.
+ * Figures: throughput, added latency two ways (request received → dispatched, from the response's
+ * `nvext.timing`; end-to-end at the client minus the engine's time), the server's event-loop delay,
+ * GC pauses and CPU per request in each phase, and `promtool check metrics` on a /metrics scrape
+ * taken under load.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -13,16 +15,32 @@ import { fileURLToPath } from 'node:url';
 import type { Row, Suite } from '../harness.js';
 
 const dir = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
-const tsNode = (script: string, args: string[]) =>
-  spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
+  spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], { stdio: [stdin, 'pipe', 'inherit'] });
 
-async function firstLine(child: ReturnType<typeof spawn>): Promise<string> {
-  const rl = createInterface({ input: child.stdout! });
-  return new Promise<string>((resolve, reject) => {
-    rl.once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`${child.spawnargs.join(' ')} exited with ${code}`)));
+/** Successive stdout lines of a child, failing if it exits first. */
+function lines(child: ReturnType<typeof spawn>): () => Promise<string> {
+  const queue: string[] = [];
+  const waiting: { resolve: (l: string) => void; reject: (e: Error) => void }[] = [];
+  let dead: Error | null = null;
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    const w = waiting.shift();
+    if (w) w.resolve(l);
+    else queue.push(l);
   });
+  child.once('exit', (code) => {
+    dead = new Error(`${child.spawnargs.join(' ')} exited with ${code}`);
+    for (const w of waiting.splice(0)) w.reject(dead);
+  });
+  return () => {
+    const l = queue.shift();
+    if (l !== undefined) return Promise.resolve(l);
+    if (dead) return Promise.reject(dead);
+    return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
+  };
 }
+
+const firstLine = (child: ReturnType<typeof spawn>): Promise<string> => lines(child)();
 
 interface Pct {
   p50: number;
@@ -40,14 +58,35 @@ interface LoadResult {
   added: Pct;
   e2e: Pct;
   metrics: string | null;
+  sent: number;
+  clientEld: { p99: number; max: number };
 }
 
-function rows(name: string, r: LoadResult): Row[] {
+/** The server process over one load phase (bench/server.ts `eld`). */
+interface ServerStats {
+  p50: number;
+  p99: number;
+  max: number;
+  gcMs: number;
+  gcMaxMs: number;
+  cpuMs: number;
+  cores: number;
+}
+
+const r2 = (x: number) => Math.round(x * 100) / 100;
+
+function rows(name: string, r: LoadResult, s: ServerStats): Row[] {
   return [
     { name: `${name}: throughput`, value: r.rps, unit: 'req/s', extra: { requests: r.requests, errors: r.errors, isl_p50: r.isl.p50 } },
-    { name: `${name}: received → dispatched`, value: r.dispatch.p50, unit: 'ms p50', extra: { p90: r.dispatch.p90, p99: r.dispatch.p99 } },
-    { name: `${name}: end-to-end − engine`, value: r.added.p50, unit: 'ms p50', extra: { p90: r.added.p90, p99: r.added.p99 } },
-    { name: `${name}: end-to-end`, value: r.e2e.p50, unit: 'ms p50', extra: { p90: r.e2e.p90, p99: r.e2e.p99 } },
+    { name: `${name}: received → dispatched`, value: r.dispatch.p50, unit: 'ms p50', extra: { p90: r.dispatch.p90, p99: r.dispatch.p99, max: r.dispatch.max } },
+    { name: `${name}: end-to-end − engine`, value: r2(r.added.p50), unit: 'ms p50', extra: { p90: r2(r.added.p90), p99: r2(r.added.p99), max: r2(r.added.max) } },
+    { name: `${name}: end-to-end`, value: r2(r.e2e.p50), unit: 'ms p50', extra: { p90: r2(r.e2e.p90), p99: r2(r.e2e.p99) } },
+    {
+      name: `${name}: server event-loop delay`,
+      value: s.p99,
+      unit: 'ms p99',
+      extra: { max: s.max, gc_ms: s.gcMs, gc_max_ms: s.gcMaxMs, cpu_ms_per_req: r2(s.cpuMs / Math.max(1, r.sent)), cores: s.cores, client_eld_p99: r2(r.clientEld.p99) },
+    },
   ];
 }
 
@@ -65,35 +104,42 @@ function promtool(text: string | null): string {
 
 export const suite: Suite = {
   name: 'frontend',
-  description: 'HTTP frontend vs a plain express proxy: ~8k-token multi-turn chat, fast simulated engines, closed loop',
+  description: 'HTTP frontend vs a plain express proxy: ~8k-token multi-turn chat, fast simulated engines (mocker process), open and closed loop',
   async run(ctx) {
     const o = { concurrency: 32, seconds: ctx.quick ? 4 : 15, warmupS: ctx.quick ? 1 : 3, maxTokens: 8, sessions: 64 };
     const RATE = 300;
-    const server = tsNode('server.ts', ['--router-mode', 'kv', '--mocker-workers', '4', '--tokenizer', 'fastokens', '--router-event-threads', '1']);
+    const server = tsNode('server.ts', ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'], 'pipe');
+    const next = lines(server);
+    const serverStats = async (): Promise<ServerStats> => {
+      server.stdin!.write('eld\n');
+      return JSON.parse(await next()) as ServerStats;
+    };
     try {
-      const { frontend, proxy, model } = JSON.parse(await firstLine(server)) as { frontend: string; proxy: string; model: string };
-      const run = async (url: string, label: string, scrape: boolean, rate?: number, warm = false): Promise<LoadResult> => {
+      const { frontend, proxy, model } = JSON.parse(await next()) as { frontend: string; proxy: string; model: string };
+      const run = async (url: string, label: string, scrape: boolean, rate?: number, warm = false): Promise<[LoadResult, ServerStats]> => {
         ctx.progress(label, 0, 1);
         const opts = warm ? { ...o, seconds: 2, warmupS: 0 } : o;
+        await serverStats();
         const c = tsNode('load.ts', [url, model, JSON.stringify({ ...opts, scrape, ...(rate ? { rate } : {}) })]);
         const r = JSON.parse(await firstLine(c)) as LoadResult;
+        const s = await serverStats();
         ctx.progress(label, 1, 1);
-        return r;
+        return [r, s];
       };
       // A short unmeasured pass over both first (JIT, lazily loaded modules, tokenizer thread).
       await run(frontend, 'warm-up frontend', false, undefined, true);
       await run(proxy, 'warm-up proxy', false, undefined, true);
       // Latency at a fixed offered rate (open loop), then the most each sustains (closed loop, 32 clients).
-      const feRate = await run(frontend, `kvrouter frontend at ${RATE} req/s`, true, RATE);
-      const pxRate = await run(proxy, `plain proxy at ${RATE} req/s`, false, RATE);
-      const feMax = await run(frontend, 'kvrouter frontend, closed loop', false);
-      const pxMax = await run(proxy, 'plain proxy, closed loop', false);
+      const [feRate, feRateS] = await run(frontend, `kvrouter frontend at ${RATE} req/s`, true, RATE);
+      const [pxRate, pxRateS] = await run(proxy, `plain proxy at ${RATE} req/s`, false, RATE);
+      const [feMax, feMaxS] = await run(frontend, 'kvrouter frontend, closed loop', false);
+      const [pxMax, pxMaxS] = await run(proxy, 'plain proxy, closed loop', false);
       const check = promtool(feRate.metrics);
       return [
-        ...rows(`frontend @${RATE}/s`, feRate),
-        ...rows(`plain proxy @${RATE}/s`, pxRate),
-        ...rows('frontend, 32 clients', feMax).slice(0, 1),
-        ...rows('plain proxy, 32 clients', pxMax).slice(0, 1),
+        ...rows(`frontend @${RATE}/s`, feRate, feRateS),
+        ...rows(`plain proxy @${RATE}/s`, pxRate, pxRateS),
+        ...rows('frontend, 32 clients', feMax, feMaxS).filter((_, i) => i === 0 || i === 4),
+        ...rows('plain proxy, 32 clients', pxMax, pxMaxS).filter((_, i) => i === 0 || i === 4),
         { name: 'promtool check metrics, scrape under load', value: check === 'pass' ? 1 : 0, unit: 'pass', extra: { result: check } },
       ];
     } finally {

@@ -4,6 +4,7 @@
  * percentiles. The server's own timings come back in the responses' `nvext.timing`.
  */
 import http from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { SessionWorkload } from './workload.js';
 
 /** node:http with keep-alive: far less client CPU per request than fetch's web streams. */
@@ -91,7 +92,11 @@ export async function runLoad(url: string, model: string, o: LoadOptions) {
     await Promise.all(
       Array.from({ length: Math.min(4, o.sessions - i) }, () => one(url, model, wl.take().messages, o.maxTokens).catch(() => undefined)),
     );
+  // The client's own event-loop delay: end-to-end figures include it, so a tail here is not the server's.
+  const eld = monitorEventLoopDelay({ resolution: 1 });
   const start = performance.now();
+  eld.enable();
+  let sent = 0;
   const measureFrom = start + o.warmupS * 1000;
   const end = measureFrom + o.seconds * 1000;
   const samples: Sample[] = [];
@@ -101,6 +106,7 @@ export async function runLoad(url: string, model: string, o: LoadOptions) {
   const send = async (): Promise<void> => {
     const turn = wl.take();
     const t = performance.now();
+    sent++;
     try {
       const s = await one(url, model, turn.messages, o.maxTokens);
       if (t >= measureFrom && t <= end) samples.push(s);
@@ -139,7 +145,11 @@ export async function runLoad(url: string, model: string, o: LoadOptions) {
       })()
     : Promise.resolve();
   await Promise.all([...users, scrape]);
+  eld.disable();
   return {
+    /** Requests sent in the whole phase (warm-up seconds included), for per-request server CPU. */
+    sent,
+    clientEld: { p99: eld.percentile(99) / 1e6, max: eld.max / 1e6 },
     rps: samples.length / o.seconds,
     // Completions per second of the measured window (open loop: equals the offered rate when kept up).
     requests: samples.length,

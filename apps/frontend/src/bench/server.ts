@@ -146,8 +146,9 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       max: Math.round(eld.max / 1e3) / 1e3,
       gcMs: Math.round(gcMs),
       gcMaxMs: Math.round(gcMax * 10) / 10,
-      // Cores used by the whole process (all threads) over the interval.
-      cpu: Math.round(((c.user + c.system) / 1e3 / (now - wall)) * 100) / 100,
+      // CPU of the whole process (all threads, the mocker child not included) over the interval.
+      cpuMs: Math.round((c.user + c.system) / 1e3),
+      cores: Math.round(((c.user + c.system) / 1e3 / (now - wall)) * 100) / 100,
     }),
   );
   cpu = process.cpuUsage();

@@ -102,3 +102,30 @@ describe('disconnect', () => {
     await eventually(() => routerIdle(fe), 5000, 'booking freed');
   });
 });
+
+describe('early end', () => {
+  it('a stop string ends the response and cancels the worker that was still generating', async () => {
+    const cancelledBefore = fe.fleet!.workers.reduce((n, w) => n + w.stats.cancelled, 0);
+    // The engines emit random cl100k ids: within 20 000 tokens an "e" turns up long before the end.
+    const r = await fetch(`${fe.url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'go' }], max_tokens: 20_000, stop: ['e'], stream: true }),
+    });
+    const events = await readSse(r);
+    expect(events[events.length - 1]).toBe('[DONE]');
+    const last = JSON.parse(events[events.length - 2]!) as { choices: { finish_reason: string | null }[] };
+    expect(last.choices[0]!.finish_reason).toBe('stop');
+    // The text before the stop string never contains it.
+    const text = events
+      .slice(0, -1)
+      .map((e) => (JSON.parse(e) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '')
+      .join('');
+    expect(text).not.toContain('e');
+    await eventually(() => routerIdle(fe), 5000, 'booking freed after the stop string');
+    await eventually(
+      () => fe.fleet!.workers.reduce((n, w) => n + w.stats.cancelled, 0) === cancelledBefore + 1,
+      5000,
+      'the worker cancelled the request',
+    );
+  });
+});
