@@ -30,21 +30,21 @@ describe('disaggregated serving across two topology domains', () => {
         { name: 'z2', prefill: 1, decode: 2 },
       ],
     });
-    const st = await sc.run({ requests: 200, concurrency: 8, promptLen: 96, maxTokens: 3 });
+    const st = await sc.run({ requests: 120, concurrency: 8, promptLen: 96, maxTokens: 3 });
     expect(st.firstError).toBeNull();
-    expect(st.ok).toBe(200);
+    expect(st.ok).toBe(120);
     expect(st.crossDomain).toBe(0);
     // both prefill zones were used (KV routing among prefill workers), so both decode zones were too
     expect(st.byDecodeZone.z1).toBeGreaterThan(0);
     expect(st.byDecodeZone.z2).toBeGreaterThan(0);
-    expect(sc.prefillSubmitted('z1') + sc.prefillSubmitted('z2')).toBe(200);
+    expect(sc.prefillSubmitted('z1') + sc.prefillSubmitted('z2')).toBe(120);
     // decode workers paid no prefill: every prompt arrived as transferred KV
     for (const f of sc.decodeFleets.values())
       for (const w of f.workers) expect(w.engine.stats().prefillTokensComputed).toBe(0);
     const m = topologyMetrics(sc.fe.metrics.registry);
     expect(
       m.decodePlacements.labels({ ...decodeEp, enforcement: 'required', placement: 'in_domain' }).value,
-    ).toBe(200);
+    ).toBe(120);
     expect(
       m.decodePlacements.labels({ ...decodeEp, enforcement: 'required', placement: 'cross_domain' }).value,
     ).toBe(0);
@@ -109,12 +109,12 @@ describe('disaggregated serving across two topology domains', () => {
       ],
     });
     // One request at a time: every decode worker has the same (zero) load when it is scored.
-    const calm = await sc.run({ requests: 100, concurrency: 1, promptLen: 96, maxTokens: 3 });
-    expect(calm.ok).toBe(100);
+    const calm = await sc.run({ requests: 60, concurrency: 1, promptLen: 96, maxTokens: 3 });
+    expect(calm.ok).toBe(60);
     expect(calm.inDomain / calm.ok).toBeGreaterThanOrEqual(0.9);
     // 32 at a time on the one z1 decode worker: its booked blocks pass twice the others' and it spills.
-    const busy = await sc.run({ requests: 300, concurrency: 32, promptLen: 96, maxTokens: 24 });
-    expect(busy.ok).toBe(300);
+    const busy = await sc.run({ requests: 160, concurrency: 32, promptLen: 96, maxTokens: 16 });
+    expect(busy.ok).toBe(160);
     expect(busy.crossDomain).toBeGreaterThan(0);
     expect(busy.inDomain / busy.ok).toBeLessThan(calm.inDomain / calm.ok);
   }, 60_000);
