@@ -346,7 +346,7 @@ export class SglangCore {
       const extend = r.numTokens - r.numComputed;
       // A transferred prompt arrives whole: its blocks are allocated, nothing is computed.
       const alloc = transfer ? r.numTokens - 1 - hit : 0;
-      let n = transfer ? 0 : extend <= this.chunk ? extend : Math.min(Math.floor(remChunk), extend);
+      const n = transfer ? 0 : extend <= this.chunk ? extend : Math.min(Math.floor(remChunk), extend);
       const outputReserve = n < extend ? 0 : Math.min(r.remainingOutput(), CLIP_MAX_NEW_TOKENS);
       // The first request of a pass may exceed the prefill budget (SGLang's PrefillAdder lets it), and
       // the output reservation only holds back a request that has others to wait for, so nothing starves.
