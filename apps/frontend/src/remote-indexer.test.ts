@@ -4,11 +4,14 @@
  * process) that keeps no index: its overlaps come from the served index. Killing the standalone
  * router makes the frontend route on load alone and count the failures.
  */
-import { parseJson } from '@kvrouter/protocols';
+import { FrontendMetricSet } from '@kvrouter/metrics';
+import { computeLocalBlockHashes, computeSequenceHashes, parseJson } from '@kvrouter/protocols';
+import { InprocHub, InprocRequestClient, MemDiscoveryHub } from '@kvrouter/runtime';
 import { startEtcd, startNats, type ServiceHandle } from '@kvrouter/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
 import { RemoteIndexer } from '@kvrouter/router';
+import { createRemoteIndex } from './remote-indexer.js';
 import { startFrontend } from './test-helpers.js';
 import { eventually, startMocker, startRouterProcess, type Proc, type RouterProc } from './test-procs.js';
 
@@ -100,4 +103,35 @@ describe('frontend with --use-remote-indexer and a standalone router serving its
     expect(failuresOf(m)).toBe(2);
     expect(remote.stats.failures).toBe(2);
   }, 120_000);
+});
+
+describe('createRemoteIndex without a serving instance', () => {
+  it('fails each query at once, counts every failure, logs once per 10 s', async () => {
+    const hub = new MemDiscoveryHub();
+    const d = hub.connect();
+    const metrics = new FrontendMetricSet({ routerMode: 'kv', routerId: 1n });
+    const labels = { namespace: 'n', component: 'c', endpoint: 'generate' };
+    const warnings: string[] = [];
+    const r = createRemoteIndex({
+      discovery: d,
+      client: new InprocRequestClient(new InprocHub()),
+      ...labels,
+      modelName: 'm',
+      approximate: false,
+      metrics: metrics.routerRequests.forEndpoint(labels),
+      warn: (m) => warnings.push(m),
+    });
+    const local = computeLocalBlockHashes(Uint32Array.from(PROMPT), 16);
+    await r.indexer.prefetch(local);
+    await r.indexer.prefetch(local);
+    expect(r.indexer.stats).toEqual({ queries: 2, failures: 2, writeFailures: 0 });
+    expect(r.indexer.findMatchesBySeq(computeSequenceHashes(local)).scores.size).toBe(0);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('no kv_indexer_query instance on n/c');
+    expect(await metrics.registry.metrics()).toContain(
+      'dynamo_component_router_remote_indexer_query_failures_total{dynamo_namespace="n",dynamo_component="c",dynamo_endpoint="generate"} 2',
+    );
+    r.close();
+    await d.close();
+  });
 });

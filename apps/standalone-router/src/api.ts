@@ -115,8 +115,10 @@ export function parseRequestRef(v: unknown): { request_id: string } {
   return { request_id: requestId(obj(v), true, () => '') };
 }
 
-export function toRouteRequest(p: RoutePayload): RouteRequest {
+/** `signal`: the caller went away (a parked request then leaves the queue without booking). */
+export function toRouteRequest(p: RoutePayload, signal?: AbortSignal): RouteRequest {
   const r: RouteRequest = { requestId: p.request_id, tokens: p.token_ids, queryOnly: p.query_only };
+  if (signal) r.signal = signal;
   if (p.lora_name !== undefined) r.loraName = p.lora_name;
   if (p.router_config_override) r.overrides = p.router_config_override;
   if (p.backend_instance_id !== undefined) {

@@ -10,7 +10,8 @@ import { KvrError, parseJson, stringifyJson } from '@kvrouter/protocols';
 export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 export type Reply = { status?: number; json?: unknown; text?: string; contentType?: string };
-export type Route = (body: unknown) => Reply | Promise<Reply>;
+/** `signal` aborts when the client goes away before the reply was sent. */
+export type Route = (body: unknown, signal: AbortSignal) => Reply | Promise<Reply>;
 
 export interface JsonServer {
   readonly server: http.Server;
@@ -108,9 +109,13 @@ export async function startJsonServer(routes: Record<string, Route>, port: numbe
       send(errorReply(new KvrError(known ? 'method_not_allowed' : 'not_found', `${req.method} ${path} is not served here`, known ? 405 : 404)));
       return;
     }
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
     const body = req.method === 'POST' || req.method === 'PUT' ? readBody(req) : Promise.resolve(undefined);
     body
-      .then((b) => route(b))
+      .then((b) => route(b, gone.signal))
       .then(send, (e: unknown) => send(errorReply(e)));
   });
   server.on('connection', (s: Socket) => {

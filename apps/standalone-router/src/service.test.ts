@@ -65,6 +65,34 @@ describe('StandaloneRouter (mem discovery)', () => {
     await expect(r.route({ token_ids: [1] })).rejects.toMatchObject({ status: 503 });
   });
 
+  it('a caller that goes away: a parked request leaves the queue, a finished decision is unbooked', async () => {
+    const hub = new MemDiscoveryHub();
+    const sr = await router(hub, ['--no-router-kv-events', '--router-queue-threshold', '1']);
+    const d = hub.connect();
+    closers.push(() => d.close());
+    await registerInstance(d, { ...PATH, transport: { tcp: '127.0.0.1:9' } });
+    // max_num_batched_tokens 100: with threshold 1 the worker is "full" above 100 prefill tokens (§10).
+    await registerModelCard(d, { ...PATH, card: { display_name: 'm', kv_cache_block_size: 16, context_length: 4096, runtime_config: { total_kv_blocks: 1000, max_num_batched_tokens: 100 } } });
+    await until(() => sr.workerCount === 1);
+    const w = { worker_id: d.leaseId as WorkerId, dp_rank: 0 };
+    const big = Array.from({ length: 200 }, (_, i) => i); // 200 prefill tokens > 1 x 100
+    await sr.route({ request_id: 'first', token_ids: big });
+    const ac = new AbortController();
+    const parked = sr.route({ request_id: 'second', token_ids: [1, 2, 3] }, ac.signal);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(sr.router!.queueDepth).toBe(1);
+    ac.abort();
+    await expect(parked).rejects.toMatchObject({ code: 'cancelled' });
+    expect(sr.router!.queueDepth).toBe(0);
+    expect(sr.router!.rankLoad(w).active_requests).toBe(1);
+    sr.free({ request_id: 'first' });
+    // Decided (nothing parked now) but the caller is already gone: booked, then freed at once.
+    const gone = new AbortController();
+    gone.abort();
+    await expect(sr.route({ request_id: 'third', token_ids: big }, gone.signal)).rejects.toMatchObject({ code: 'cancelled', status: 499 });
+    expect(sr.router!.rankLoad(w)).toEqual({ active_requests: 0, active_prefill_tokens: 0, active_decode_blocks: 0 });
+  });
+
   it('--serve-indexer in approximate mode serves query and record, and must be the only serving instance', async () => {
     const hub = new MemDiscoveryHub();
     const r = await router(hub, ['--no-router-kv-events', '--serve-indexer']);

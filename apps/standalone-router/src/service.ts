@@ -277,7 +277,7 @@ export class StandaloneRouter {
         : await TcpRequestServer.listen({ port: 0 });
     const server = this.server;
     this.cleanup.push(() => server.close({ graceMs: 1000 }));
-    server.serve(ROUTE_ENDPOINT, (p) => this.route(p));
+    server.serve(ROUTE_ENDPOINT, (p, ctx) => this.route(p, ctx.signal));
     server.serve(MARK_PREFILL_COMPLETED_ENDPOINT, (p) => Promise.resolve(this.markPrefillCompleted(p)));
     server.serve(FREE_ENDPOINT, (p) => Promise.resolve(this.free(p)));
     const reg = (component: string, endpoint: string) => registerInstance(discovery, { namespace: ns, component, endpoint, transport: server.transport });
@@ -299,7 +299,7 @@ export class StandaloneRouter {
           'GET /health': () => this.health(),
           'GET /live': () => this.health(),
           'GET /metrics': async () => ({ text: await this.metricsText(), contentType: this.registry.contentType }),
-          'POST /route': async (b) => ({ json: await this.route(b) }),
+          'POST /route': async (b, signal) => ({ json: await this.route(b, signal) }),
           'POST /mark_prefill_completed': (b) => ({ json: this.markPrefillCompleted(b) }),
           'POST /free': (b) => ({ json: this.free(b) }),
         },
@@ -364,13 +364,21 @@ export class StandaloneRouter {
     return this.registry.metrics();
   }
 
-  /** `route`: the decision for a prompt; booked unless `query_only` (then free it with `free`). */
-  async route(body: unknown): Promise<RouteReply> {
+  /**
+   * `route`: the decision for a prompt; booked unless `query_only` (free it with `free`). A caller
+   * that goes away while its request is parked in the queue (§10) takes it out unbooked.
+   */
+  async route(body: unknown, signal?: AbortSignal): Promise<RouteReply> {
     if (this.closing) throw new KvrError('router_closed', 'router is shutting down', 503);
     const p = parseRoute(body, randomUUID);
     const r = this.router_;
     if (!r) throw new KvrError('no_eligible_workers', `no worker of dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint} is known yet`, 503);
-    const d = await r.route(toRouteRequest(p));
+    const d = await r.route(toRouteRequest(p, signal));
+    if (signal?.aborted) {
+      // Nobody will see this decision (nor free it): undo the booking now rather than at expiry.
+      if (d.booked) r.free(d.requestId);
+      throw new KvrError('cancelled', `request ${d.requestId}: the caller went away`, 499);
+    }
     if (d.booked) {
       if (this.routedAt.size >= TTFT_PENDING_MAX) this.routedAt.delete(this.routedAt.keys().next().value!);
       this.routedAt.set(d.requestId, performance.now());
