@@ -44,11 +44,20 @@ export interface PoolOptions {
 /** Blocks per task: big enough to amortise the ~50 µs round trip, small enough to pipeline. */
 const BATCH_BLOCKS = 8192;
 
-/** Words a builder starts with: one full batch of 16-block Stored events fits without growing. */
+/** Words of one full batch of 16-block Stored events. */
 const BUILDER_WORDS = BATCH_BLOCKS * 4 + (BATCH_BLOCKS / 16) * STORED_HEADER + 1024;
+const MIN_BUILDER_WORDS = 1024;
 
 class OpsBuilder {
-  buf = new Int32Array(BUILDER_WORDS);
+  /**
+   * Every sealed buffer is transferred to a writer, so each builder allocates a fresh (zeroed)
+   * one: sized like the last run of its lane, not a full batch, so the frequent partial seals of
+   * a lightly loaded pool allocate little; `ensure` doubles it when a run outgrows that.
+   */
+  constructor(words = BUILDER_WORDS) {
+    this.buf = new Int32Array(Math.min(BUILDER_WORDS, Math.max(MIN_BUILDER_WORDS, words)));
+  }
+  buf: Int32Array;
   len = 0;
   blocks = 0;
   register: [number, bigint, number][] = [];
@@ -310,7 +319,7 @@ export class PoolIndexer implements KvIndexer {
     if (b.empty && b.release.length === 0) return;
     // Hand the builder's own buffer over (no copy); the next builder starts with a fresh one.
     lane.sealed.push({ ops: [b.buf.subarray(0, b.len)], blocks: b.blocks, register: b.register, release: b.release });
-    lane.builder = new OpsBuilder();
+    lane.builder = new OpsBuilder(b.len + (b.len >> 2));
   }
 
   private pump(): void {
