@@ -11,7 +11,7 @@ import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
 import { JetStreamEventSink, brokerSetting, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
 import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
-import { MockerConfigError, extraArgsToArgv, planFromConfig, type MockerConfig, type MockerPlan } from './options.js';
+import { MockerConfigError, extraArgsToArgv, planFromConfig, timingModelOf, type MockerConfig, type MockerPlan } from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
 import { resolveDisagg } from './disagg.js';
 
@@ -37,6 +37,14 @@ export interface RunningMocker {
 const readModelConfig = (modelPath: string): string | null => {
   try {
     return readFileSync(join(modelPath, 'config.json'), 'utf8');
+  } catch {
+    return null;
+  }
+};
+
+const readTextOrNull = (path: string): string | null => {
+  try {
+    return readFileSync(path, 'utf8');
   } catch {
     return null;
   }
@@ -80,6 +88,7 @@ export function resolveMockerConfig(argv: readonly string[], env: Record<string,
 export async function startMocker(config: MockerConfig, io: MockerIo): Promise<RunningMocker> {
   const plan = planFromConfig(config);
   for (const w of plan.warnings) io.log(`warning: ${w}`);
+  const timing = timingModelOf(plan.timing, { numGpuBlocks: config.numGpuBlocksOverride, blockSize: config.blockSize }, readTextOrNull);
   const runtimeConfig = await topologyRuntimeConfig(config);
   const disagg = plan.disagg ? resolveDisagg(plan.disagg, config.modelPath, readModelConfig, io.log) : null;
   const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
@@ -115,6 +124,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
       endpoint: plan.path.endpoint,
       modelName: plan.modelName,
       engine: plan.engine,
+      ...(timing ? { engineDeps: { timing } } : {}),
       requestPlane,
       eventPlane: (publisherId, discovery) =>
         createEventPlane({

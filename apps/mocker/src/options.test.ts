@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
-import { MockerConfigError, extraArgsToArgv, parseEndpoint, planFromConfig, type MockerConfig } from './options.js';
+import { AicModel, builtinModel } from '@kvrouter/aic-model';
+import { MockerConfigError, extraArgsToArgv, parseEndpoint, planFromConfig, timingModelOf, type MockerConfig } from './options.js';
 import { readTopologyDomains, topologyRuntimeConfig } from './topology.js';
 
 const cfg = (...argv: string[]): MockerConfig =>
@@ -46,7 +47,11 @@ describe('planFromConfig', () => {
       speedupRatio: 1,
       decodeSpeedupRatio: 1,
       dataParallelSize: 1,
+      engineType: 'vllm',
+      sglangMaxPrefillTokens: 16384,
+      reasoning: null,
     });
+    expect(p.timing).toEqual({ kind: 'polynomial' });
     expect(p.numWorkers).toBe(1);
     expect(p.startupDelayMs).toBe(0);
     expect(p.staggerMs).toBe(0);
@@ -76,6 +81,9 @@ describe('planFromConfig', () => {
       speedupRatio: 10,
       decodeSpeedupRatio: 2,
       dataParallelSize: 2,
+      engineType: 'vllm',
+      sglangMaxPrefillTokens: 16384,
+      reasoning: null,
     });
     expect(p.numWorkers).toBe(3);
     expect(p.startupDelayMs).toBe(1500);
@@ -112,12 +120,106 @@ describe('planFromConfig', () => {
     expect(planFromConfig(two).vllmZmq).toEqual({ kvEventsPorts: [5557, 5567], replayPorts: [0, 0] });
   });
 
-  it('warns about flags accepted but not modelled', () => {
-    const w = planFromConfig(
-      cfg('--engine-type', 'sglang', '--planner-profile-data', '/tmp/x', '--aic-perf-model', '--reasoning', '{"a":1}', '--bootstrap-ports', '1,2'),
-    ).warnings.join('\n');
-    for (const flag of ['--engine-type sglang', '--planner-profile-data', '--aic-perf-model', '--reasoning', '--bootstrap-ports'])
-      expect(w).toContain(flag);
+  it('maps the engine-model flags: sglang flavour, reasoning, pass timing', () => {
+    const p = planFromConfig(
+      cfg('--engine-type', 'sglang', '--sglang-max-prefill-tokens', '4096', '--reasoning',
+        '{"start_thinking_token_id":151667,"end_thinking_token_id":151668,"thinking_ratio":0.25}', '--aic-perf-model', '--aic-system', 'b200_sxm'),
+    );
+    expect(p.engine).toMatchObject({
+      engineType: 'sglang',
+      sglangMaxPrefillTokens: 4096,
+      reasoning: { startThinkingTokenId: 151667, endThinkingTokenId: 151668, thinkingRatio: 0.25 },
+    });
+    expect(p.timing).toEqual({ kind: 'aic', backend: 'sglang', system: 'b200_sxm', model: 'Qwen/Qwen3-0.6B' });
+    expect(p.warnings.join('\n')).not.toMatch(/not modelled/);
+    expect(planFromConfig(cfg('--planner-profile-data', '/data/p.json')).timing).toEqual({ kind: 'profile', path: '/data/p.json' });
+    // Upstream's default system; a stray --aic-system is pointed out.
+    const d = planFromConfig(cfg('--aic-perf-model'));
+    expect(d.timing).toMatchObject({ kind: 'aic', backend: 'vllm', system: 'h200_sxm' });
+    expect(d.warnings.join('\n')).toContain('--aic-perf-model without --aic-system');
+    expect(planFromConfig(cfg('--aic-system', 'h100_sxm')).warnings.join('\n')).toContain('--aic-system has no effect');
+    // Still accepted but not modelled in aggregated mode.
+    expect(planFromConfig(cfg('--bootstrap-ports', '1,2')).warnings.join('\n')).toContain('--bootstrap-ports');
+  });
+
+  it('refuses bad --reasoning JSON and two timing sources, naming the flag', () => {
+    const err = (c: () => unknown): MockerConfigError => {
+      try {
+        c();
+      } catch (e) {
+        expect(e).toBeInstanceOf(MockerConfigError);
+        return e as MockerConfigError;
+      }
+      throw new Error('no error');
+    };
+    for (const [json, want] of [
+      ['[1]', 'expected a JSON object'],
+      ['{"start_thinking_token_id":1,"end_thinking_token_id":2,"thinking_ratio":2}', 'thinking_ratio'],
+      ['{"start_thinking_token_id":-1,"end_thinking_token_id":2,"thinking_ratio":0.5}', 'start_thinking_token_id'],
+      ['{"start_thinking_token_id":3,"end_thinking_token_id":3,"thinking_ratio":0.5}', 'must differ'],
+      ['{"start_thinking_token_id":1,"end_thinking_token_id":2,"thinking_ratio":0.5,"ratio":1}', 'unknown field ratio'],
+    ]) {
+      const e = err(() => planFromConfig(cfg('--reasoning', json)));
+      expect(e.detail).toEqual({ flag: '--reasoning' });
+      expect(e.message).toContain(want);
+    }
+    expect(err(() => planFromConfig(cfg('--aic-perf-model', '--planner-profile-data', '/p'))).detail).toEqual({ flag: '--aic-perf-model' });
+  });
+});
+
+describe('timingModelOf', () => {
+  const engine = { numGpuBlocks: 100, blockSize: 10 };
+  it('polynomial: none (the engine default)', () => {
+    expect(timingModelOf({ kind: 'polynomial' }, engine, () => null)).toBeUndefined();
+  });
+
+  it('profile: reads the file and interpolates', () => {
+    const files: Record<string, string> = {
+      '/p.json': JSON.stringify({
+        prefill_isl: [0, 1000],
+        prefill_ttft_ms: [10, 110],
+        decode_active_kv_tokens: [0, 1000],
+        decode_context_length: [0, 1000],
+        decode_itl: [
+          [2, 2],
+          [12, 12],
+        ],
+      }),
+    };
+    const t = timingModelOf({ kind: 'profile', path: '/p.json' }, engine, (p) => files[p] ?? null)!;
+    // 10 + 0.25 · (110 − 10) = 35.
+    expect(t.prefillMs(250)).toBeCloseTo(35, 12);
+    // u 0.5 of 100 · 10 = 1000 KV tokens, one request: x = 500: 2 + 0.5 · 10 = 7.
+    expect(t.decodeMs(0.5)).toBeCloseTo(7, 12);
+    const missing = (() => {
+      try {
+        timingModelOf({ kind: 'profile', path: '/nope.json' }, engine, () => null);
+      } catch (e) {
+        return e as MockerConfigError;
+      }
+    })();
+    expect(missing).toBeInstanceOf(MockerConfigError);
+    expect(missing!.message).toBe('--planner-profile-data /nope.json: cannot read the file');
+    expect(() => timingModelOf({ kind: 'profile', path: '/bad' }, engine, () => '{"prefill_isl": [2, 1]}')).toThrow(
+      /--planner-profile-data \/bad: prefill_isl\[1\]/,
+    );
+  });
+
+  it('aic: the AIC engine timing of the model, system and backend', () => {
+    const t = timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'Qwen/Qwen3-0.6B' }, engine, () => null)!;
+    // Wiring check against aic-model itself (its own tests check the roofline by hand).
+    const want = new AicModel({ backend: 'vllm', system: 'h200_sxm', model: builtinModel('Qwen/Qwen3-0.6B')! }).engineTiming(1000);
+    expect(t.prefillMs(2048)).toBe(want.prefillMs(2048));
+    expect(t.decodeMs(0.3)).toBe(want.decodeMs(0.3));
+    // A local config.json is read before the built-in ids (an incomplete one is refused, not skipped).
+    const local = JSON.stringify({ architectures: ['LlamaForCausalLM'], hidden_size: 4096 });
+    expect(() => timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: '/m' }, engine, (p) => (p === '/m/config.json' ? local : null))).toThrow(
+      MockerConfigError,
+    );
+    expect(() => timingModelOf({ kind: 'aic', backend: 'sglang', system: 'tpu', model: 'Qwen/Qwen3-0.6B' }, engine, () => null)).toThrow(/--aic-perf-model: .*--aic-system/);
+    expect(() => timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'no/such-model' }, engine, () => null)).toThrow(
+      /--aic-perf-model: --model-path "no\/such-model": /,
+    );
   });
 });
 

@@ -5,7 +5,8 @@
  */
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
-import type { EngineConfig } from '@kvrouter/engine-sim';
+import { AicModel, resolveAicModel } from '@kvrouter/aic-model';
+import { parsePlannerProfile, profileTiming, type EngineConfig, type ReasoningConfig, type TimingModel } from '@kvrouter/engine-sim';
 import { autoStaggerMs } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
@@ -38,6 +39,8 @@ export interface MockerPlan {
   vllmZmq: ZmqPortsPlan | null;
   /** `--disaggregation-mode prefill|decode` (null = aggregated); see `disagg.ts`. */
   disagg: DisaggPlan | null;
+  /** Where pass times come from; `timingModelOf` builds the engine's model (it reads files). */
+  timing: TimingPlan;
   /** Startup continues; the app logs each one. */
   warnings: string[];
 }
@@ -78,15 +81,8 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
   const eventPlane = c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
   if (c.durableKvEvents && eventPlane !== 'nats')
     throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
-  if (c.engineType === 'sglang')
-    warnings.push(
-      '--engine-type sglang is accepted but not modelled: the vLLM scheduler and block manager are used ' +
-        '(--sglang-max-prefill-tokens is ignored)',
-    );
-  if (c.plannerProfileData !== null)
-    warnings.push('--planner-profile-data is accepted but not modelled: pass times come from the §17 polynomials');
-  if (c.aicPerfModel) warnings.push('--aic-perf-model is accepted but not modelled: pass times come from the §17 polynomials');
-  if (c.reasoning !== null) warnings.push('--reasoning is accepted but not modelled: no reasoning tokens are simulated');
+  const timing = timingPlan(c, warnings);
+  const reasoning = reasoningOf(c.reasoning);
   const disagg = disaggPlan(c, warnings, (m, flag) => {
     throw new MockerConfigError(m, flag);
   });
@@ -111,6 +107,9 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
       speedupRatio: c.speedupRatio,
       decodeSpeedupRatio: c.decodeSpeedupRatio,
       dataParallelSize: c.dataParallelSize,
+      engineType: c.engineType,
+      sglangMaxPrefillTokens: c.sglangMaxPrefillTokens,
+      reasoning,
     },
     startupDelayMs,
     staggerMs,
@@ -122,8 +121,84 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
     vllmZmq,
     kvCacheTrace: c.mockerKvCacheTrace,
     disagg,
+    timing,
     warnings,
   };
+}
+
+export type TimingPlan =
+  | { kind: 'polynomial' }
+  /** `--planner-profile-data PATH`. */
+  | { kind: 'profile'; path: string }
+  /** `--aic-perf-model`: backend from `--engine-type`, system from `--aic-system`, model from `--model-path`. */
+  | { kind: 'aic'; backend: 'vllm' | 'sglang'; system: string; model: string };
+
+/** Upstream's default `--aic-system` for the mocker's AIC perf model. */
+export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
+
+function timingPlan(c: MockerConfig, warnings: string[]): TimingPlan {
+  if (c.aicPerfModel && c.plannerProfileData !== null)
+    throw new MockerConfigError('--aic-perf-model and --planner-profile-data both set pass times; choose one', '--aic-perf-model');
+  if (c.plannerProfileData !== null) return { kind: 'profile', path: c.plannerProfileData };
+  if (c.aicPerfModel) {
+    if (c.aicSystem === null) warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
+    return { kind: 'aic', backend: c.engineType, system: c.aicSystem ?? DEFAULT_AIC_SYSTEM, model: c.modelPath ?? '' };
+  }
+  if (c.aicSystem !== null) warnings.push('--aic-system has no effect without --aic-perf-model');
+  return { kind: 'polynomial' };
+}
+
+/**
+ * The engine's pass-time model for a plan (undefined = the §17 polynomials). `readText` returns a
+ * file's text or null when it cannot be read; problems become `MockerConfigError`s naming the flag.
+ */
+export function timingModelOf(
+  t: TimingPlan,
+  engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>,
+  readText: (path: string) => string | null,
+): TimingModel | undefined {
+  const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
+  if (t.kind === 'polynomial') return undefined;
+  if (t.kind === 'profile') {
+    const text = readText(t.path);
+    if (text === null) throw new MockerConfigError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
+    try {
+      return profileTiming(parsePlannerProfile(text, t.path), totalKvTokens);
+    } catch (e) {
+      throw new MockerConfigError(e instanceof Error ? e.message : String(e), '--planner-profile-data');
+    }
+  }
+  try {
+    // A local `--model-path` directory's config.json first, then aic-model's built-in ids.
+    const model = resolveAicModel(t.model, readText);
+    return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
+  } catch (e) {
+    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
+    throw new MockerConfigError(`--aic-perf-model: ${msg}`, '--aic-perf-model');
+  }
+}
+
+/** `--reasoning` JSON as upstream spells it: `{"start_thinking_token_id", "end_thinking_token_id", "thinking_ratio"}`. */
+function reasoningOf(v: unknown): ReasoningConfig | null {
+  if (v === null || v === undefined) return null;
+  const bad = (m: string): never => {
+    throw new MockerConfigError(`--reasoning: ${m}`, '--reasoning');
+  };
+  if (typeof v !== 'object' || Array.isArray(v)) bad('expected a JSON object');
+  const o = v as Record<string, unknown>;
+  const keys = ['start_thinking_token_id', 'end_thinking_token_id', 'thinking_ratio'];
+  for (const k of Object.keys(o)) if (!keys.includes(k)) bad(`unknown field ${k} (expected ${keys.join(', ')})`);
+  const id = (k: string): number => {
+    const x = o[k];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) bad(`${k}: expected a token id (u32), got ${JSON.stringify(x)}`);
+    return x as number;
+  };
+  const start = id('start_thinking_token_id');
+  const end = id('end_thinking_token_id');
+  if (start === end) bad('start_thinking_token_id and end_thinking_token_id must differ');
+  const r = o.thinking_ratio;
+  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) bad(`thinking_ratio: expected a number in [0, 1], got ${JSON.stringify(r)}`);
+  return { startThinkingTokenId: start, endThinkingTokenId: end, thinkingRatio: r as number };
 }
 
 /**
