@@ -155,6 +155,12 @@ export class CandidateBatch {
   activePrefixDepth!: Float64Array;
   /** §13 preferred-taint multiplier; 1 when the request has no preferred taints. */
   taintMultiplier!: Float64Array;
+  /**
+   * Optional (slot, generation) of each candidate in `MultiWorkerSequences` (`slotOf` /
+   * `slotGen`), so `fillLoads` need not look ranks up; −1 (the reset value) = look up.
+   */
+  loadSlot!: Int32Array;
+  loadGen!: Uint32Array;
   private cap = 0;
 
   constructor(capacity = 16) {
@@ -183,6 +189,7 @@ export class CandidateBatch {
     ])
       a.fill(0, 0, n);
     this.taintMultiplier.fill(1, 0, n);
+    this.loadSlot.fill(-1, 0, n);
     return this;
   }
 
@@ -219,6 +226,14 @@ export class CandidateBatch {
     this.activeRequests = grow(this.activeRequests);
     this.activePrefixDepth = grow(this.activePrefixDepth);
     this.taintMultiplier = grow(this.taintMultiplier);
+    const slot = new Int32Array(cap).fill(-1);
+    const gen = new Uint32Array(cap);
+    if (this.loadSlot) {
+      slot.set(this.loadSlot.subarray(0, Math.min(this.loadSlot.length, cap)));
+      gen.set(this.loadGen.subarray(0, Math.min(this.loadGen.length, cap)));
+    }
+    this.loadSlot = slot;
+    this.loadGen = gen;
     this.cap = cap;
   }
 }

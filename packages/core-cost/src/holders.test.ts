@@ -114,7 +114,7 @@ describe('HolderTree', () => {
 });
 
 describe('MultiWorkerSequences.fillLoads prefix depths', () => {
-  it('equal each rank’s own longest held prefix through bookings, frees, expiry and removed workers', () => {
+  it('prefix depths and loads equal each rank’s own, with or without cached (slot, generation), through bookings, frees, first tokens and removed workers', () => {
     const rng = new Rng(9);
     const m = new MultiWorkerSequences({ blockSize: 16 });
     const ranks = [w(1, 0), w(1, 1), w(2), w(3), w(4)];
@@ -123,6 +123,8 @@ describe('MultiWorkerSequences.fillLoads prefix depths', () => {
     const live: string[] = [];
     let id = 0;
     const batch = new CandidateBatch(8);
+    const cached = ranks.map((r) => m.slotOf(r));
+    const cachedGen = cached.map((x) => m.slotGen(x));
     for (let step = 0; step < 400; step++) {
       const op = rng.next();
       if (op < 0.5 || live.length === 0) {
@@ -130,22 +132,48 @@ describe('MultiWorkerSequences.fillLoads prefix depths', () => {
         const n = rng.int(0, 30);
         const rid = `r${id++}`;
         const r = ranks[rng.int(0, ranks.length - 1)];
-        m.addRequest(r, { requestId: rid, isl: 16 * n, seqHashes: f.subarray(0, 2 * n) }, step);
+        // Half with a predicted prefill duration, so the anchor decays between steps.
+        const expectedPrefillDurationMs = rng.bool(0.5) ? rng.int(0, 8) : null;
+        m.addRequest(r, { requestId: rid, isl: 16 * n + rng.int(0, 15), seqHashes: f.subarray(0, 2 * n), expectedPrefillDurationMs }, step);
         live.push(rid);
-      } else if (op < 0.95) {
+      } else if (op < 0.8) {
         m.free(live.splice(rng.int(0, live.length - 1), 1)[0], step);
+      } else if (op < 0.95) {
+        m.markPrefillCompleted(live[rng.int(0, live.length - 1)], step);
       } else {
         // a worker leaves and comes back empty (its slot is cleared and reused)
         const r = ranks[rng.int(0, ranks.length - 1)];
         const dropped = new Set(m.removeWorker(r.worker_id));
         for (let i = live.length - 1; i >= 0; i--) if (dropped.has(live[i])) live.splice(i, 1);
+        // Another worker takes the freed slot first (with load of its own), so a stale cached slot
+        // would read someone else's row.
+        const other = 100 + step;
+        m.addWorker(BigInt(other));
+        m.addRequest(w(other), { requestId: `o${step}`, isl: 64, seqHashes: fam[0].subarray(0, 8) }, step);
         for (const x of ranks) if (x.worker_id === r.worker_id) m.addWorker(x.worker_id, x.dp_rank, 1);
       }
       const q = fam[rng.int(0, 2)].subarray(0, 2 * rng.int(0, 30));
-      batch.reset(ranks.length);
-      ranks.forEach((r, i) => (batch.workers[i] = r));
-      m.fillLoads(batch, q, step);
-      ranks.forEach((r, i) => expect(batch.activePrefixDepth[i]).toBe(m.rank(r)!.activePrefixDepth(q)));
+      const now = step + rng.next() * 3;
+      // Three ways in: no cached slots (lookup), slots fresh from slotOf, and the slots cached at
+      // the start (stale once a worker left and came back: its generation moved on).
+      for (const slots of [null, ranks.map((r) => m.slotOf(r)), cached]) {
+        batch.reset(ranks.length);
+        ranks.forEach((r, i) => {
+          batch.workers[i] = r;
+          if (slots) {
+            batch.loadSlot[i] = slots[i];
+            batch.loadGen[i] = slots === cached ? cachedGen[i] : m.slotGen(slots[i]);
+          }
+        });
+        m.fillLoads(batch, q, now);
+        ranks.forEach((r, i) => {
+          const want = m.load(r, now);
+          expect(batch.activePrefixDepth[i]).toBe(m.rank(r)!.activePrefixDepth(q));
+          expect(batch.activePrefillTokens[i]).toBe(want.active_prefill_tokens);
+          expect(batch.activeDecodeBlocks[i]).toBe(want.active_decode_blocks);
+          expect(batch.activeRequests[i]).toBe(want.active_requests);
+        });
+      }
     }
   });
 });

@@ -188,6 +188,26 @@ export class ActiveSequences {
   /** @internal Set by `MultiWorkerSequences`: the cross-rank index this rank reports to, and its slot. */
   holders: HolderTree | null = null;
   holderSlot = -1;
+  /** @internal Set by `MultiWorkerSequences`: the flat load table this rank writes its slot of. */
+  loads: RankLoads | null = null;
+
+  /** @internal After every state change: the flat load row, then the listener. */
+  changed(): void {
+    const t = this.loads;
+    if (t !== null) {
+      const s = this.holderSlot;
+      t.decode[s] = this.activeDecodeBlocks;
+      t.requests[s] = this.requests.size;
+      const pf = this.prefill;
+      const a = pf.anchor;
+      t.pfCount[s] = pf.count;
+      t.pfSum[s] = pf.sum;
+      t.pfInit[s] = a === null ? 0 : a.initial;
+      t.pfExp[s] = a === null || a.expectedMs === null ? NaN : a.expectedMs;
+      t.pfSince[s] = pf.anchoredSince;
+    }
+    this.onChange?.();
+  }
 
   constructor(opts: SequenceOptions) {
     this.blockSize = posInt('blockSize', opts.blockSize);
@@ -215,7 +235,7 @@ export class ActiveSequences {
     this.maybeExpire(now);
     if (this.requests.has(input.requestId)) return false;
     this.commit(input, plan, now);
-    this.onChange?.();
+    this.changed();
     return true;
   }
 
@@ -299,7 +319,7 @@ export class ActiveSequences {
     if (r.prefill) {
       this.prefill.remove(r.prefill, now);
       r.prefill = null;
-      this.onChange?.();
+      this.changed();
     }
     return true;
   }
@@ -342,7 +362,7 @@ export class ActiveSequences {
       else this.writeFrac(r.prompt, r.prompt.length, frac);
       this.writeFrac(r.out, 2 * r.outLen, frac);
     }
-    this.onChange?.();
+    this.changed();
     return true;
   }
 
@@ -358,7 +378,7 @@ export class ActiveSequences {
   free(requestId: string, now: number): boolean {
     finite('now', now);
     if (!this.release(requestId, now)) return false;
-    this.onChange?.();
+    this.changed();
     return true;
   }
 
@@ -390,7 +410,7 @@ export class ActiveSequences {
       this.release(id, now);
       this.onExpired?.(id);
     }
-    this.onChange?.();
+    this.changed();
     return expired;
   }
 
@@ -486,6 +506,56 @@ export class ActiveSequences {
 // ---------------------------------------------------------------------------------------------
 // All ranks (§9, `multi_worker.rs`)
 
+/**
+ * Every rank's load inputs in flat arrays by slot, rewritten by the rank after each change. The
+ * snapshot of a decision reads hundreds of ranks: from here that is a few contiguous arrays
+ * instead of several cold objects (and two bigint-keyed map lookups) per rank.
+ */
+export class RankLoads {
+  /** Bumped whenever a slot is given to a rank or taken back: a cached (slot, gen) is stale otherwise. */
+  gen = new Uint32Array(64);
+  decode = new Float64Array(64);
+  requests = new Float64Array(64);
+  pfCount = new Float64Array(64);
+  pfSum = new Float64Array(64);
+  pfInit = new Float64Array(64);
+  /** Anchor's expected prefill duration (ms); NaN = no prediction. */
+  pfExp = new Float64Array(64);
+  pfSince = new Float64Array(64);
+
+  ensure(slots: number): void {
+    if (slots <= this.gen.length) return;
+    const n = Math.max(slots, 2 * this.gen.length);
+    const g = new Uint32Array(n);
+    g.set(this.gen);
+    this.gen = g;
+    const grow = (a: Float64Array) => {
+      const b = new Float64Array(n);
+      b.set(a);
+      return b;
+    };
+    this.decode = grow(this.decode);
+    this.requests = grow(this.requests);
+    this.pfCount = grow(this.pfCount);
+    this.pfSum = grow(this.pfSum);
+    this.pfInit = grow(this.pfInit);
+    this.pfExp = grow(this.pfExp);
+    this.pfSince = grow(this.pfSince);
+  }
+
+  /** `activePrefillTokens(now)` of the rank in `slot` (same formula as `PrefillTracker`). */
+  prefillAt(slot: number, now: number): number {
+    if (this.pfCount[slot] === 0) return 0;
+    const init = this.pfInit[slot];
+    const exp = this.pfExp[slot];
+    let rem: number;
+    if (exp !== exp) rem = init;
+    else if (exp === 0) rem = 0;
+    else rem = Math.ceil(init * Math.min(1, Math.max(0, 1 - (now - this.pfSince[slot]) / exp)));
+    return this.pfSum[slot] - init + rem;
+  }
+}
+
 export interface RankLoad {
   active_prefill_tokens: number;
   active_decode_blocks: number;
@@ -511,6 +581,7 @@ export class MultiWorkerSequences {
   private readonly planner: ActiveSequences;
   /** Prompt blocks → ranks holding them, for every rank's prefix depth in one pass. */
   private readonly holders = new HolderTree();
+  private readonly loads = new RankLoads();
   private depths = new Int32Array(64);
 
   constructor(opts: MultiWorkerOptions) {
@@ -548,6 +619,8 @@ export class MultiWorkerSequences {
   }
 
   private dropRank(seq: ActiveSequences, dropped: string[]): void {
+    if (seq.holderSlot >= 0) this.loads.gen[seq.holderSlot]++;
+    seq.loads = null;
     seq.detachHolders();
     for (const id of seq.requestIds()) {
       this.owner.delete(id);
@@ -572,6 +645,10 @@ export class MultiWorkerSequences {
       seq = new ActiveSequences(this.opts);
       seq.holders = this.holders;
       seq.holderSlot = this.holders.acquireSlot();
+      this.loads.ensure(this.holders.slotLimit);
+      this.loads.gen[seq.holderSlot]++;
+      seq.loads = this.loads;
+      seq.changed();
       const w = { worker_id: workerId, dp_rank: dpRank } as WorkerWithDpRank;
       const { onChange, onExpired } = this.opts;
       seq.onExpired = (id) => {
@@ -598,7 +675,7 @@ export class MultiWorkerSequences {
     seq.maybeExpire(now);
     seq.commit(input, plan, now);
     this.owner.set(input.requestId, seq);
-    seq.onChange?.();
+    seq.changed();
     return true;
   }
 
@@ -663,21 +740,44 @@ export class MultiWorkerSequences {
     const depths = this.depths;
     if (seqPairs && seqPairs.length >= 2) h.prefixDepths(seqPairs, depths);
     else depths.fill(0);
+    const L = this.loads;
+    const gen = L.gen;
+    const slots = batch.loadSlot;
+    const gens = batch.loadGen;
     for (let i = 0; i < batch.n; i++) {
-      const w = batch.workers[i];
-      const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
-      if (!seq) {
+      let s = slots[i];
+      // A (slot, gen) the caller cached from `slotOf` is trusted only while the slot still
+      // belongs to that rank; otherwise look the rank up.
+      if (s < 0 || s >= gen.length || gen[s] !== gens[i]) {
+        const w = batch.workers[i];
+        const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
+        s = seq === undefined ? -1 : seq.holderSlot;
+      }
+      if (s < 0) {
         batch.activePrefillTokens[i] = 0;
         batch.activeDecodeBlocks[i] = 0;
         batch.activeRequests[i] = 0;
         batch.activePrefixDepth[i] = 0;
         continue;
       }
-      batch.activePrefillTokens[i] = seq.activePrefillTokens(now);
-      batch.activeDecodeBlocks[i] = seq.activeDecodeBlocks;
-      batch.activeRequests[i] = seq.activeRequests;
-      batch.activePrefixDepth[i] = depths[seq.holderSlot];
+      batch.activePrefillTokens[i] = L.prefillAt(s, now);
+      batch.activeDecodeBlocks[i] = L.decode[s];
+      batch.activeRequests[i] = L.requests[s];
+      batch.activePrefixDepth[i] = depths[s];
     }
     return batch;
   }
+
+  /**
+   * The load slot of a rank (−1 if unknown) and its generation: a caller may cache both and put
+   * them in `CandidateBatch.loadSlot` / `loadGen` so `fillLoads` skips the per-rank lookup.
+   */
+  slotOf(w: WorkerWithDpRank): number {
+    return this.ranks.get(w.worker_id)?.get(w.dp_rank)?.holderSlot ?? -1;
+  }
+
+  slotGen(slot: number): number {
+    return slot >= 0 && slot < this.loads.gen.length ? this.loads.gen[slot] : 0;
+  }
+
 }

@@ -290,7 +290,13 @@ export class KvRouter {
       this.side?.removeWorkerDpRank(n.id, r);
     }
     if (change.removedRanks.length > 0) this.sessions.dropWorker(n.id, new Set(change.removedRanks));
-    if (this.mode === 'kv') this.seqs.addWorker(n.id, n.dpStart, n.dpSize);
+    if (this.mode === 'kv') {
+      this.seqs.addWorker(n.id, n.dpStart, n.dpSize);
+      for (const r of this.workers.get(n.id)?.ranks ?? []) {
+        r.loadSlot = this.seqs.slotOf(r.worker);
+        r.loadGen = this.seqs.slotGen(r.loadSlot);
+      }
+    }
     this.drain();
   }
 
@@ -609,7 +615,12 @@ export class KvRouter {
     }
     cand.length = n;
     const b = this.batch.reset(n);
-    for (let i = 0; i < n; i++) b.workers[i] = cand[i].worker;
+    for (let i = 0; i < n; i++) {
+      const r = cand[i];
+      b.workers[i] = r.worker;
+      b.loadSlot[i] = r.loadSlot;
+      b.loadGen[i] = r.loadGen;
+    }
     return n;
   }
 

@@ -31,6 +31,9 @@ export class RankEntry {
   /** Position in the current decision's candidate list, valid while `candEpoch` is that decision's. */
   candIndex = -1;
   candEpoch = -1;
+  /** This rank's slot in the load model and its generation (`MultiWorkerSequences.slotOf`); −1 = look up. */
+  loadSlot = -1;
+  loadGen = 0;
   constructor(
     readonly worker: WorkerWithDpRank,
     readonly owner: WorkerEntry,
