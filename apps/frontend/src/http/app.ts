@@ -1,8 +1,14 @@
 /**
- * The express application: every route of FLAGS.md "HTTP endpoints" with the configured paths,
- * one body parser with the `DYN_HTTP_BODY_LIMIT_MB` limit (413), and one error middleware that
- * turns anything thrown into the OpenAI error body.
+ * The HTTP request listener: every route of FLAGS.md "HTTP endpoints" with the configured paths,
+ * one body limit (`DYN_HTTP_BODY_LIMIT_MB`, 413), and one error middleware that turns anything
+ * thrown into the OpenAI error body.
+ *
+ * Chat and completions requests (POST on their exact paths, plain UTF-8 bodies) skip express: its
+ * per-request setup (prototype swaps on req/res, router walk, body-parser stack) cost about as much
+ * CPU as routing the request. Everything else, and those paths in any other form (trailing slash,
+ * other case, encoded bodies), goes through the express app with identical results.
  */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import './cjs-interop.js';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
@@ -12,9 +18,9 @@ import type { ModelRegistry } from '../models.js';
 import type { InferenceService } from '../service.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
-import { completionsHandler } from './openai.js';
+import { completionsHandler, type CompletionsHandler } from './openai.js';
 import type { Paths } from './paths.js';
-import { sendError } from './util.js';
+import { payloadTooLarge, plainUtf8Body, readUtf8Body, sendError } from './util.js';
 
 export interface AppDeps {
   service: InferenceService;
@@ -30,7 +36,7 @@ export interface AppDeps {
   onInflight?: (delta: number) => void;
 }
 
-export function createApp(d: AppDeps): express.Express {
+export function createApp(d: AppDeps): RequestListener {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -38,24 +44,29 @@ export function createApp(d: AppDeps): express.Express {
   // Any content type: `curl -d` sends form encoding, and the body is JSON either way.
   const text = express.text({ type: () => true, limit: `${d.bodyLimitMb}mb` });
 
-  if (d.onInflight) {
+  const track = (res: ServerResponse): void => {
     const on = d.onInflight;
-    app.use((_req, res, next) => {
-      on(1);
-      let done = false;
-      const end = () => {
-        if (done) return;
-        done = true;
-        on(-1);
-      };
-      res.on('finish', end);
-      res.on('close', end);
-      next();
-    });
-  }
+    if (!on) return;
+    on(1);
+    let done = false;
+    const end = () => {
+      if (done) return;
+      done = true;
+      on(-1);
+    };
+    res.on('finish', end);
+    res.on('close', end);
+  };
+  app.use((_req, res, next) => {
+    track(res);
+    next();
+  });
 
-  app.post(p.chat, text, completionsHandler(d.service, 'chat'));
-  app.post(p.completions, text, completionsHandler(d.service, 'completions'));
+  const chat = completionsHandler(d.service, 'chat');
+  const completions = completionsHandler(d.service, 'completions');
+  const viaExpress = (h: CompletionsHandler) => (req: Request, res: Response) => h(req, res, req.body);
+  app.post(p.chat, text, viaExpress(chat));
+  app.post(p.completions, text, viaExpress(completions));
   app.get(p.models, (_req, res) => {
     res.json({
       object: 'list',
@@ -103,13 +114,28 @@ export function createApp(d: AppDeps): express.Express {
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = err as { type?: string; status?: number; message?: string };
     if (e?.type === 'entity.too.large')
-      return sendError(
-        res,
-        new KvrError('payload_too_large', `request body exceeds the limit of ${d.bodyLimitMb} MB (DYN_HTTP_BODY_LIMIT_MB)`, 413, { field: 'body' }),
-      );
+      return sendError(res, payloadTooLarge(d.bodyLimitMb));
     if (req.path === '/busy_threshold' && typeof e?.status === 'number' && e.status < 500)
       return void res.status(422).json({ error: e.message ?? 'malformed body' });
     sendError(res, err);
   });
-  return app;
+
+  const fast = new Map<string, CompletionsHandler>([
+    [p.chat, chat],
+    [p.completions, completions],
+  ]);
+  const limitBytes = d.bodyLimitMb * 1024 * 1024;
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    const h = req.method === 'POST' ? fast.get(q < 0 ? url : url.slice(0, q)) : undefined;
+    if (h === undefined || !plainUtf8Body(req)) {
+      app(req, res);
+      return;
+    }
+    track(res);
+    readUtf8Body(req, limitBytes, d.bodyLimitMb)
+      .then((body) => h(req, res, body))
+      .catch((e: unknown) => sendError(res, e));
+  };
 }

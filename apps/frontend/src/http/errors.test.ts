@@ -6,6 +6,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
 import { promtoolProblems, routerIdle, startFrontend } from '../test-helpers.js';
@@ -97,6 +99,46 @@ describe('bad input', () => {
     const r = await post('/v1/chat/completions', chat({ messages: [{ role: 'user', content: 'x'.repeat(1_100_000) }] }));
     expect(r.status).toBe(413);
     expect((r.json as unknown as ErrBody).error.message).toMatch(/exceeds the limit of 1 MB/);
+  });
+
+  it('a chunked body (no content-length) is cut off at the limit too → 413', async () => {
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = http.request(`${fe.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+        let t = '';
+        res.on('data', (d: Buffer) => (t += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, text: t }));
+      });
+      req.on('error', reject);
+      // 12 x 100 kB = 1.2 MB > 1 MB, sent as chunked transfer encoding.
+      for (let i = 0; i < 12; i++) req.write('x'.repeat(100_000));
+      req.end();
+    });
+    expect(status).toBe(413);
+    expect(text).toMatch(/exceeds the limit of 1 MB/);
+  });
+
+  it('gzip bodies, other charsets, a trailing slash and other letter case reach the same handler', async () => {
+    const body = { model: MODEL, prompt: 'café', max_tokens: 2, echo: true };
+    const gz = await fetch(`${fe.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: zlib.gzipSync(JSON.stringify(body)),
+    });
+    expect(gz.status).toBe(200);
+    expect(((await gz.json()) as { choices: { text: string }[] }).choices[0]!.text.startsWith('café')).toBe(true);
+    // "é" as the single latin1 byte 0xE9: decoded by the declared charset, not as UTF-8.
+    const latin1 = await fetch(`${fe.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=latin1' },
+      body: Buffer.from(JSON.stringify(body), 'latin1'),
+    });
+    expect(latin1.status).toBe(200);
+    expect(((await latin1.json()) as { choices: { text: string }[] }).choices[0]!.text.startsWith('café')).toBe(true);
+    for (const path of ['/v1/completions/', '/V1/Completions', '/v1/completions?x=1']) {
+      const r = await fetch(`${fe.url}${path}`, { method: 'POST', body: JSON.stringify(body) });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    }
   });
 
   it('direct mode without a worker pin is a 400 with the FLAGS.md message', async () => {

@@ -3,13 +3,13 @@
  * SSE chunks or one JSON response, in the OpenAI shapes (usage with
  * `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, response `nvext`).
  */
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { stringifyJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
 import { parseChatRequest, parseCompletionRequest, type InferenceRequest } from '../openai/validate.js';
 import type { Completion, InferenceService } from '../service.js';
 import { SseWriter } from './sse.js';
-import { parseBody, sendError } from './util.js';
+import { parseBody, sendError, sendJson } from './util.js';
 
 type Kind = 'chat' | 'completions';
 
@@ -25,18 +25,21 @@ function usageOf(c: Completion) {
 /** JSON with lossless u64 only where needed (response `nvext` carries worker ids). */
 const json = (v: Record<string, unknown>): string => (v.nvext === undefined ? JSON.stringify(v) : stringifyJson(v));
 
-function header(req: Request, name: string): string | undefined {
+function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return typeof v === 'string' ? v : undefined;
 }
 
-export function completionsHandler(svc: InferenceService, kind: Kind) {
+/** Handles one request whose body text was read already (plain node objects: no express in the hot path). */
+export type CompletionsHandler = (req: IncomingMessage, res: ServerResponse, bodyText: unknown) => Promise<void>;
+
+export function completionsHandler(svc: InferenceService, kind: Kind): CompletionsHandler {
   const endpoint = kind === 'chat' ? 'chat_completions' : 'completions';
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
   const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   const idPrefix = kind === 'chat' ? 'chatcmpl-' : 'cmpl-';
 
-  return async (req: Request, res: Response): Promise<void> => {
+  return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
     const receivedAt = performance.now();
     const ac = new AbortController();
     // 'close' before the response finished = the client went away.
@@ -46,7 +49,7 @@ export function completionsHandler(svc: InferenceService, kind: Kind) {
     let completion: Completion;
     let body: unknown;
     try {
-      body = parseBody(req);
+      body = parseBody(bodyText);
       let r: InferenceRequest;
       try {
         r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
@@ -101,7 +104,7 @@ export function completionsHandler(svc: InferenceService, kind: Kind) {
           usage: usageOf(c),
         };
         if (nvext) out.nvext = nvext;
-        res.status(200).type('application/json').send(json(out));
+        sendJson(res, 200, json(out));
         return;
       }
       const sse = new SseWriter(res);

@@ -1,10 +1,9 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
 
-/** The raw text body (express.text) parsed losslessly (u64 ids in nvext stay exact). */
-export function parseBody(req: Request): unknown {
-  const text: unknown = req.body;
+/** The raw text body parsed losslessly (u64 ids in nvext stay exact). */
+export function parseBody(text: unknown): unknown {
   if (typeof text !== 'string' || text.length === 0)
     throw new KvrError('invalid_request', 'request body: expected a JSON object, got an empty body', 400, { field: 'body' });
   try {
@@ -14,13 +13,70 @@ export function parseBody(req: Request): unknown {
   }
 }
 
-export function sendError(res: Response, err: unknown): void {
+export function payloadTooLarge(limitMb: number): KvrError {
+  return new KvrError('payload_too_large', `request body exceeds the limit of ${limitMb} MB (DYN_HTTP_BODY_LIMIT_MB)`, 413, { field: 'body' });
+}
+
+/**
+ * Whether `readUtf8Body` can read this request: an unencoded body in UTF-8 (or no charset). Bodies
+ * with a content-encoding or another charset go through express's body parser, which decodes them.
+ */
+export function plainUtf8Body(req: IncomingMessage): boolean {
+  const enc = req.headers['content-encoding'];
+  if (enc !== undefined && enc.toLowerCase() !== 'identity') return false;
+  const ct = req.headers['content-type'];
+  if (ct === undefined) return true;
+  const m = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(ct);
+  return m === null || /^utf-?8$/i.test(m[1]!);
+}
+
+/** The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length says so). */
+export function readUtf8Body(req: IncomingMessage, limitBytes: number, limitMb: number): Promise<string> {
+  const declared = Number(req.headers['content-length']);
+  if (declared > limitBytes) return Promise.reject(payloadTooLarge(limitMb));
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const onData = (b: Buffer) => {
+      size += b.length;
+      if (size > limitBytes) {
+        // The rest is discarded by the server once the response ends.
+        req.off('data', onData);
+        reject(payloadTooLarge(limitMb));
+        return;
+      }
+      parts.push(b);
+    };
+    req.on('data', onData);
+    req.once('end', () => {
+      const text = parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8');
+      // A leading byte-order mark is not part of the JSON (express's decoder drops it too).
+      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    });
+    req.once('error', reject);
+    // A client that goes away mid-body: nothing to answer (a settled promise ignores this).
+    req.once('close', () => {
+      if (!req.complete) reject(new KvrError('cancelled', 'client disconnected while sending the body', 499));
+    });
+  });
+}
+
+/** One JSON response (what express's `res.status(s).type('application/json').send(text)` sends). */
+export function sendJson(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+export function sendError(res: ServerResponse, err: unknown): void {
   const { status, body } = toOpenAiError(err);
   if (res.headersSent) {
     res.end();
     return;
   }
   // Busy / no worker: clients may retry (FLAGS.md "busy -> 503 with Retry-After").
-  if (status === 503) res.setHeader('retry-after', '1');
-  res.status(status).type('application/json').send(JSON.stringify(body));
+  sendJson(res, status, JSON.stringify(body), status === 503 ? { 'retry-after': '1' } : undefined);
 }
