@@ -5,7 +5,7 @@
  * events and load reach the router `eventDelayMs` later. Nothing reads a wall clock or global
  * randomness, so the same rows, config and seed give the same result, bit for bit.
  */
-import { DEFAULT_ENGINE_CONFIG, SimEngine, type EngineConfig, type StepResult } from '@kvrouter/engine-sim';
+import { DEFAULT_ENGINE_CONFIG, SimEngine, type EngineConfig, type StepResult, type TimingModel } from '@kvrouter/engine-sim';
 import { KvrError, type EventId, type RouterEvent, type WorkerId } from '@kvrouter/protocols';
 import { CLS_PASS, EventQueue } from './event-queue.js';
 import type { PolicyFactory, RoutingPolicy, SimWorker } from './policy.js';
@@ -47,6 +47,8 @@ export interface SimProgress {
 export interface SimHooks {
   /** Called every few thousand events and once at the end. */
   onProgress?: (p: SimProgress) => void;
+  /** Pass timing of every engine (the mocker's `--planner-profile-data` / `--aic-perf-model`); default the §17 polynomials. */
+  engineTiming?: TimingModel;
 }
 
 /** Per-request columns, indexed by the row's position in the input. NaN = never happened. */
@@ -157,7 +159,7 @@ export async function runSimulation(
   const firstUnit: number[] = [];
   let engineCfg: Readonly<EngineConfig> | undefined;
   for (let i = 0; i < cfg.numWorkers; i++) {
-    const engine = new SimEngine({ ...cfg.engine, seed: engineRng.u32() });
+    const engine = new SimEngine({ ...cfg.engine, seed: engineRng.u32() }, hooks.engineTiming ? { timing: hooks.engineTiming } : {});
     engineCfg ??= engine.config;
     const workerId = BigInt(i + 1) as WorkerId;
     firstUnit.push(units.length);
