@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ResolvedConfig } from '@kvrouter/config';
 import {
+  DurableKvConsumer,
   KvEventSubscriber,
   LoadChannel,
   ReplicaSync,
@@ -43,6 +44,7 @@ import {
   createDiscovery,
   effectiveMaxBatchedTokens,
   registerInstance,
+  watchInstances,
   type Discovery,
   type MemDiscoveryHub,
   type ModelDeploymentCard,
@@ -198,7 +200,8 @@ export class StandaloneRouter {
     this.endpointMetrics = new RouterRequestMetrics(this.registry).forEndpoint(path);
     if (index) this.indexMetrics = new KvIndexMetrics(this.registry);
 
-    if (index && params.index.kind === 'events') {
+    const durable = index !== null && params.index.kind === 'events' && config.routerDurableKvEvents;
+    if (index && params.index.kind === 'events' && !durable) {
       const sub = new KvEventSubscriber({
         index,
         query: requestPlaneQueryClient(client, { resolve: discoveryTransportResolver(discovery, ns, comp) }),
@@ -259,6 +262,8 @@ export class StandaloneRouter {
       },
       onGone: (id) => {
         this.router_?.removeWorker(id);
+        // §5.3: in durable mode nothing else tells the index a worker left.
+        if (durable) index.removeWorker(id);
         log.info(`worker ${u64ToHex(id)} left`);
       },
       onModel: (name) => {
@@ -293,6 +298,10 @@ export class StandaloneRouter {
       log.info(`serving the ${served.approximate ? 'approximate' : 'event-driven'} index on ${ns}/${comp}/${KV_INDEXER_QUERY_ENDPOINT}`);
     }
 
+    // Durable mode (§5.3) after router-discovery is registered: stale consumers are those of routers
+    // without one.
+    if (durable) await this.startDurable(nc!, index);
+
     if (config.systemPort !== null) {
       this.http_ = await startJsonServer(
         {
@@ -314,6 +323,46 @@ export class StandaloneRouter {
         `(${this.tracker.readyCount} workers; request plane ${config.requestPlane} ${JSON.stringify(server.transport)}; event plane ${eventPlaneKind}` +
         `${this.http_ ? `; system port ${this.http_.url}` : ''})`,
     );
+  }
+
+  /**
+   * `--router-durable-kv-events` (deprecated; §5.3): a JetStream durable consumer named after this
+   * router feeds the index (snapshot replay first), instead of the event-plane subscriber. When a
+   * `router-discovery` instance leaves, consumers of routers that are gone are deleted.
+   */
+  private async startDurable(nc: NatsConnection, index: Index): Promise<void> {
+    const { config, discovery, log } = this;
+    const { namespace: ns, component: comp } = this.path;
+    const ids = async (ep: string): Promise<bigint[]> =>
+      (await discovery.list(instancesPrefix(ns, comp, ep))).flatMap((e) => {
+        const k = parseDiscoveryKey(e.key);
+        return k ? [k.instance_id] : [];
+      });
+    const consumer = await DurableKvConsumer.start({
+      nc,
+      namespace: ns,
+      component: comp,
+      routerId: this.routerId,
+      index,
+      snapshotThreshold: Number(config.routerSnapshotThreshold),
+      resetStates: config.routerResetStates,
+      streamMaxAgeSec: Number(config.natsStreamMaxAge),
+      liveRouters: () => ids(ROUTER_DISCOVERY_ENDPOINT),
+      liveWorkers: () => ids(this.path.endpoint),
+      onError: (e, ctx) => log.warn(`durable kv events: ${ctx}: ${(e as Error).message}`),
+    });
+    this.cleanup.push(() => consumer.close());
+    const routers = watchInstances(discovery, { namespace: ns, component: comp, endpoint: ROUTER_DISCOVERY_ENDPOINT });
+    this.cleanup.push(() => routers.close());
+    void (async () => {
+      try {
+        for await (const ch of routers)
+          if (ch.type === 'delete') await consumer.removeStaleConsumers().catch((e: unknown) => log.warn(`durable kv events: stale consumers: ${(e as Error).message}`));
+      } catch {
+        // Closed at shutdown.
+      }
+    })();
+    log.info(`durable KV events: consumer ${consumer.consumerName} on stream ${consumer.names.stream}`);
   }
 
   /**
