@@ -134,7 +134,7 @@ describe('mocker in prefill and decode mode (tcp request plane)', () => {
         '--disaggregation-mode',
         'prefill',
         '--bootstrap-ports',
-        '7100',
+        '0',
         '--endpoint',
         'dyn://dtest.prefill.generate',
         ...common,
@@ -149,7 +149,10 @@ describe('mocker in prefill and decode mode (tcp request plane)', () => {
     try {
       const pw = pre.fleet.workers[0];
       expect(pw.card.model_type).toEqual(['prefill']);
-      expect(pw.card.runtime_config.disaggregated_endpoint).toEqual({ host: '127.0.0.1', port: 7100 });
+      // --bootstrap-ports 0: an OS-assigned port, really listening
+      const ep = pw.card.runtime_config.disaggregated_endpoint as { host: string; port: number };
+      expect(ep.host).toBe('127.0.0.1');
+      expect(ep.port).toBeGreaterThan(0);
       const prompt = Array.from({ length: 40 }, (_, i) => i + 1);
       const items = await drain(client, pw.instance.transport, {
         request_id: 'p1',
@@ -162,7 +165,8 @@ describe('mocker in prefill and decode mode (tcp request plane)', () => {
       // 40 tokens · 1e6 B = 40 MB over 64 GB/s = 0.625 ms, / speedup 10 = 0.0625 ms
       expect(params.transfer_ms).toBeCloseTo(0.0625, 9);
       expect(params.kv_bytes).toBe(40_000_000);
-      expect(params.bootstrap_port).toBe(7100);
+      expect(params.bootstrap_port).toBe(ep.port);
+      expect(params.bootstrap_room).toBe('p1');
 
       const dw = dec.fleet.workers[0];
       const out = await drain(client, dw.instance.transport, {

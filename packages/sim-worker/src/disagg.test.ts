@@ -74,7 +74,7 @@ describe('KV transfer model', () => {
 
 describe('prefill worker', () => {
   it('one token with max_tokens forced to 1, after prefill + transfer, carrying the transfer parameters', async () => {
-    const { clock, handler } = setup('prefill', { bootstrap: { host: 'h', port: 7000 } });
+    const { clock, handler } = setup('prefill');
     const c = collect(
       clock,
       handler(
@@ -96,8 +96,6 @@ describe('prefill worker', () => {
       prompt_tokens: 1000,
       kv_bytes: 114_688_000,
       transfer_ms: expect.closeTo(1.792, 9) as number,
-      bootstrap_host: 'h',
-      bootstrap_port: 7000,
       topology_domains: { zone: 'z1' },
       kv_transfer_domain: 'zone',
     });

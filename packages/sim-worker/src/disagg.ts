@@ -17,6 +17,7 @@
  * and the frontend always runs prefill to completion before dispatching decode.
  */
 import { KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
+import { waitForPrefillPeer, type BootstrapServer, type RoomResult } from './bootstrap.js';
 import type { Clock } from './clock.js';
 import type { EngineDriver } from './driver.js';
 import { invalidRequest, parseGenerateRequest, type GenerateItem } from './generate.js';
@@ -41,7 +42,8 @@ export interface SimDisaggOptions {
 export function disaggForWorker(o: SimDisaggOptions, i: number): SimDisaggOptions {
   const ports = o.bootstrapPorts;
   if (o.mode !== 'prefill' || !ports || ports.length === 0) return o;
-  const port = ports.length === 1 ? ports[0]! + i : ports[i];
+  // A single 0 = every worker gets an OS-assigned port (tests); else base + i.
+  const port = ports.length === 1 ? (ports[0] === 0 ? 0 : ports[0]! + i) : ports[i];
   if (port === undefined || port > 65535)
     throw new KvrError(
       'invalid_argument',
@@ -52,18 +54,26 @@ export function disaggForWorker(o: SimDisaggOptions, i: number): SimDisaggOption
   return { ...o, bootstrap: { host: o.bootstrapHost ?? '127.0.0.1', port } };
 }
 
-/** What a prefill worker returns on its last item and a decode worker accepts as `disagg`. */
+/**
+ * What a prefill worker returns on its last item and a decode worker accepts as `disagg`. In the
+ * bootstrap variant the frontend sends decode `{prefill_worker_id, prefill_dp_rank, bootstrap_host,
+ * bootstrap_port, bootstrap_room}` before prefill has finished; the decode worker then waits at the
+ * bootstrap endpoint for the room (`bootstrap.ts`).
+ */
 export interface DisaggregatedParams {
   /** The prefill worker (instance id, hex). */
   prefill_worker_id: string;
   prefill_dp_rank: number;
-  prompt_tokens: number;
+  /** Required unless `bootstrap_room` is given (then the prefill has not finished yet). */
+  prompt_tokens?: number;
   /** Bytes moved: prompt_tokens × kv_bytes_per_token. */
-  kv_bytes: number;
+  kv_bytes?: number;
   /** Modelled transfer time the prefill worker waited, ms (after the speedup ratio). */
-  transfer_ms: number;
+  transfer_ms?: number;
   bootstrap_host?: string | null;
   bootstrap_port?: number | null;
+  /** Rendezvous id at the bootstrap endpoint (kvrouter: the request id). */
+  bootstrap_room?: string | null;
   /** The prefill worker's `runtime_config.topology_domains` and transfer domain (informational). */
   topology_domains?: Record<string, string>;
   kv_transfer_domain?: string | null;
@@ -136,17 +146,28 @@ export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedPa
   };
   const out: DisaggregatedParams = {
     prefill_worker_id: id,
-    prefill_dp_rank: nat('prefill_dp_rank'),
-    prompt_tokens: nat('prompt_tokens'),
-    kv_bytes: nat('kv_bytes'),
-    transfer_ms: nat('transfer_ms'),
+    prefill_dp_rank: o.prefill_dp_rank == null ? 0 : nat('prefill_dp_rank'),
   };
-  if (o.bootstrap_host != null) {
-    if (typeof o.bootstrap_host !== 'string')
-      throw invalidRequest(`${field}.bootstrap_host`, 'expected a string');
-    out.bootstrap_host = o.bootstrap_host;
+  const str = (k: string): string => {
+    const x = o[k];
+    if (typeof x !== 'string' || x === '')
+      throw invalidRequest(`${field}.${k}`, 'expected a non-empty string');
+    return x;
+  };
+  if (o.bootstrap_room != null) {
+    out.bootstrap_room = str('bootstrap_room');
+    out.bootstrap_host = str('bootstrap_host');
+    const port = nat('bootstrap_port');
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw invalidRequest(`${field}.bootstrap_port`, 'expected a port in [1, 65535]');
+    out.bootstrap_port = port;
+  } else {
+    if (o.bootstrap_host != null) out.bootstrap_host = str('bootstrap_host');
+    if (o.bootstrap_port != null) out.bootstrap_port = nat('bootstrap_port');
   }
-  if (o.bootstrap_port != null) out.bootstrap_port = nat('bootstrap_port');
+  // A finished prefill's parameters carry its transfer; a bootstrap room's may not yet.
+  for (const k of ['prompt_tokens', 'kv_bytes', 'transfer_ms'] as const)
+    if (o[k] != null || out.bootstrap_room == null) out[k] = nat(k);
   if (o.kv_transfer_domain != null) {
     if (typeof o.kv_transfer_domain !== 'string')
       throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
@@ -167,6 +188,10 @@ export interface DisaggHandlerInfo {
   workerId: WorkerId;
   clock: Clock;
   speedupRatio: number;
+  /** Prefill workers with a bootstrap port: each request's room is completed there when its transfer is done. */
+  bootstrap?: BootstrapServer | null;
+  /** Decode workers: how long to wait for a bootstrap room (default 30 s). */
+  bootstrapTimeoutMs?: number;
   topologyDomains?: Record<string, string>;
   kvTransferDomain?: string | null;
 }
@@ -211,8 +236,16 @@ export function disaggGenerateHandler(
     const req = parseGenerateRequest(raw == null ? payload : { ...p, disagg: undefined });
     if (mode === 'decode') {
       if (raw == null) return driver.submit(req, ctx.signal);
-      parseDisaggParams(raw);
-      return driver.submit({ ...req, kvTransferred: true }, ctx.signal);
+      const dp = parseDisaggParams(raw);
+      if (dp.bootstrap_room == null) return driver.submit({ ...req, kvTransferred: true }, ctx.signal);
+      const ready = waitForPrefillPeer({
+        host: dp.bootstrap_host!,
+        port: dp.bootstrap_port!,
+        room: dp.bootstrap_room,
+        signal: ctx.signal,
+        timeoutMs: info.bootstrapTimeoutMs,
+      });
+      return new DeferredStream(ready.then(() => driver.submit({ ...req, kvTransferred: true }, ctx.signal)));
     }
     // prefill
     const isl = req.tokenIds.length;
@@ -223,14 +256,20 @@ export function disaggGenerateHandler(
       prompt_tokens: isl,
       kv_bytes: isl * opts!.kvBytesPerToken,
       transfer_ms: ms,
-      ...(opts!.bootstrap
-        ? { bootstrap_host: opts!.bootstrap.host, bootstrap_port: opts!.bootstrap.port }
+      ...(info.bootstrap
+        ? {
+            bootstrap_host: info.bootstrap.host,
+            bootstrap_port: info.bootstrap.port,
+            bootstrap_room: req.requestId,
+          }
         : {}),
       ...(info.topologyDomains ? { topology_domains: info.topologyDomains } : {}),
       ...(info.kvTransferDomain != null ? { kv_transfer_domain: info.kvTransferDomain } : {}),
     };
     const inner = driver.submit({ ...req, maxTokens: 1, stopTokenIds: null }, ctx.signal);
-    return new PrefillStream(inner, ms, params, info.clock, ctx.signal);
+    const b = info.bootstrap;
+    const room = b ? (r: RoomResult) => b.complete(req.requestId, r) : null;
+    return new PrefillStream(inner, ms, params, info.clock, ctx.signal, room);
   };
 }
 
@@ -250,6 +289,8 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
     private readonly params: DisaggregatedParams,
     private readonly clock: Clock,
     private readonly signal: AbortSignal,
+    /** This request's bootstrap room: completed when the token goes out, failed when the stream ends without it. */
+    private readonly room: ((r: RoomResult) => void) | null,
   ) {}
 
   async next(): Promise<IteratorResult<GenerateItem>> {
@@ -257,7 +298,13 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
     let first: GenerateItem | null = null;
     const tokens: number[] = [];
     for (;;) {
-      const r = await this.inner.next();
+      let r: IteratorResult<GenerateItem>;
+      try {
+        r = await this.inner.next();
+      } catch (e) {
+        this.room?.({ ok: false, error: e instanceof Error ? e.message : String(e) });
+        throw e;
+      }
       if (r.done) break;
       first ??= r.value;
       for (const t of r.value.token_ids) tokens.push(t);
@@ -275,6 +322,7 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
       if (this.signal.aborted || this.done) return this.finish();
     }
     this.done = true;
+    this.room?.({ ok: true, transfer_ms: this.delayMs });
     const item: GenerateItem = {
       token_ids: tokens,
       finish_reason: 'length',
@@ -294,6 +342,8 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
   }
 
   private finish(): IteratorResult<GenerateItem> {
+    if (!this.done)
+      this.room?.({ ok: false, error: 'prefill ended without its token (cancelled or shut down)' });
     this.done = true;
     if (this.timer !== null) this.clock.clearTimeout(this.timer);
     this.timer = null;
@@ -301,5 +351,45 @@ class PrefillStream implements AsyncIterableIterator<GenerateItem> {
     this.wake = null;
     w?.();
     return { value: undefined, done: true };
+  }
+}
+
+/**
+ * A decode stream that starts once its prefill peer is ready: items come from the driver's stream
+ * after `ready` resolves; a failed wait fails the first `next()`; `return()` before that cancels
+ * the wait's request as soon as it would start.
+ */
+class DeferredStream implements AsyncIterableIterator<GenerateItem> {
+  private inner: AsyncIterableIterator<GenerateItem> | null = null;
+  private closed = false;
+
+  constructor(private readonly ready: Promise<AsyncIterableIterator<GenerateItem>>) {
+    // A wait nobody pulls any more must not surface as an unhandled rejection.
+    ready.catch(() => undefined);
+  }
+
+  async next(): Promise<IteratorResult<GenerateItem>> {
+    if (this.closed) return { value: undefined, done: true };
+    this.inner ??= await this.ready;
+    if (this.closed) {
+      void this.inner.return?.();
+      return { value: undefined, done: true };
+    }
+    return this.inner.next();
+  }
+
+  return(): Promise<IteratorResult<GenerateItem>> {
+    this.closed = true;
+    if (this.inner) void this.inner.return?.();
+    else
+      void this.ready.then(
+        (s) => s.return?.(),
+        () => undefined,
+      );
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
   }
 }

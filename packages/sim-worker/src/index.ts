@@ -27,3 +27,4 @@ export { SimFleet, autoStaggerMs, type SimFleetOptions } from './fleet.js';
 export { VllmSimEngine, toVllmEvents, type VllmSimEngineOptions } from './vllm-engine.js';
 export { VllmRelay, type KvEventRelay, type VllmRelayOptions } from './vllm-relay.js';
 export * from './disagg.js';
+export * from './bootstrap.js';

@@ -48,6 +48,7 @@ import {
   type RequestServer,
 } from '@kvrouter/runtime';
 import { EngineDriver, type DriverStats } from './driver.js';
+import { BootstrapServer } from './bootstrap.js';
 import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
 import type { KvEventRelay } from './vllm-relay.js';
@@ -132,6 +133,8 @@ export interface StopOptions {
 export class SimWorker {
   private stopping: Promise<void> | null = null;
   private relay: KvEventRelay | null = null;
+  /** Prefill workers with a bootstrap port (§14 bootstrap variant). */
+  private bootstrap: BootstrapServer | null = null;
 
   private constructor(
     readonly instanceId: WorkerId,
@@ -160,6 +163,7 @@ export class SimWorker {
     const regs: Registration<unknown>[] = [];
     let publisher: KvEventPublisher | null = null;
     let relay: KvEventRelay | null = null;
+    let bootstrap: BootstrapServer | null = null;
     try {
       const engine = new SimEngine(
         o.engine ?? {},
@@ -202,12 +206,18 @@ export class SimWorker {
       server = await listen(o.requestPlane, o.namespace, o.component, id);
       const c = o.card ?? {};
       const dis = o.disagg ?? null;
+      if (dis?.mode === 'prefill' && dis.bootstrap)
+        bootstrap = await BootstrapServer.listen({
+          port: dis.bootstrap.port,
+          advertiseHost: dis.bootstrap.host,
+        });
       server.serve(
         endpoint,
         disaggGenerateHandler(driver, dis, {
           workerId: id,
           clock: scheduler.clock,
           speedupRatio: cfg.speedupRatio,
+          bootstrap,
           topologyDomains: c.runtimeConfig?.topology_domains,
           kvTransferDomain: c.runtimeConfig?.kv_transfer_domain,
         }),
@@ -235,7 +245,7 @@ export class SimWorker {
               : {}),
           runtime_config: {
             ...c.runtimeConfig,
-            ...(dis?.bootstrap ? { disaggregated_endpoint: dis.bootstrap } : {}),
+            ...(bootstrap ? { disaggregated_endpoint: { host: bootstrap.host, port: bootstrap.port } } : {}),
             total_kv_blocks: cfg.numGpuBlocks,
             max_num_batched_tokens: cfg.maxNumBatchedTokens,
             max_num_seqs: cfg.maxNumSeqs,
@@ -262,9 +272,11 @@ export class SimWorker {
         load,
       );
       w.relay = relay;
+      w.bootstrap = bootstrap;
       return w;
     } catch (e) {
       server?.abort();
+      await bootstrap?.close().catch(() => undefined);
       await relay?.close().catch(() => undefined);
       await publisher?.close().catch(() => undefined);
       await o.eventPlane?.close().catch(() => undefined);
@@ -288,6 +300,7 @@ export class SimWorker {
       await this.server.close({ graceMs: opts.graceMs ?? 0 });
       this.driver.stop(new KvrError('engine_shutdown', `worker ${u64ToHex(this.instanceId)} shut down`, 503));
       this.load?.flush();
+      await this.bootstrap?.close();
       await this.relay?.close();
       await this.publisher.close();
       await this.eventPlane?.close();
@@ -304,6 +317,7 @@ export class SimWorker {
     this.server.abort();
     this.driver.stop(new KvrError('disconnected', 'worker crashed', 502));
     this.discovery.abandon();
+    void this.bootstrap?.close();
     void this.relay?.close();
     void this.eventPlane?.close();
   }
