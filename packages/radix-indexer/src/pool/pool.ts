@@ -49,6 +49,12 @@ const BUILDER_WORDS = BATCH_BLOCKS * 4 + (BATCH_BLOCKS / 16) * STORED_HEADER + 1
 const MIN_BUILDER_WORDS = 1024;
 
 class OpsBuilder {
+  buf: Int32Array;
+  len = 0;
+  blocks = 0;
+  register: [number, bigint, number][] = [];
+  release: number[] = [];
+
   /**
    * Every sealed buffer is transferred to a writer, so each builder allocates a fresh (zeroed)
    * one: sized like the last run of its lane, not a full batch, so the frequent partial seals of
@@ -57,11 +63,6 @@ class OpsBuilder {
   constructor(words = BUILDER_WORDS) {
     this.buf = new Int32Array(Math.min(BUILDER_WORDS, Math.max(MIN_BUILDER_WORDS, words)));
   }
-  buf: Int32Array;
-  len = 0;
-  blocks = 0;
-  register: [number, bigint, number][] = [];
-  release: number[] = [];
 
   ensure(n: number): void {
     if (this.len + n <= this.buf.length) return;
