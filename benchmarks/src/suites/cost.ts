@@ -1,9 +1,11 @@
 /**
  * core-cost hot paths, per routing decision and per lifecycle event:
  * - score: computeCosts + pick over 64 / 256 candidates (T = 0 and T = 0.5);
- * - loads: MultiWorkerSequences.fillLoads for 256 ranks with a 128-block prompt (prefix-depth
- *   binary search per rank) — the full snapshot the router takes before scoring;
- * - book: addRequest + free of a 128-block prompt on a rank already holding 1000 requests;
+ * - loads: MultiWorkerSequences.fillLoads for 256 ranks with a 128-block prompt (one walk of the
+ *   holder tree for every rank's prefix depth, flat per-slot load rows), looked up by rank and
+ *   with the (slot, generation) the router caches — the full snapshot taken before scoring;
+ * - book: addRequest + free of a 128-block prompt on a rank already holding 1000 requests, and of
+ *   a 2048-block (32k-token) prompt sharing 1024 blocks with live requests, on one of 256 ranks;
  * - output: addOutputTokens per streamed token on a 128-block request with osl;
  * - queue: push + pop at a depth of 10 000.
  * Figures: median ns per operation (median of reps of the mean over a batch).
@@ -63,7 +65,7 @@ export const suite: Suite = {
     const rows: Row[] = [];
     const reps = ctx.quick ? 5 : 15;
     const r = rng(42);
-    const total = 8;
+    const total = 9;
     let done = 0;
     const step = (label: string) => ctx.progress(label, ++done, total);
 
@@ -118,10 +120,21 @@ export const suite: Suite = {
     for (let i = 0; i < ranks; i++) batch.workers[i] = rank(i);
     const loadNs = medianNs(() => m.fillLoads(batch, prompt, 0), ctx.quick ? 500 : 5000, reps);
     rows.push({
-      name: `fillLoads, ${ranks} ranks, 128-block prompt`,
+      name: `fillLoads, ${ranks} ranks, 128-block prompt (rank lookup)`,
       value: loadNs,
       unit: 'ns/decision',
       extra: { nsPerCandidate: +(loadNs / ranks).toFixed(1) },
+    });
+    for (let i = 0; i < ranks; i++) {
+      batch.loadSlot[i] = m.slotOf(rank(i));
+      batch.loadGen[i] = m.slotGen(batch.loadSlot[i]);
+    }
+    const slotNs = medianNs(() => m.fillLoads(batch, prompt, 0), ctx.quick ? 500 : 5000, reps);
+    rows.push({
+      name: `fillLoads, ${ranks} ranks, 128-block prompt (cached slots, as the router)`,
+      value: slotNs,
+      unit: 'ns/decision',
+      extra: { nsPerCandidate: +(slotNs / ranks).toFixed(1) },
     });
     step('loads');
 
@@ -152,6 +165,34 @@ export const suite: Suite = {
       extra: { nsPerBlock: +(bookNs / 128).toFixed(1) },
     });
     step('book');
+
+    // 32k-token prompts on 256 ranks: each rank holds 4 half-prompts of 4 of 16 families; a
+    // booking shares 1024 blocks of its family with the rank and adds 1024 (as in `pnpm bench router`).
+    const big = new MultiWorkerSequences({ blockSize: 16, randomU32: r.u32 });
+    const fams = Array.from({ length: 16 }, (_, f) => chain(50_000 + f, 2048));
+    for (let i = 0; i < ranks; i++)
+      for (let k = 0; k < 4; k++)
+        big.addRequest(rank(i), { requestId: `g${i}-${k}`, isl: 1024 * 16, seqHashes: fams[(i + k) % 16].subarray(0, 2048) }, 0);
+    const bigPrompts = Array.from({ length: 64 }, (_, k) => {
+      const p = fams[k % 16].slice();
+      p.set(chain(60_000 + k, 512), 2 * 1536);
+      return p;
+    });
+    const bigNs = medianNs(
+      (i) => {
+        const id = `big${i}`;
+        big.addRequest(rank((i * 37) & 255), { requestId: id, isl: 2048 * 16, seqHashes: bigPrompts[i & 63] }, 1);
+        big.free(id, 1);
+      },
+      ctx.quick ? 200 : 2000,
+      reps,
+    );
+    rows.push({
+      name: 'addRequest + free, 2048-block prompt, 256 ranks x 4 live half-prompts',
+      value: bigNs,
+      unit: 'ns/request',
+      extra: { nsPerBlock: +(bigNs / 2048).toFixed(1) },
+    });
 
     // --- output tokens -------------------------------------------------------------------
     const out = new MultiWorkerSequences({ blockSize: 16, trackOutputBlocks: true, randomU32: r.u32 });

@@ -3,10 +3,10 @@
  * (a) ours: computeLocalBlockHashes + computeSequenceHashes into reused pair arrays;
  * (b) oracle: @node-rs/xxhash (native XXH3) called per block on a per-block view, bigint
  *     results collected, sequence hashes by the oracle too (LE64 ‖ LE64 in a reused buffer).
- * (c) fused: computeBlockAndSequenceHashes (one call, unrolled 16-token path), what the router runs.
- * Figures: median ns per prompt and per block, ratio b/a (target >= 1.3), ratio a/c.
+ * 16-token blocks take the unrolled 64-byte path of computeLocalBlockHashes.
+ * Figures: median ns per prompt and per block, ratio b/a (target >= 1.3).
  */
-import { computeBlockAndSequenceHashes, computeLocalBlockHashes, computeSequenceHashes, pairsToU64s } from '@kvrouter/protocols';
+import { computeLocalBlockHashes, computeSequenceHashes, pairsToU64s } from '@kvrouter/protocols';
 import { Rng } from '@kvrouter/testkit';
 import xxhash from '@node-rs/xxhash';
 import type { Row, Suite, SuiteContext } from '../harness.js';
@@ -70,10 +70,6 @@ export const suite: Suite = {
       if (ours.length !== theirs.length || ours.some((v, i) => v !== theirs[i])) {
         throw new Error(`hashing: pure-JS and oracle sequence hashes differ for len=${len} bs=${bs}`);
       }
-      const fusedLocal = new Uint32Array(2 * n);
-      const fusedSeq = new Uint32Array(2 * n);
-      computeBlockAndSequenceHashes(prompts[0], bs, undefined, fusedLocal, fusedSeq);
-      if (pairsToU64s(fusedSeq).some((v, i) => v !== theirs[i])) throw new Error(`hashing: fused hashes differ for len=${len} bs=${bs}`);
       const iters = Math.max(4, Math.round((ctx.quick ? 2e6 : 8e6) / len));
       const fa = (i: number) => {
         computeSequenceHashes(computeLocalBlockHashes(prompts[i % PROMPTS], bs, undefined, local), seq);
@@ -81,25 +77,17 @@ export const suite: Suite = {
       const fb = (i: number) => {
         oracle(prompts[i % PROMPTS], bs, pair, pairBytes);
       };
-      const fc = (i: number) => {
-        computeBlockAndSequenceHashes(prompts[i % PROMPTS], bs, undefined, fusedLocal, fusedSeq);
-      };
       timeNs(fa, iters);
       timeNs(fb, iters);
-      timeNs(fc, iters);
       // Interleaved reps: on a shared, noisy machine both sides see the same conditions, and the
       // ratio is taken per rep before the median.
       const ta: number[] = [];
       const tb: number[] = [];
-      const tc: number[] = [];
       const ratios: number[] = [];
-      const fusedRatios: number[] = [];
       for (let r = 0; r < reps; r++) {
         ta.push(timeNs(fa, iters));
         tb.push(timeNs(fb, iters));
-        tc.push(timeNs(fc, iters));
         ratios.push(tb[r] / ta[r]);
-        fusedRatios.push(ta[r] / tc[r]);
         ctx.progress(`hashing ${len / 1024}k bs=${bs}`, r + 1, reps);
       }
       const a = median(ta);
@@ -108,9 +96,6 @@ export const suite: Suite = {
       rows.push({ name: `ours ${label}`, value: a, unit: 'ns/prompt', extra: { 'ns/block': a / n } });
       rows.push({ name: `@node-rs/xxhash ${label}`, value: b, unit: 'ns/prompt', extra: { 'ns/block': b / n } });
       rows.push({ name: `ratio oracle/ours ${label}`, value: median(ratios), unit: 'x', extra: { min: Math.min(...ratios), target: 1.3 } });
-      const c = median(tc);
-      rows.push({ name: `fused ${label}`, value: c, unit: 'ns/prompt', extra: { 'ns/block': c / n } });
-      rows.push({ name: `ratio ours/fused ${label}`, value: median(fusedRatios), unit: 'x', extra: { min: Math.min(...fusedRatios) } });
     }
     return Promise.resolve(rows);
   },

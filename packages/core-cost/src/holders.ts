@@ -242,28 +242,38 @@ export class HolderTree {
     depth.fill(0, 0, this.nextSlot);
     const n = seq.length;
     let node = this.root;
+    let prev: GNode | null = null;
+    let prevDepth = 0;
     let pos = 0;
     while (pos < n) {
       const c = this.child(node, seq[pos], seq[pos + 1]);
-      if (c === null) return;
+      if (c === null) break;
+      // Ranks of the previous node that do not continue into c stop at its end.
+      if (prev !== null) assign(prev.bits, c.bits, prevDepth, depth);
       const m = Math.min(c.len, (n - pos) >> 1);
       const s = c.src;
       let k = 1;
       for (let a = c.from + 2, b = pos + 2; k < m && s[a] === seq[b] && s[a + 1] === seq[b + 1]; a += 2, b += 2) k++;
-      // Every rank in c's set holds at least this far; deeper nodes overwrite for their ranks.
-      const d = (pos >> 1) + k;
-      const bits = c.bits;
-      for (let w = 0; w < bits.length; w++) {
-        let x = bits[w];
-        while (x !== 0) {
-          const low = x & -x;
-          depth[32 * w + 31 - Math.clz32(low)] = d;
-          x ^= low;
-        }
-      }
-      if (k < c.len) return;
+      prev = c;
+      prevDepth = (pos >> 1) + k;
+      if (k < c.len) break;
       pos += 2 * k;
       node = c;
+    }
+    if (prev !== null) assign(prev.bits, EMPTY_BITS, prevDepth, depth);
+  }
+
+}
+
+/** depth[s] = d for every slot s in `a` and not in `b` (words past an array's end are 0). */
+function assign(a: Uint32Array, b: Uint32Array, d: number, depth: Int32Array): void {
+  for (let w = 0; w < a.length; w++) {
+    let x = a[w];
+    if (w < b.length) x &= ~b[w];
+    while (x !== 0) {
+      const low = x & -x;
+      depth[32 * w + 31 - Math.clz32(low)] = d;
+      x ^= low;
     }
   }
 }

@@ -652,10 +652,11 @@ export class KvRouter {
     if (!s || s.size === 0) return;
     const byKey = this.workers.byKey;
     const epoch = this.epoch;
-    for (const [key, v] of s) {
+    // forEach: `for (const [k, v] of map)` allocates an entry array per matched rank.
+    s.forEach((v, key) => {
       const r = byKey.get(key);
       if (r !== undefined && r.candEpoch === epoch) dev[r.candIndex] = v;
-    }
+    });
   }
 
   /** AddRequest on the chosen rank (§9.2) and its replica-sync event (§5.4). */
