@@ -26,6 +26,8 @@ export interface ScenarioOptions {
   /** Transfer policy every worker publishes; null = no topology at all. */
   enforcement: 'required' | 'preferred' | null;
   preferredWeight?: number;
+  /** Prefill workers listen on a bootstrap port (OS-assigned): the frontend uses the bootstrap variant. */
+  bootstrap?: boolean;
   engine?: EngineConfig;
   frontendArgs?: string[];
   log?: Logger;
@@ -100,7 +102,12 @@ export class DisaggScenario {
         eventPlane: (id) => bus.plane({ publisherId: id }),
         engine,
         card: { runtimeConfig: rc },
-        disagg: { mode: role, kvBytesPerToken: 114_688, bandwidthGBps: 64 },
+        disagg: {
+          mode: role,
+          kvBytesPerToken: 114_688,
+          bandwidthGBps: 64,
+          ...(o.bootstrap ? { bootstrapPorts: [0] } : {}),
+        },
       });
       fleets.push(f);
       for (const w of f.workers) zoneOf.set(w.instanceId.toString(), zone);

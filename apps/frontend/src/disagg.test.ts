@@ -141,6 +141,31 @@ describe('disaggregated serving across two topology domains', () => {
   }, 30_000);
 });
 
+describe('bootstrap variant', () => {
+  it('prefill in the background, decode dispatched at once and waiting for the room; required still holds', async () => {
+    sc = await DisaggScenario.start({
+      enforcement: 'required',
+      bootstrap: true,
+      zones: [
+        { name: 'z1', prefill: 1, decode: 1 },
+        { name: 'z2', prefill: 1, decode: 1 },
+      ],
+    });
+    const st = await sc.run({ requests: 40, concurrency: 4, promptLen: 96, maxTokens: 3 });
+    expect(st.firstError).toBeNull();
+    expect(st.ok).toBe(40);
+    expect(st.crossDomain).toBe(0);
+    const model = sc.fe.registry.models.get('mock-model')!;
+    expect(model.disagg.bootstrapLegs).toBe(40);
+    expect(model.disagg.sequentialLegs).toBe(0);
+    expect(sc.prefillSubmitted('z1') + sc.prefillSubmitted('z2')).toBe(40);
+    for (const f of sc.decodeFleets.values())
+      for (const w of f.workers) expect(w.engine.stats().prefillTokensComputed).toBe(0);
+    // every background prefill ended and released its prefill-router booking
+    await sc.until(() => model.disagg.sets.every((s) => s.router.liveRequestCount === 0));
+  }, 60_000);
+});
+
 describe('topology diagnostics', () => {
   it('a prefill worker without published metadata among ones with it: served unconstrained, counted and logged', async () => {
     const log = capture();

@@ -69,6 +69,9 @@ export class DisaggState {
   activated = false;
   private rr = 0;
   private readonly counts = new Map<TopologySymptom, number>();
+  /** Prefill legs run to completion before decode / run in the background (bootstrap variant). */
+  sequentialLegs = 0;
+  bootstrapLegs = 0;
 
   constructor(
     readonly model: string,
@@ -181,8 +184,10 @@ export async function runPrefillLeg(a: PrefillLegArgs): Promise<DecodeLeg | null
   const queryOnly = isQueryOnly(a.nvext);
   const { session_control: _s, ...prefillNvext } = a.nvext;
   const router = pset.router;
+  // Its own id: a bootstrap prefill can outlive this attempt (a migration retry runs a new leg).
+  const pid = `${a.requestId}/prefill-${++prefillSeq}`;
   const pd = await router.route({
-    requestId: a.requestId,
+    requestId: pid,
     tokens: a.tokens,
     nvext: prefillNvext,
     pinHeader: a.prefillHeader,
@@ -191,7 +196,7 @@ export async function runPrefillLeg(a: PrefillLegArgs): Promise<DecodeLeg | null
   const m = topologyMetrics(a.registry);
   const ep = TopologyMetrics.labels(a.decodeSet);
   const hex = u64ToHex(pd.workerId);
-  const free = (): void => void router.free(a.requestId);
+  const free = (): void => void router.free(pid);
   let derived: DerivedConstraints;
   let merged: RoutingConstraints;
   try {
@@ -249,14 +254,35 @@ export async function runPrefillLeg(a: PrefillLegArgs): Promise<DecodeLeg | null
   }
 
   let params: Record<string, unknown> | null = null;
-  if (!queryOnly) {
+  const boot = bootstrapEndpoint(pset.workers.get(pd.workerId)?.card?.runtime_config.disaggregated_endpoint);
+  const observe = (p: Record<string, unknown>): void => {
+    const ms = p.transfer_ms;
+    if (typeof ms === 'number' && ms >= 0) a.onTransferSeconds?.(ms / 1000);
+  };
+  if (queryOnly) {
+    // routed only: nothing dispatched, nothing booked
+  } else if (boot) {
+    // Bootstrap variant: prefill runs in the background (not cancelled when the client goes away);
+    // decode goes now and waits for the room at the prefill worker's bootstrap endpoint.
+    st.bootstrapLegs++;
+    void dispatchPrefill({ ...a, signal: new AbortController().signal }, pset, pd, pid)
+      .then(observe, (e: unknown) => a.log.warn(`prefill ${pid} on ${hex} failed: ${(e as Error).message}`))
+      .finally(free);
+    params = {
+      prefill_worker_id: hex,
+      prefill_dp_rank: pd.dpRank,
+      bootstrap_host: boot.host,
+      bootstrap_port: boot.port,
+      bootstrap_room: pid,
+    };
+  } else {
+    st.sequentialLegs++;
     try {
-      params = await dispatchPrefill(a, pset, pd);
+      params = await dispatchPrefill(a, pset, pd, pid);
     } finally {
       free();
     }
-    const ms = params.transfer_ms;
-    if (typeof ms === 'number' && ms >= 0) a.onTransferSeconds?.(ms / 1000);
+    observe(params);
   }
 
   const nv: Nvext = { ...a.nvext };
@@ -299,6 +325,7 @@ async function dispatchPrefill(
   a: PrefillLegArgs,
   pset: WorkerSet,
   pd: RoutingDecision,
+  pid: string,
 ): Promise<Record<string, unknown>> {
   const transport = pset.transportOf(pd.workerId);
   if (!transport)
@@ -308,7 +335,7 @@ async function dispatchPrefill(
       503,
     );
   const payload: GenerateRequest = {
-    request_id: a.requestId,
+    request_id: pid,
     model: a.model,
     token_ids: a.tokens,
     dp_rank: pd.dpRank,
@@ -322,7 +349,7 @@ async function dispatchPrefill(
     })) {
       if (first && item.token_ids.length > 0) {
         first = false;
-        pset.router.markPrefillCompleted(a.requestId);
+        pset.router.markPrefillCompleted(pid);
       }
       if (item.disaggregated_params !== undefined) params = item.disaggregated_params;
       if (item.finish_reason === 'error')
@@ -345,6 +372,24 @@ async function dispatchPrefill(
       502,
     );
   return params as Record<string, unknown>;
+}
+
+let prefillSeq = 0;
+
+/** `runtime_config.disaggregated_endpoint` as `{host, port}`, or null (no bootstrap variant). */
+function bootstrapEndpoint(v: unknown): { host: string; port: number } | null {
+  if (typeof v !== 'object' || v === null) return null;
+  const { host, port } = v as { host?: unknown; port?: unknown };
+  if (
+    typeof host !== 'string' ||
+    host === '' ||
+    typeof port !== 'number' ||
+    !Number.isInteger(port) ||
+    port < 1 ||
+    port > 65535
+  )
+    return null;
+  return { host, port };
 }
 
 function anyDecodeSatisfies(set: WorkerSet, c: RoutingConstraints): boolean {

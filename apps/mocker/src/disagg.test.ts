@@ -166,7 +166,6 @@ describe('mocker in prefill and decode mode (tcp request plane)', () => {
       expect(params.transfer_ms).toBeCloseTo(0.0625, 9);
       expect(params.kv_bytes).toBe(40_000_000);
       expect(params.bootstrap_port).toBe(ep.port);
-      expect(params.bootstrap_room).toBe('p1');
 
       const dw = dec.fleet.workers[0];
       const out = await drain(client, dw.instance.transport, {

@@ -118,11 +118,9 @@ describe('bootstrap variant through the generate handlers', () => {
     await p.done;
     await d.done;
     const pItem = p.got[0]!;
-    expect(pItem.item.disaggregated_params).toMatchObject({
-      bootstrap_room: 'req-1',
-      bootstrap_port: b.port,
-      prompt_tokens: 200,
-    });
+    expect(pItem.item.disaggregated_params).toMatchObject({ bootstrap_port: b.port, prompt_tokens: 200 });
+    // the room is in the request the frontend builds, not in the finished prefill's parameters
+    expect(pItem.item.disaggregated_params!.bootstrap_room).toBeUndefined();
     expect(d.got.flatMap((g) => g.item.token_ids)).toHaveLength(3);
     expect(d.got[0]!.t).toBeGreaterThanOrEqual(pItem.t);
     expect(dDriver.engine.stats().prefillTokensComputed).toBe(0);

@@ -256,13 +256,8 @@ export function disaggGenerateHandler(
       prompt_tokens: isl,
       kv_bytes: isl * opts!.kvBytesPerToken,
       transfer_ms: ms,
-      ...(info.bootstrap
-        ? {
-            bootstrap_host: info.bootstrap.host,
-            bootstrap_port: info.bootstrap.port,
-            bootstrap_room: req.requestId,
-          }
-        : {}),
+      // Where a decode worker could meet this worker; no room: the request is finished when this item arrives.
+      ...(info.bootstrap ? { bootstrap_host: info.bootstrap.host, bootstrap_port: info.bootstrap.port } : {}),
       ...(info.topologyDomains ? { topology_domains: info.topologyDomains } : {}),
       ...(info.kvTransferDomain != null ? { kv_transfer_domain: info.kvTransferDomain } : {}),
     };
