@@ -11,7 +11,7 @@ import {
 } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer } from '@kvrouter/radix-indexer';
 import { describe, expect, it } from 'vitest';
-import { parseRequestRef, parseRoute, toRouteRequest } from './api.js';
+import { forwardPayload, parseRequestRef, parseRoute, toRouteRequest } from './api.js';
 import { parseEndpointPath, splitEndpointArg } from './args.js';
 import { ServedIndexer } from './served-indexer.js';
 
@@ -58,6 +58,11 @@ describe('route / free payloads', () => {
       expect((e as { status: number }).status).toBe(400);
       expect((e as { detail: { field: string } }).detail.field).toBe(field);
     }
+  });
+
+  it('generate forwards the worker payload without the router-only fields', () => {
+    const body = { token_ids: [1], model: 'm', stop_conditions: { max_tokens: 2 }, query_only: false, backend_instance_id: 5, router_config_override: {}, lora_name: 'x', dp_rank: 3 };
+    expect(forwardPayload(body, 'r9', 1)).toEqual({ token_ids: [1], model: 'm', stop_conditions: { max_tokens: 2 }, request_id: 'r9', dp_rank: 1 });
   });
 
   it('free and mark_prefill_completed need a request id', () => {

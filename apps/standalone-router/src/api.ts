@@ -9,6 +9,8 @@ import type { RouteRequest, RoutingDecision } from '@kvrouter/router';
 export const ROUTE_ENDPOINT = 'route';
 export const MARK_PREFILL_COMPLETED_ENDPOINT = 'mark_prefill_completed';
 export const FREE_ENDPOINT = 'free';
+/** Route + forward (upstream's `generate` on the router component): the §5.7 generate payload in, the worker's items out. */
+export const GENERATE_VIA_ROUTER_ENDPOINT = 'generate';
 /** Component of the standalone router's own endpoints (upstream `python -m dynamo.router` serves under `router`). */
 export const ROUTER_COMPONENT = 'router';
 
@@ -107,6 +109,21 @@ export function parseRoute(v: unknown, makeId: () => string): RoutePayload {
   }
   const ov = overrides(o.router_config_override);
   if (ov) out.router_config_override = ov;
+  return out;
+}
+
+/** Router-only fields, not forwarded to the worker. */
+const ROUTER_FIELDS = ['query_only', 'backend_instance_id', 'router_config_override', 'lora_name'];
+
+/**
+ * The worker's §5.7 `generate` payload for a routed request: the caller's payload without the
+ * router-only fields, with the request id and the chosen rank.
+ */
+export function forwardPayload(body: unknown, requestId: string, dpRank: number): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...obj(body) };
+  for (const k of ROUTER_FIELDS) delete out[k];
+  out.request_id = requestId;
+  out.dp_rank = dpRank;
   return out;
 }
 

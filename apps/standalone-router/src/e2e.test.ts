@@ -58,7 +58,8 @@ describe('standalone router process with mocker workers on etcd + NATS', () => {
 
     // Registered as PROTOCOL §6.1 says: router-discovery under the worker component, its own endpoints under `router`.
     expect((await instances('backend', 'router-discovery')).map((i) => i.instance_id)).toEqual([router.routerId]);
-    expect((await instances('router', 'route')).map((i) => i.instance_id)).toEqual([router.routerId]);
+    for (const ep of ['route', 'mark_prefill_completed', 'free', 'generate'])
+      expect((await instances('router', ep)).map((i) => i.instance_id)).toEqual([router.routerId]);
     const served = await instances('backend', 'kv_indexer_query');
     expect(served.map((i) => i.instance_id)).toEqual([router.routerId]);
     expect(await instances('backend', 'kv_indexer_record_routing_decision')).toEqual([]);
@@ -114,6 +115,30 @@ describe('standalone router process with mocker workers on etcd + NATS', () => {
     expect(m).toContain(`dynamo_component_router_requests_total{dynamo_namespace="${NS}",dynamo_component="backend",dynamo_endpoint="generate"} 1`);
     expect(m).toMatch(/dynamo_component_router_time_to_first_token_seconds_count\{[^}]*\} 1/);
   }, 90_000);
+
+  it('generate through the router: routed, forwarded, streamed back, then freed', async () => {
+    const tokens = prompt(3);
+    const items: { token_ids: number[]; finish_reason?: string }[] = [];
+    for await (const item of client.stream<{ token_ids: number[]; finish_reason?: string }>(router.transport, 'generate', {
+      request_id: 'via-router',
+      model: 'mock-model',
+      token_ids: tokens,
+      stop_conditions: { max_tokens: 3 },
+      router_config_override: { router_temperature: 0 },
+    }))
+      items.push(item);
+    expect(items.flatMap((i) => i.token_ids)).toHaveLength(3);
+    expect(items.at(-1)!.finish_reason).toBe('length');
+    // Freed by the router itself at the end of the stream.
+    expect(await client.unary(router.transport, 'free', { request_id: 'via-router' })).toEqual({ request_id: 'via-router', found: false });
+    // The worker that served it now holds the prompt's 4 blocks, as the router's index shows.
+    await eventually(async () => {
+      const r = await client.unary<{ overlap_blocks: number }>(router.transport, 'route', { token_ids: tokens, query_only: true });
+      return r.overlap_blocks === 4;
+    }, 15_000, 'the forwarded prompt in the index');
+    const m = await (await fetch(`${router.systemUrl}/metrics`)).text();
+    expect(m).toContain(`dynamo_component_router_requests_total{dynamo_namespace="${NS}",dynamo_component="backend",dynamo_endpoint="generate"} 2`);
+  }, 60_000);
 
   it('answers bad input with 400 naming the field, unknown paths with 404', async () => {
     const bad = await post('/route', { token_ids: [1, 'x'] });

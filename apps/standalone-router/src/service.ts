@@ -49,11 +49,14 @@ import {
   type MemDiscoveryHub,
   type ModelDeploymentCard,
   type NatsConnection,
+  type RequestClient,
   type RequestServer,
 } from '@kvrouter/runtime';
 import {
   FREE_ENDPOINT,
+  GENERATE_VIA_ROUTER_ENDPOINT,
   MARK_PREFILL_COMPLETED_ENDPOINT,
+  forwardPayload,
   ROUTER_COMPONENT,
   ROUTE_ENDPOINT,
   parseRequestRef,
@@ -105,6 +108,7 @@ export class StandaloneRouter {
   private indexMetrics: KvIndexMetrics | null = null;
   private readonly registry = createRegistry();
   private served: ServedIndexer | null = null;
+  private client!: RequestClient;
 
   private constructor(
     readonly config: RouterAppConfig,
@@ -194,7 +198,7 @@ export class StandaloneRouter {
       onError: (e) => log.warn(`event plane: ${(e as Error).message}`),
     });
     this.cleanup.push(() => plane.close());
-    const client = new MultiTransportClient({ tcp: new TcpRequestClient(), ...(nc ? { nats_tcp: new NatsRequestClient(nc) } : {}) });
+    const client = (this.client = new MultiTransportClient({ tcp: new TcpRequestClient(), ...(nc ? { nats_tcp: new NatsRequestClient(nc) } : {}) }));
     this.cleanup.push(() => client.close());
 
     this.endpointMetrics = new RouterRequestMetrics(this.registry).forEndpoint(path);
@@ -285,8 +289,9 @@ export class StandaloneRouter {
     server.serve(ROUTE_ENDPOINT, (p, ctx) => this.route(p, ctx.signal));
     server.serve(MARK_PREFILL_COMPLETED_ENDPOINT, (p) => Promise.resolve(this.markPrefillCompleted(p)));
     server.serve(FREE_ENDPOINT, (p) => Promise.resolve(this.free(p)));
+    server.serve(GENERATE_VIA_ROUTER_ENDPOINT, (p, ctx) => this.generate(p, ctx.signal));
     const reg = (component: string, endpoint: string) => registerInstance(discovery, { namespace: ns, component, endpoint, transport: server.transport });
-    for (const ep of [ROUTE_ENDPOINT, MARK_PREFILL_COMPLETED_ENDPOINT, FREE_ENDPOINT]) await reg(ROUTER_COMPONENT, ep);
+    for (const ep of [ROUTE_ENDPOINT, MARK_PREFILL_COMPLETED_ENDPOINT, FREE_ENDPOINT, GENERATE_VIA_ROUTER_ENDPOINT]) await reg(ROUTER_COMPONENT, ep);
     await reg(comp, ROUTER_DISCOVERY_ENDPOINT);
 
     if (this.served) {
@@ -435,6 +440,32 @@ export class StandaloneRouter {
       this.endpointMetrics.observeKvHitRate(d.kvHitRate);
     }
     return routeReply(d);
+  }
+
+  /**
+   * `generate` on the router component (upstream's): route, forward the §5.7 generate payload to
+   * the chosen worker, stream its items back; the first item marks prefill completed, the end (any
+   * outcome, a caller cancel included) frees the booking. Worker errors reach the caller after the
+   * items that preceded them (migration is the caller's).
+   */
+  async *generate(body: unknown, signal: AbortSignal): AsyncGenerator<unknown> {
+    const b = body !== null && typeof body === 'object' && !Array.isArray(body) ? { ...(body as Record<string, unknown>), query_only: false } : body;
+    const d = await this.route(b, signal);
+    const ref = { request_id: d.request_id };
+    try {
+      const target = this.tracker.transportOf(d.worker_id);
+      if (!target) throw new KvrError('cannot_connect', `worker ${u64ToHex(d.worker_id)} left before dispatch`, 503);
+      let first = true;
+      for await (const item of this.client.stream(target, this.path.endpoint, forwardPayload(body, d.request_id, d.dp_rank), { signal })) {
+        if (first) {
+          this.markPrefillCompleted(ref);
+          first = false;
+        }
+        yield item;
+      }
+    } finally {
+      this.free(ref);
+    }
   }
 
   /** `mark_prefill_completed`: the request's first token arrived (its prefill load ends). */

@@ -12,6 +12,7 @@ import {
   type Instance,
   type ModelDeploymentCard,
   type TypedChange,
+  type Transport,
   type TypedWatch,
 } from '@kvrouter/runtime';
 
@@ -57,6 +58,12 @@ export class WorkerTracker {
     let n = 0;
     for (const e of this.entries.values()) if (e.ready) n++;
     return n;
+  }
+
+  /** Where a routable worker serves (null when it is not routable). */
+  transportOf(id: bigint): Transport | null {
+    const e = this.entries.get(id);
+    return e?.ready ? e.instance!.transport : null;
   }
 
   get modelNames(): string[] {
