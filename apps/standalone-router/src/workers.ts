@@ -83,7 +83,12 @@ export class WorkerTracker {
               this.hooks.onWarning(`discovery: ignoring ${ch.key}: ${ch.error.message}`);
               continue;
             }
-            apply(ch);
+            try {
+              apply(ch);
+            } catch (e) {
+              // One bad record (or a failing hook) must not end the watch.
+              this.hooks.onWarning(`discovery: ${ch.key}: ${(e as Error).message}`);
+            }
           }
         } catch (e) {
           if (!this.closed) this.hooks.onWarning(`discovery watch failed: ${(e as Error).message}`);
