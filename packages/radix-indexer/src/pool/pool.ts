@@ -46,29 +46,29 @@ const BATCH_BLOCKS = 8192;
 
 /** Words of one full batch of 16-block Stored events. */
 const BUILDER_WORDS = BATCH_BLOCKS * 4 + (BATCH_BLOCKS / 16) * STORED_HEADER + 1024;
-const MIN_BUILDER_WORDS = 1024;
+/** Spare op buffers kept per lane (one being filled, one in flight, a few sealed). */
+const SPARE_BUFFERS = 4;
+
+/**
+ * Op buffers live in SharedArrayBuffers: a task shares them with its writer (no transfer, no copy,
+ * no fresh zeroed allocation per batch), and they go back to their lane's spares once the task
+ * has completed, so a busy pool allocates none in the steady state.
+ */
+const sharedWords = (n: number): Int32Array => new Int32Array(new SharedArrayBuffer(n * 4));
 
 class OpsBuilder {
-  buf: Int32Array;
   len = 0;
   blocks = 0;
   register: [number, bigint, number][] = [];
   release: number[] = [];
 
-  /**
-   * Every sealed buffer is transferred to a writer, so each builder allocates a fresh (zeroed)
-   * one: sized like the last run of its lane, not a full batch, so the frequent partial seals of
-   * a lightly loaded pool allocate little; `ensure` doubles it when a run outgrows that.
-   */
-  constructor(words = BUILDER_WORDS) {
-    this.buf = new Int32Array(Math.min(BUILDER_WORDS, Math.max(MIN_BUILDER_WORDS, words)));
-  }
+  constructor(public buf: Int32Array) {}
 
   ensure(n: number): void {
     if (this.len + n <= this.buf.length) return;
     let cap = this.buf.length * 2;
     while (cap < this.len + n) cap *= 2;
-    const b = new Int32Array(cap);
+    const b = sharedWords(cap);
     b.set(this.buf.subarray(0, this.len));
     this.buf = b;
   }
@@ -78,7 +78,7 @@ class OpsBuilder {
 }
 
 interface Batch {
-  /** One or more op runs, applied in order (views of whole buffers, transferred). */
+  /** One or more op runs, applied in order (views of shared op buffers). */
   ops: Int32Array[];
   blocks: number;
   register: [number, bigint, number][];
@@ -90,6 +90,8 @@ interface Lane {
   pool: Piscina;
   builder: OpsBuilder;
   sealed: Batch[];
+  /** Op buffers no task uses any more. */
+  spare: Int32Array[];
   /** An ops task is in flight. At most one at a time: piscina does not keep FIFO order. */
   busy: boolean;
   tail: Promise<void>;
@@ -158,7 +160,17 @@ export class PoolIndexer implements KvIndexer {
         idleTimeout: 2 ** 31 - 1,
         execArgv: entry.execArgv,
       });
-      this.lanes.push({ id: i, pool, builder: new OpsBuilder(), sealed: [], busy: false, tail: Promise.resolve(), slots: new Set(), workers: new Set() });
+      this.lanes.push({
+        id: i,
+        pool,
+        builder: new OpsBuilder(sharedWords(BUILDER_WORDS)),
+        sealed: [],
+        spare: [],
+        busy: false,
+        tail: Promise.resolve(),
+        slots: new Set(),
+        workers: new Set(),
+      });
     }
     if (this.approx) {
       this.tickTimer = setInterval(() => void this.expireNow(), 1000);
@@ -318,9 +330,9 @@ export class PoolIndexer implements KvIndexer {
   private seal(lane: Lane): void {
     const b = lane.builder;
     if (b.empty && b.release.length === 0) return;
-    // Hand the builder's own buffer over (no copy); the next builder starts with a fresh one.
+    // Hand the builder's own buffer over (no copy); the next builder takes a spare one.
     lane.sealed.push({ ops: [b.buf.subarray(0, b.len)], blocks: b.blocks, register: b.register, release: b.release });
-    lane.builder = new OpsBuilder(b.len + (b.len >> 2));
+    lane.builder = new OpsBuilder(lane.spare.pop() ?? sharedWords(BUILDER_WORDS));
   }
 
   private pump(): void {
@@ -354,7 +366,7 @@ export class PoolIndexer implements KvIndexer {
       approx: this.approxConfig(),
       maxBlocks: this.maxBlocks,
     };
-    const run = lane.pool.run(task, { transferList: batch.ops.map((o) => o.buffer as ArrayBuffer) }) as Promise<OpsResult>;
+    const run = lane.pool.run(task) as Promise<OpsResult>;
     lane.tail = run
       .then((res) => {
         this.reader.addCounts(res.counts);
@@ -363,6 +375,8 @@ export class PoolIndexer implements KvIndexer {
       .catch((e: unknown) => this.onCrash(lane, e))
       .finally(() => {
         this.inflightBlocks -= batch.blocks;
+        // The writer is done reading these (or died): reuse them.
+        for (const o of batch.ops) if (lane.spare.length < SPARE_BUFFERS) lane.spare.push(new Int32Array(o.buffer));
         for (const s of batch.release) {
           this.slots.recycle(s);
           lane.slots.delete(s);

@@ -1,6 +1,7 @@
 /**
  * Messages between the pool (main thread) and its writer threads. Ops travel as one Int32Array
- * per batch (transferred, not copied); each op starts with its code:
+ * per batch (a view of a SharedArrayBuffer the pool reuses once the task completes); each op
+ * starts with its code:
  *
  *   OP_STORED   slot, n, hasParent, parentExtLo, parentExtHi, then n × (extLo, extHi, localLo, localHi)
  *   OP_REMOVED  slot, n, then n × (extLo, extHi, 0, 0)
