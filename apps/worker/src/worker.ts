@@ -14,6 +14,7 @@ import {
   JetStreamEventSink,
   KvEventPublisher,
   VllmZmqIngest,
+  ZmqEventPlane,
   createEventPlane,
   kvEventsTopic,
   planeSink,
@@ -153,7 +154,10 @@ export async function startWorker(
         zmq: { broker: plan.zmqBroker },
       });
       cleanup.unshift(() => plane!.close());
-      sink = planeSink(plane, kvEventsTopic(plan.namespace, plan.component));
+      const topic = kvEventsTopic(plan.namespace, plan.component);
+      // Advertised before registration, so a router that discovers this worker connects before the first event.
+      if (plane instanceof ZmqEventPlane) await plane.announce(topic);
+      sink = planeSink(plane, topic);
     }
     const ranks = Array.from({ length: plan.dataParallelSize }, (_, r) => r);
     const publisher = new KvEventPublisher({

@@ -24,6 +24,7 @@ import {
   CoalescingLoadPublisher,
   KvEventPublisher,
   LoadChannel,
+  ZmqEventPlane,
   kvEventsTopic,
   planeSink,
   serveLocalIndexer,
@@ -172,9 +173,10 @@ export class SimWorker {
       const cfg = engine.config;
       const ranks = Array.from({ length: cfg.dataParallelSize }, (_, r) => r);
       const localIndexer = o.enableLocalIndexer ?? true;
-      const sink =
-        o.kvEventSink ??
-        (o.eventPlane ? planeSink(o.eventPlane, kvEventsTopic(o.namespace, o.component)) : null);
+      const topic = kvEventsTopic(o.namespace, o.component);
+      // Advertised before registration, so a router that discovers this worker connects before the first event.
+      if (!o.kvEventSink && o.eventPlane instanceof ZmqEventPlane) await o.eventPlane.announce(topic);
+      const sink = o.kvEventSink ?? (o.eventPlane ? planeSink(o.eventPlane, topic) : null);
       const pub = new KvEventPublisher({
         workerId: id,
         sink,

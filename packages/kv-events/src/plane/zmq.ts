@@ -77,16 +77,30 @@ export class ZmqEventPlane implements EventPlane {
 
   publish(topic: EventTopic, payload: Uint8Array): void {
     if (this.closed) return;
+    void this.announce(topic).catch(() => undefined);
+    this.queue.push(encodeZmqEventFrames(this.env.next(topic.subject, payload), topic.subject));
+    this.draining ??= this.drain();
+  }
+
+  /**
+   * Binds and advertises the topic's channel (direct mode) or connects to the brokers, without
+   * sending anything; `publish` does it on first use. A worker calls it at startup so that routers,
+   * which find publishers through discovery (a file backend polls), are connected before the first
+   * event instead of missing it and waiting for the next one to notice the gap.
+   */
+  announce(topic: EventTopic): Promise<void> {
+    if (this.closed) return Promise.resolve();
     const broker = this.opts.broker ?? null;
     if (broker !== null) {
       const ns = broker === 'discovery' ? topic.namespace : '';
-      if (!this.brokerReady.has(ns)) this.brokerReady.set(ns, this.connectPub(ns));
-    } else {
-      const key = channelKey(topic, this.publisherId);
-      if (!this.advertised.has(key)) this.advertised.set(key, this.advertise(key));
+      let p = this.brokerReady.get(ns);
+      if (!p) this.brokerReady.set(ns, (p = this.connectPub(ns)));
+      return p;
     }
-    this.queue.push(encodeZmqEventFrames(this.env.next(topic.subject, payload), topic.subject));
-    this.draining ??= this.drain();
+    const key = channelKey(topic, this.publisherId);
+    let p = this.advertised.get(key);
+    if (!p) this.advertised.set(key, (p = this.advertise(key)));
+    return p;
   }
 
   private pubSocket(): Publisher {
