@@ -4,6 +4,7 @@
  * them down cleanly on SIGINT / SIGTERM.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { inflateRawSync } from 'node:zlib';
 import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
 import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
@@ -88,7 +89,16 @@ export function resolveMockerConfig(argv: readonly string[], env: Record<string,
 export async function startMocker(config: MockerConfig, io: MockerIo): Promise<RunningMocker> {
   const plan = planFromConfig(config);
   for (const w of plan.warnings) io.log(`warning: ${w}`);
-  const timing = timingModelOf(plan.timing, { numGpuBlocks: config.numGpuBlocksOverride, blockSize: config.blockSize }, readTextOrNull);
+  const timing = timingModelOf(plan.timing, { numGpuBlocks: config.numGpuBlocksOverride, blockSize: config.blockSize }, readTextOrNull, {
+    readBytes: (path) => {
+      try {
+        return readFileSync(path);
+      } catch {
+        return null;
+      }
+    },
+    inflateRaw: (b) => inflateRawSync(b),
+  });
   const runtimeConfig = await topologyRuntimeConfig(config);
   const disagg = plan.disagg ? resolveDisagg(plan.disagg, config.modelPath, readModelConfig, io.log) : null;
   const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';

@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inflateRawSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
 import { AicModel, builtinModel } from '@kvrouter/aic-model';
@@ -202,6 +203,17 @@ describe('timingModelOf', () => {
     expect(missing!.message).toBe('--planner-profile-data /nope.json: cannot read the file');
     expect(() => timingModelOf({ kind: 'profile', path: '/bad' }, engine, () => '{"prefill_isl": [2, 1]}')).toThrow(
       /--planner-profile-data \/bad: prefill_isl\[1\]/,
+    );
+  });
+
+  it('profile: an upstream .npz (deflated members) through the binary reader', () => {
+    const fixture = new URL('../../../packages/engine-sim/src/testdata/profile-compressed.npz', import.meta.url);
+    const bin = { readBytes: (p: string) => (p === '/p.npz' ? readFileSync(fixture) : null), inflateRaw: (b: Uint8Array) => inflateRawSync(b) };
+    const t = timingModelOf({ kind: 'profile', path: '/p.npz' }, engine, () => null, bin)!;
+    // prefill_isl [100, 1100], prefill_ttft_ms [20, 70]: 600 → 20 + 0.5 · 50 = 45.
+    expect(t.prefillMs(600)).toBeCloseTo(45, 12);
+    expect(() => timingModelOf({ kind: 'profile', path: '/q.npz' }, engine, () => null, bin)).toThrow(
+      '--planner-profile-data /q.npz: cannot read the file',
     );
   });
 

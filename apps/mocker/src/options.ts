@@ -6,7 +6,15 @@
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
 import { AicModel, resolveAicModel } from '@kvrouter/aic-model';
-import { parsePlannerProfile, profileTiming, type EngineConfig, type ReasoningConfig, type TimingModel } from '@kvrouter/engine-sim';
+import {
+  parsePlannerProfile,
+  parsePlannerProfileNpz,
+  profileTiming,
+  type EngineConfig,
+  type InflateRaw,
+  type ReasoningConfig,
+  type TimingModel,
+} from '@kvrouter/engine-sim';
 import { autoStaggerMs } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
@@ -148,22 +156,33 @@ function timingPlan(c: MockerConfig, warnings: string[]): TimingPlan {
   return { kind: 'polynomial' };
 }
 
+/** Binary reads for `.npz` profiles: the file's bytes (null when unreadable) and a raw-deflate inflater. */
+export interface BinaryIo {
+  readBytes: (path: string) => Uint8Array | null;
+  inflateRaw: InflateRaw;
+}
+
 /**
  * The engine's pass-time model for a plan (undefined = the §17 polynomials). `readText` returns a
- * file's text or null when it cannot be read; problems become `MockerConfigError`s naming the flag.
+ * file's text or null when it cannot be read (`.npz` profiles go through `bin`); problems become
+ * `MockerConfigError`s naming the flag.
  */
 export function timingModelOf(
   t: TimingPlan,
   engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>,
   readText: (path: string) => string | null,
+  bin?: BinaryIo,
 ): TimingModel | undefined {
   const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
   if (t.kind === 'polynomial') return undefined;
   if (t.kind === 'profile') {
-    const text = readText(t.path);
-    if (text === null) throw new MockerConfigError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
+    const npz = /\.npz$/i.test(t.path);
+    const content = npz ? (bin?.readBytes(t.path) ?? null) : readText(t.path);
+    if (content === null) throw new MockerConfigError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
     try {
-      return profileTiming(parsePlannerProfile(text, t.path), totalKvTokens);
+      const profile =
+        typeof content === 'string' ? parsePlannerProfile(content, t.path) : parsePlannerProfileNpz(content, t.path, bin?.inflateRaw);
+      return profileTiming(profile, totalKvTokens);
     } catch (e) {
       throw new MockerConfigError(e instanceof Error ? e.message : String(e), '--planner-profile-data');
     }

@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
+import { inflateRawSync } from 'node:zlib';
 import { KvrError } from '@kvrouter/protocols';
 import { describe, expect, it } from 'vitest';
 import { SimEngine } from './engine.js';
-import { parsePlannerProfile, profileTiming } from './timing-profile.js';
+import { parsePlannerProfile, parsePlannerProfileNpz, profileTiming } from './timing-profile.js';
 
 const upstreamShape = {
   prefill_isl: [100, 1100],
@@ -90,5 +92,34 @@ describe('--planner-profile-data', () => {
       expect((e as KvrError).message).toContain(problem);
       expect((e as KvrError).detail).toEqual({ flag: '--planner-profile-data' });
     }
+  });
+});
+
+describe('--planner-profile-data as upstream .npz', () => {
+  // Written by numpy 2.4 (savez: stored zip64 members; savez_compressed: deflated) from the same
+  // arrays as `upstreamShape`, with int64 / int32 / float32 axes and decode_itl in Fortran order.
+  const npz = (f: string): Uint8Array => readFileSync(new URL(`./testdata/${f}`, import.meta.url));
+  const inflate = (b: Uint8Array): Uint8Array => inflateRawSync(b);
+
+  for (const [file, inflater] of [
+    ['profile.npz', undefined],
+    ['profile-compressed.npz', inflate],
+  ] as const) {
+    it(`${file}: the same times as the JSON form`, () => {
+      const t = profileTiming(parsePlannerProfileNpz(npz(file), file, inflater), 1000);
+      expect(t.prefillMs(600)).toBeCloseTo(45, 12);
+      expect(t.decodeStepMs!({ kvUsage: 0.6, batch: 2, contextTokens: 600 })).toBeCloseTo(11.4, 12);
+      // x = 100 (tx 0.1), y = 100: 4 + 0.1 · (10 − 4) = 4.6 (transposed: 4 + 0.1 · (8 − 4) = 4.4).
+      expect(t.decodeStepMs!({ kvUsage: 0.1, batch: 1, contextTokens: 100 })).toBeCloseTo(4.6, 12);
+      // decode_itl[1][0] = 10 at (x 1000, y 100); read as row-major it would be 8.
+      expect(t.decodeStepMs!({ kvUsage: 1, batch: 10, contextTokens: 1000 })).toBe(10);
+    });
+  }
+
+  it('names the flag and file for unreadable archives', () => {
+    expect(() => parsePlannerProfileNpz(npz('profile-compressed.npz'), 'c.npz')).toThrow(
+      /--planner-profile-data c.npz: not a readable .npz \(prefill_isl.npy: compressed member, no inflater\)/,
+    );
+    expect(() => parsePlannerProfileNpz(new Uint8Array(100), 'z.npz')).toThrow(/--planner-profile-data z.npz: not a readable .npz/);
   });
 });

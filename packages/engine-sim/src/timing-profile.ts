@@ -9,12 +9,13 @@
  *   "decode_itl": [[5, 6], [9, 12]] }
  * ```
  *
- * `decode_itl[i][j]` is the step time at x = `decode_active_kv_tokens[i]` and y =
+ * The `.npz` itself is read too (`parsePlannerProfileNpz`). `decode_itl[i][j]` is the step time at x = `decode_active_kv_tokens[i]` and y =
  * `decode_context_length[j]`. Either axis may instead be given as `decode_kv_usage` (active / total
  * KV, 0..1) or `decode_batch_size` (requests decoding). Prefill is linear in the pass's new tokens,
  * decode bilinear; both are clamped at the table's edges (no extrapolation) and decode is at least 1 ms.
  */
 import { KvrError } from '@kvrouter/protocols';
+import { parseNpz, type InflateRaw, type NpyArray } from './npz.js';
 import type { DecodeShape, TimingModel } from './timing.js';
 
 type XAxis = 'decode_active_kv_tokens' | 'decode_kv_usage';
@@ -67,18 +68,38 @@ function oneOf<K extends string>(o: Record<string, unknown>, keys: readonly K[],
   return present[0];
 }
 
-/** Parses and checks the file; every error names the flag, the file and the field. */
+/** Parses and checks a JSON file; every error names the flag, the file and the field. */
 export function parsePlannerProfile(text: string, source: string): PlannerProfile {
   let o: unknown;
   try {
     o = JSON.parse(text);
   } catch (e) {
-    fail(source, `not valid JSON (${e instanceof Error ? e.message : String(e)}); NPZ files must be converted to JSON first`);
+    fail(source, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
   }
   if (typeof o !== 'object' || o === null || Array.isArray(o)) fail(source, 'expected a JSON object of arrays');
-  const r = o as Record<string, unknown>;
-  // An unchecked typo (prefill_ttft instead of prefill_ttft_ms) would otherwise read as a missing field.
-  const prefillIsl = axis(r, 'prefill_isl', source, 0);
+  return profileFromArrays(o as Record<string, unknown>, source);
+}
+
+/** The same from upstream's `.npz` itself (`inflateRaw` for `savez_compressed` files). */
+export function parsePlannerProfileNpz(bytes: Uint8Array, source: string, inflateRaw?: InflateRaw): PlannerProfile {
+  let arrays: Map<string, NpyArray>;
+  try {
+    arrays = parseNpz(bytes, inflateRaw);
+  } catch (e) {
+    fail(source, `not a readable .npz (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const o: Record<string, unknown> = {};
+  for (const [k, a] of arrays) {
+    const flat = Array.from(a.data);
+    if (a.shape.length === 2) {
+      const cols = a.shape[1];
+      o[k] = Array.from({ length: a.shape[0] }, (_, i) => flat.slice(i * cols, (i + 1) * cols));
+    } else o[k] = flat;
+  }
+  return profileFromArrays(o, source);
+}
+
+function profileFromArrays(r: Record<string, unknown>, source: string): PlannerProfile {  const prefillIsl = axis(r, 'prefill_isl', source, 0);
   const prefillMs = values(r.prefill_ttft_ms, 'prefill_ttft_ms', prefillIsl.length, source);
   const decodeXAxis = oneOf(r, ['decode_active_kv_tokens', 'decode_kv_usage'] as const, source);
   const decodeYAxis = oneOf(r, ['decode_context_length', 'decode_batch_size'] as const, source);
