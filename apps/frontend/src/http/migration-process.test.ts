@@ -43,7 +43,8 @@ describe('migration with worker processes', () => {
         body: JSON.stringify({
           model: 'mock-model',
           messages: [{ role: 'user', content: 'a long answer please' }],
-          max_tokens: 150,
+          // Long enough to still be running when a slow (loaded) test process gets to the kill.
+          max_tokens: 400,
           stream: true,
           stream_options: { include_usage: true },
         }),
@@ -63,7 +64,7 @@ describe('migration with worker processes', () => {
         .filter((e) => e.startsWith('data: {'))
         .map((e) => JSON.parse(e.slice(6)) as { usage?: { completion_tokens: number } | null })
         .find((c) => c.usage)!;
-      expect(usage.usage!.completion_tokens).toBe(150);
+      expect(usage.usage!.completion_tokens).toBe(400);
       const m = await (await fetch(`${fe.url}/metrics`)).text();
       expect(m).toMatch(/dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/);
     } finally {

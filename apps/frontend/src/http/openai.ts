@@ -22,8 +22,18 @@ function usageOf(c: Completion) {
   };
 }
 
-/** JSON with lossless u64 only where needed (response `nvext` carries worker ids). */
-const json = (v: Record<string, unknown>): string => (v.nvext === undefined ? JSON.stringify(v) : stringifyJson(v));
+/**
+ * JSON with lossless u64 only where needed: response `nvext` may carry worker ids as bigints, which
+ * the native writer refuses (TypeError), and only then the slower lossless writer runs.
+ */
+function json(v: Record<string, unknown>): string {
+  if (v.nvext === undefined) return JSON.stringify(v);
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return stringifyJson(v);
+  }
+}
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
