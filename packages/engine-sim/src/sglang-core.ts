@@ -356,7 +356,8 @@ export class SglangCore {
         (n + alloc + outputReserve >= remTotal && !(first && this.running.length === 0)) ||
         !this.makeRoomFor(r, n + alloc, first)
       ) {
-        if (fresh) this.unlock(r);
+        // Not admitted after all: give back what lockPrefix took.
+        if (fresh) this.releaseKv(r);
         break;
       }
       this.waiting.shift();
@@ -407,11 +408,6 @@ export class SglangCore {
     r.node = m.node;
     this.cache.lockPath(m.node);
     return m.len;
-  }
-
-  /** Releases what `lockPrefix` took for a request that was not admitted after all. */
-  private unlock(r: SglRequest): void {
-    this.releaseKv(r);
   }
 
   /**
