@@ -10,9 +10,16 @@
  *    and publish + local indexer.
  * 2. Event plane relay: 256-byte messages from one `ZmqEventPlane` to another, direct and through an
  *    in-process `ZmqBroker` (its proxy runs on a libzmq thread), same flow control.
+ * 3. What the adapter adds per request: a vLLM-compatible mocker process (speedup 1000, so engine
+ *    time is small) and a worker adapter process in front of it; the same streamed requests sent
+ *    sequentially straight to the engine's HTTP API and through the adapter (tcp request plane),
+ *    time to first token and to the last one.
  */
-import { fork } from 'node:child_process';
-import { loadavg } from 'node:os';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { VllmKvEventDecoder, encodeMsgpack } from '@kvrouter/protocols';
 import {
@@ -25,9 +32,15 @@ import {
   parseBrokerUrl,
   type VllmPublishEvent,
 } from '@kvrouter/kv-events';
-import { MemDiscoveryHub } from '@kvrouter/runtime';
+import {
+  MemDiscoveryHub,
+  TcpRequestClient,
+  createDiscovery,
+  parseInstance,
+  type Transport,
+} from '@kvrouter/runtime';
 import { Rng } from '@kvrouter/testkit';
-import type { Row, Suite } from '../harness.js';
+import { stats, type Row, type Suite } from '../harness.js';
 
 const BS = 16;
 const EVENT_BLOCKS = 32;
@@ -279,6 +292,172 @@ async function relay(messages: number, viaBroker: boolean): Promise<Row> {
   };
 }
 
+const appScript = (p: string) => fileURLToPath(new URL(`../../../apps/${p}`, import.meta.url));
+
+function startApp(script: string, args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--conditions=source', '--import', 'tsx', appScript(script), ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+const firstLine = (c: ChildProcess, re: RegExp): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const rl = createInterface({ input: c.stdout! });
+    rl.on('line', (l) => {
+      if (re.test(l)) {
+        rl.close();
+        resolve(l);
+      }
+    });
+    c.once('exit', (code) => reject(new Error(`${script(c)} exited with ${code}`)));
+  });
+const script = (c: ChildProcess) => c.spawnargs.find((a) => a.endsWith('.ts')) ?? 'child';
+
+async function adapterOverhead(
+  requests: number,
+  ctx: { progress(l: string, d: number, t: number): void },
+): Promise<Row[]> {
+  const env = { DYN_FILE_KV: mkdtempSync(join(tmpdir(), 'kvr-bench-fkv-')) };
+  const engine = startApp(
+    'mocker/src/main.ts',
+    [
+      '--model-path',
+      'bench',
+      '--http-host',
+      '127.0.0.1',
+      '--http-ports',
+      '0',
+      '--zmq-kv-events-ports',
+      '0',
+      '--block-size',
+      '16',
+      '--speedup-ratio',
+      '1000',
+    ],
+    {},
+  );
+  const children = [engine];
+  try {
+    const e = (
+      JSON.parse(await firstLine(engine, /^\{"engines"/)) as {
+        engines: Array<{ http: string; kv_events: string[] }>;
+      }
+    ).engines[0];
+    const worker = startApp(
+      'worker/src/main.ts',
+      [
+        '--engine-url',
+        e.http,
+        '--block-size',
+        '16',
+        '--kv-events-endpoint',
+        e.kv_events[0],
+        '--discovery-backend',
+        'file',
+      ],
+      env,
+    );
+    children.push(worker);
+    const id = BigInt(
+      (JSON.parse(await firstLine(worker, /^\{"instance_id"/)) as { instance_id: string }).instance_id,
+    );
+    const d = await createDiscovery({ backend: 'file', fileRoot: env.DYN_FILE_KV });
+    const inst = (await d.list('v1/instances/dynamo/backend/generate/'))
+      .map((kv) => parseInstance(kv.value))
+      .find((i) => i.instance_id === id)!;
+    await d.close();
+    const transport: Transport = inst.transport;
+    const client = new TcpRequestClient();
+    const prompt = (i: number) => Array.from({ length: 64 }, (_, k) => 1 + ((i * 64 + k) % 30000));
+    const MAX = 32;
+
+    const direct = async (i: number): Promise<[number, number]> => {
+      const t0 = performance.now();
+      const r = await fetch(`${e.http}/v1/completions`, {
+        method: 'POST',
+        body: JSON.stringify({
+          prompt: prompt(i),
+          max_tokens: MAX,
+          stream: true,
+          return_token_ids: true,
+          ignore_eos: true,
+        }),
+      });
+      const reader = r.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
+      let first = 0;
+      for (;;) {
+        const { done } = await reader.read();
+        if (done) break;
+        if (first === 0) first = performance.now() - t0;
+      }
+      return [first, performance.now() - t0];
+    };
+    const viaAdapter = async (i: number): Promise<[number, number]> => {
+      const t0 = performance.now();
+      let first = 0;
+      let n = 0;
+      for await (const it of client.stream(transport, 'generate', {
+        request_id: `b${i}`,
+        model: 'bench',
+        token_ids: prompt(i),
+        stop_conditions: { max_tokens: MAX },
+      }) as AsyncIterable<{ token_ids: number[] }>) {
+        if (first === 0) first = performance.now() - t0;
+        n += it.token_ids.length;
+      }
+      if (n !== MAX) throw new Error(`adapter stream returned ${n} tokens, expected ${MAX}`);
+      return [first, performance.now() - t0];
+    };
+    const rows: Row[] = [];
+    const paths = [
+      ['straight to the engine (HTTP SSE)', direct],
+      ['through the worker adapter (tcp request plane -> HTTP SSE)', viaAdapter],
+    ] as const;
+    for (let i = 0; i < 20; i++)
+      for (const [, fn] of paths) await fn(100_000 + 2 * i + (fn === direct ? 0 : 1)); // warm-up
+    // Interleaved, so drift in machine load hits both paths alike.
+    const ttft: number[][] = [[], []];
+    const total: number[][] = [[], []];
+    for (let i = 0; i < requests; i++) {
+      for (const [k, [, fn]] of paths.entries()) {
+        const [a, b] = await fn(2 * i + k);
+        ttft[k].push(a);
+        total[k].push(b);
+      }
+      if (i % 50 === 0) ctx.progress('requests (both paths)', i, requests);
+    }
+    const measured = paths.map(([name], k) => {
+      const st = stats(ttft[k]);
+      const tt = stats(total[k]);
+      rows.push({
+        name: `${MAX}-token stream, 64-token prompt, sequential, ${name}: time to first token p50`,
+        value: Number(st.p50.toFixed(2)),
+        unit: 'ms',
+        extra: {
+          ttftP90: st.p90.toFixed(2),
+          totalP50: tt.p50.toFixed(2),
+          totalP90: tt.p90.toFixed(2),
+          requests,
+          load1: loadavg()[0].toFixed(1),
+        },
+      });
+      return { ttft: st.p50, total: tt.p50 };
+    });
+    await client.close();
+    const [a, b] = measured;
+    rows.push({
+      name: 'adapter overhead per request (p50 difference, end of stream)',
+      value: Number((b.total - a.total).toFixed(2)),
+      unit: 'ms',
+      extra: { ttftDiff: (b.ttft - a.ttft).toFixed(2) },
+    });
+    return rows;
+  } finally {
+    for (const c of children) c.kill('SIGKILL');
+  }
+}
+
 export const suite: Suite = {
   name: 'vllm-events',
   description:
@@ -293,6 +472,7 @@ export const suite: Suite = {
     const brokered = await relay(msgs, true);
     brokered.extra = { ...brokered.extra, vsDirect: (brokered.value / direct.value).toFixed(2) };
     rows.push(direct, brokered);
+    rows.push(...(await adapterOverhead(ctx.quick ? 50 : 300, ctx)));
     return rows;
   },
 };
