@@ -5,6 +5,7 @@
  * the prompt to that worker, reports first token and end, and checks that the router's index (and
  * the index it serves on the worker component) follows the worker's KV events.
  */
+import { spawnSync } from 'node:child_process';
 import { computeLocalBlockHashes, pairsToU64s, parseJson } from '@kvrouter/protocols';
 import { EtcdDiscovery, TcpRequestClient, parseInstance, type Instance } from '@kvrouter/runtime';
 import { startEtcd, startNats, type ServiceHandle } from '@kvrouter/testkit';
@@ -114,6 +115,12 @@ describe('standalone router process with mocker workers on etcd + NATS', () => {
     expect(m).toMatch(/dynamo_component_kv_cache_events_applied\{status="ok",event_type="stored"\} [1-9]/);
     expect(m).toContain(`dynamo_component_router_requests_total{dynamo_namespace="${NS}",dynamo_component="backend",dynamo_endpoint="generate"} 1`);
     expect(m).toMatch(/dynamo_component_router_time_to_first_token_seconds_count\{[^}]*\} 1/);
+    // promtool parses the exposition; its only lint finding is the §16-mandated counter name.
+    const pt = spawnSync('promtool', ['check', 'metrics'], { input: m, encoding: 'utf8', timeout: 30_000 });
+    expect(pt.error, 'promtool missing: node tools/services.mjs install').toBeUndefined();
+    expect([0, 3]).toContain(pt.status);
+    const findings = `${pt.stdout}${pt.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+    expect(findings).toEqual(findings.length ? ['dynamo_component_kv_cache_events_applied counter metrics should have "_total" suffix'] : []);
   }, 90_000);
 
   it('generate through the router: routed, forwarded, streamed back, then freed', async () => {
