@@ -50,6 +50,11 @@ const out: Record<string, unknown> = { quick, requests: N };
 
 out.required = await scenario({ enforcement: 'required', zones: balanced }, (s) => run(s, 'required', N, 8));
 
+// Same fleet with bootstrap ports: decode dispatched at once, waiting for its room (§14 bootstrap variant).
+out.requiredBootstrap = await scenario({ enforcement: 'required', zones: balanced, bootstrap: true }, (s) =>
+  run(s, 'required, bootstrap variant', N, 8),
+);
+
 out.requiredNoDecode = await scenario(
   {
     enforcement: 'required',

@@ -51,6 +51,9 @@ export interface RunStats {
   /** Completed requests per decode zone. */
   byDecodeZone: Record<string, number>;
   seconds: number;
+  /** Client-side request latency (send → full response), ms, over successful requests. */
+  latencyP50Ms: number;
+  latencyP90Ms: number;
   firstError: string | null;
 }
 
@@ -220,19 +223,24 @@ export class DisaggScenario {
       crossDomain: 0,
       byDecodeZone: {},
       seconds: 0,
+      latencyP50Ms: NaN,
+      latencyP90Ms: NaN,
       firstError: null,
     };
+    const lat: number[] = [];
     let next = 0;
     const t0 = performance.now();
     const lane = async (): Promise<void> => {
       while (next < o.requests) {
         next++;
+        const t = performance.now();
         const p = await this.request(this.prompt(o.promptLen), o.maxTokens, o.prefillPin);
         if (p.status !== 200) {
           st.errors++;
           st.firstError ??= `${p.status} ${p.error}`;
         } else {
           st.ok++;
+          lat.push(performance.now() - t);
           const pz = this.zoneOf.get(p.prefill ?? '');
           const dz = this.zoneOf.get(p.decode ?? '') ?? '?';
           st.byDecodeZone[dz] = (st.byDecodeZone[dz] ?? 0) + 1;
@@ -245,6 +253,11 @@ export class DisaggScenario {
     };
     await Promise.all(Array.from({ length: o.concurrency }, lane));
     st.seconds = (performance.now() - t0) / 1000;
+    lat.sort((x, y) => x - y);
+    if (lat.length > 0) {
+      st.latencyP50Ms = lat[Math.floor(0.5 * lat.length)]!;
+      st.latencyP90Ms = lat[Math.min(lat.length - 1, Math.floor(0.9 * lat.length))]!;
+    }
     return st;
   }
 

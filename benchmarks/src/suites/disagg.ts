@@ -26,10 +26,13 @@ interface RunStats {
   crossDomain: number;
   byDecodeZone: Record<string, number>;
   seconds: number;
+  latencyP50Ms: number;
+  latencyP90Ms: number;
   firstError: string | null;
 }
 
 const share = (r: RunStats): number => (r.ok > 0 ? Math.round((1000 * r.inDomain) / r.ok) / 10 : NaN);
+const ms = (x: number): number => Math.round(x * 10) / 10;
 const rps = (r: RunStats): number => Math.round((10 * r.requests) / r.seconds) / 10;
 
 export const suite: Suite = {
@@ -58,6 +61,7 @@ export const suite: Suite = {
     if (code !== 0 || last === '') throw new Error(`disagg bench child exited with ${code}`);
     const o = JSON.parse(last) as {
       required: RunStats;
+      requiredBootstrap: RunStats;
       requiredNoDecode: RunStats & { prefillSubmittedZ3: number };
       preferredEqual: RunStats;
       noTopology: RunStats;
@@ -73,7 +77,23 @@ export const suite: Suite = {
           errors: o.required.errors,
           in_domain: o.required.inDomain,
           req_per_s: rps(o.required),
+          latency_p50_ms: ms(o.required.latencyP50Ms),
+          latency_p90_ms: ms(o.required.latencyP90Ms),
           ...o.required.byDecodeZone,
+        },
+      },
+      {
+        name: `required, bootstrap variant: cross-domain decode placements / ${o.requiredBootstrap.requests}`,
+        value: o.requiredBootstrap.crossDomain,
+        unit: 'requests',
+        extra: {
+          ok: o.requiredBootstrap.ok,
+          errors: o.requiredBootstrap.errors,
+          in_domain: o.requiredBootstrap.inDomain,
+          req_per_s: rps(o.requiredBootstrap),
+          latency_p50_ms: ms(o.requiredBootstrap.latencyP50Ms),
+          latency_p90_ms: ms(o.requiredBootstrap.latencyP90Ms),
+          ...o.requiredBootstrap.byDecodeZone,
         },
       },
       {
