@@ -86,6 +86,23 @@ describe('EngineClient', () => {
     });
   });
 
+  it('without max_tokens the request may run to the end of the context (max_model_len − prompt)', async () => {
+    const bodies: Array<Record<string, unknown>> = [];
+    const url = await engine((_r, body, res) => {
+      bodies.push(body);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`${chunk([1], 'length')}data: [DONE]\n\n`);
+    });
+    const open = { ...req, maxTokens: null };
+    const run = async (c: EngineClient) => {
+      for await (const it of c.generate(open, new AbortController().signal)) void it;
+    };
+    await run(new EngineClient({ baseUrl: url, model: 'm', maxModelLen: 1000 }));
+    await run(new EngineClient({ baseUrl: url, model: 'm' }));
+    // 1000 − 3 prompt tokens; unknown context length → the engine's own default.
+    expect(bodies.map((b) => b.max_tokens)).toEqual([997, undefined]);
+  });
+
   it('an engine that is not there: engine_shutdown (migratable)', async () => {
     const url = await engine(() => undefined);
     const s = servers.pop()!;

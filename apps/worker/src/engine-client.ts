@@ -17,6 +17,12 @@ export interface EngineClientOptions {
   baseUrl: string;
   /** Model name the engine serves (`model` of every request). */
   model: string;
+  /**
+   * The engine's `max_model_len`: a request without `max_tokens` gets what is left of it after the
+   * prompt (the generate contract is "until a stop or the context ends"; an OpenAI completions
+   * endpoint would otherwise stop at its default of 16 tokens).
+   */
+  maxModelLen?: number | null;
   /** A response that has not started within this long fails with `connection_timeout`; default 30 s. */
   headersTimeoutMs?: number;
 }
@@ -76,7 +82,7 @@ export class EngineClient {
           body: JSON.stringify({
             model: this.o.model,
             prompt: Array.from(req.tokenIds),
-            ...(req.maxTokens !== null ? { max_tokens: req.maxTokens } : {}),
+            ...maxTokens(req, this.o.maxModelLen ?? null),
             stream: true,
             return_token_ids: true,
             // The router sends the model's EOS ids as stop tokens (§5.7); without them the engine decides.
@@ -180,6 +186,12 @@ export class EngineClient {
     // vLLM's first chunk may carry only prompt_token_ids.
     return ids.length === 0 && item.finish_reason === undefined ? null : item;
   }
+}
+
+function maxTokens(req: ParsedGenerate, maxModelLen: number | null): { max_tokens?: number } {
+  if (req.maxTokens !== null) return { max_tokens: req.maxTokens };
+  if (maxModelLen === null) return {};
+  return { max_tokens: Math.max(1, maxModelLen - req.tokenIds.length) };
 }
 
 function causeOf(e: unknown): string {

@@ -114,7 +114,11 @@ export async function startWorker(
   const topology = await topologyRuntimeConfig(config);
   const info = await probeEngine(plan.engineUrl, opts.engineWaitMs ?? 120_000, io.log);
   const model = plan.modelName ?? info.model;
-  const client = new EngineClient({ baseUrl: plan.engineUrl, model: info.model });
+  const client = new EngineClient({
+    baseUrl: plan.engineUrl,
+    model: info.model,
+    maxModelLen: info.maxModelLen,
+  });
 
   const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
   const nc: NatsConnection | null = needNats ? await connectNats(config.natsServer) : null;
