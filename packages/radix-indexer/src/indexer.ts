@@ -203,11 +203,27 @@ export class RadixIndexer implements KvIndexer {
 
   /** The one Removed implementation: `data[at..]` holds `n` external hashes as (lo, hi, _, _). */
   applyRemovedRaw(slot: number, data: Uint32Array | Int32Array, at: number, n: number): ApplyStatus {
-    let missing = false;
+    const xt = slot < 0 ? undefined : this.ext.get(slot);
+    if (!xt) return this.count(n > 0 ? 'block_not_found' : 'ok', 'removed');
+    // Passes, as for Stored: read the map's home entries (misses overlap), resolve and delete the
+    // mappings, read the table's home entries of the identities found, then clear the bits. Same
+    // result as one block at a time: a repeated hash misses once deleted, and a second clear of
+    // one identity finds its bit already clear.
+    if (this.seqScratch.length < 2 * n) this.seqScratch = new Uint32Array(4 * n);
+    const seq = this.seqScratch;
+    let found = 0;
+    this.sink = xt.touch(data, at, n);
     for (let i = 0, k = at; i < n; i++, k += 4) {
-      if (slot < 0 || !this.removeExt(slot, data[k]!, data[k + 1]!)) missing = true;
+      const off = xt.find(data[k]!, data[k + 1]!);
+      if (off < 0) continue;
+      seq[2 * found] = xt.words[off + EXT_SEQ_LO]!;
+      seq[2 * found + 1] = xt.words[off + EXT_SEQ_HI]!;
+      found++;
+      xt.deleteAt(off);
     }
-    return this.count(missing ? 'block_not_found' : 'ok', 'removed');
+    this.sink = this.table.touch(seq, found);
+    for (let i = 0; i < found; i++) this.unholdBlock(slot, seq[2 * i]!, seq[2 * i + 1]!);
+    return this.count(found < n ? 'block_not_found' : 'ok', 'removed');
   }
 
   /**
