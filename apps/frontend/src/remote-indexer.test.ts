@@ -28,7 +28,19 @@ beforeAll(async () => {
   mocker = startMocker(infra, NS, 2);
   sr = await startRouterProcess(infra, NS, ['--serve-indexer']);
   fe = await startFrontend(
-    ['--discovery-backend', 'etcd', '--event-plane', 'nats', '--namespace', NS, '--router-mode', 'kv', '--use-remote-indexer', '--router-event-threads', '1'],
+    [
+      '--discovery-backend',
+      'etcd',
+      '--event-plane',
+      'nats',
+      '--namespace',
+      NS,
+      '--router-mode',
+      'kv',
+      '--use-remote-indexer',
+      '--router-event-threads',
+      '1',
+    ],
     { env: { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url } },
   );
 }, 60_000);
@@ -46,7 +58,12 @@ const PROMPT = Array.from({ length: 64 }, (_, i) => 5000 + 3 * i);
 async function complete(prompt: number[]): Promise<{ status: number; worker: bigint | null }> {
   const r = await fetch(`${fe.url}/v1/completions`, {
     method: 'POST',
-    body: JSON.stringify({ model: 'mock-model', prompt, max_tokens: 2, nvext: { extra_fields: ['worker_id'] } }),
+    body: JSON.stringify({
+      model: 'mock-model',
+      prompt,
+      max_tokens: 2,
+      nvext: { extra_fields: ['worker_id'] },
+    }),
   });
   // Lossless: instance ids exceed 2^53.
   const body = parseJson(await r.text()) as { nvext?: { worker_id?: { decode_worker_id: bigint | number } } };
@@ -55,21 +72,31 @@ async function complete(prompt: number[]): Promise<{ status: number; worker: big
 }
 
 const failuresOf = (metrics: string): number => {
-  const m = new RegExp(`dynamo_component_router_remote_indexer_query_failures_total\\{dynamo_namespace="${NS}",dynamo_component="backend",dynamo_endpoint="generate"\\} (\\d+)`).exec(metrics);
+  const m = new RegExp(
+    `dynamo_component_router_remote_indexer_query_failures_total\\{dynamo_namespace="${NS}",dynamo_component="backend",dynamo_endpoint="generate"\\} (\\d+)`,
+  ).exec(metrics);
   return m ? Number(m[1]) : -1;
 };
 
 describe('frontend with --use-remote-indexer and a standalone router serving its index', () => {
   it('routes with the remote overlap, then degrades to load-only routing when the router goes', async () => {
-    const set = await eventually(async () => {
-      const s = fe.registry.allSets()[0];
-      return s && s.readyCount === 2 ? s : null;
-    }, 30_000, 'the frontend sees both workers');
+    const set = await eventually(
+      async () => {
+        const s = fe.registry.allSets()[0];
+        return s && s.readyCount === 2 ? s : null;
+      },
+      30_000,
+      'the frontend sees both workers',
+    );
     expect(set.indexer).toBeInstanceOf(RemoteIndexer);
-    await eventually(async () => {
-      const h = (await (await fetch(`${sr.systemUrl}/health`)).json()) as { workers: number };
-      return h.workers === 2;
-    }, 30_000, 'the standalone router sees both workers');
+    await eventually(
+      async () => {
+        const h = (await (await fetch(`${sr.systemUrl}/health`)).json()) as { workers: number };
+        return h.workers === 2;
+      },
+      30_000,
+      'the standalone router sees both workers',
+    );
     const remote = set.indexer as RemoteIndexer;
 
     const first = await complete(PROMPT);
@@ -78,10 +105,18 @@ describe('frontend with --use-remote-indexer and a standalone router serving its
     expect(w).not.toBeNull();
 
     // The worker's KV events reach the standalone router; the frontend learns the overlap only by asking it.
-    const d = await eventually(async () => {
-      const x = await set.router.route({ requestId: 'probe', tokens: Uint32Array.from(PROMPT), queryOnly: true });
-      return x.overlapBlocks === 4 ? x : null;
-    }, 15_000, 'the remote overlap of the 4 prompt blocks');
+    const d = await eventually(
+      async () => {
+        const x = await set.router.route({
+          requestId: 'probe',
+          tokens: Uint32Array.from(PROMPT),
+          queryOnly: true,
+        });
+        return x.overlapBlocks === 4 ? x : null;
+      },
+      15_000,
+      'the remote overlap of the 4 prompt blocks',
+    );
     expect(d.workerId).toBe(w);
     // Both workers idle: 0 prefill blocks left on w against 4 on the other, so the repeat goes to w.
     expect((await complete(PROMPT)).worker).toBe(w);
@@ -90,11 +125,17 @@ describe('frontend with --use-remote-indexer and a standalone router serving its
     const before = await (await fetch(`${fe.url}/metrics`)).text();
     expect(failuresOf(before)).toBe(0);
     // The frontend applied no KV event itself: its index is the remote one.
-    expect(before).not.toMatch(/dynamo_component_kv_cache_events_applied\{status="ok",event_type="stored"\} [1-9]/);
+    expect(before).not.toMatch(
+      /dynamo_component_kv_cache_events_applied\{status="ok",event_type="stored"\} [1-9]/,
+    );
 
     await sr.kill('SIGKILL');
     // Its keys stay in etcd until the lease expires, so queries hit a dead address: routed on load alone.
-    const after = await set.router.route({ requestId: 'probe2', tokens: Uint32Array.from(PROMPT), queryOnly: true });
+    const after = await set.router.route({
+      requestId: 'probe2',
+      tokens: Uint32Array.from(PROMPT),
+      queryOnly: true,
+    });
     expect(after.overlapBlocks).toBe(0);
     const served = await complete(PROMPT);
     expect(served.status).toBe(200);

@@ -16,7 +16,14 @@ import {
 } from '@kvrouter/protocols';
 import type { RouterEndpointMetrics } from '@kvrouter/metrics';
 import { RemoteIndexer, type RemoteIndexerClient } from '@kvrouter/router';
-import { watchInstances, type Discovery, type RequestClient, type Transport, type TypedWatch, type Instance } from '@kvrouter/runtime';
+import {
+  watchInstances,
+  type Discovery,
+  type RequestClient,
+  type Transport,
+  type TypedWatch,
+  type Instance,
+} from '@kvrouter/runtime';
 
 /** A routing decision cannot wait for the request plane's 10 s unary default. */
 export const REMOTE_QUERY_TIMEOUT_MS = 1000;
@@ -77,15 +84,25 @@ export function createRemoteIndex(o: RemoteIndexOptions): { indexer: RemoteIndex
   const records = o.approximate ? new Instances(o.discovery, ns, comp, KV_INDEXER_RECORD_ENDPOINT) : null;
   const timeoutMs = o.timeoutMs ?? REMOTE_QUERY_TIMEOUT_MS;
   const none = (ep: string): KvrError =>
-    new KvrError('no_remote_indexer', `no ${ep} instance on ${ns}/${comp} (start a router with --serve-indexer)`, 503);
+    new KvrError(
+      'no_remote_indexer',
+      `no ${ep} instance on ${ns}/${comp} (start a router with --serve-indexer)`,
+      503,
+    );
   const client: RemoteIndexerClient = {
     query: (q) => {
       const t = queries.next();
-      return t ? o.client.unary(t, KV_INDEXER_QUERY_ENDPOINT, RemoteIndexerQueryCodec.toValue(q), { timeoutMs }) : Promise.reject(none(KV_INDEXER_QUERY_ENDPOINT));
+      return t
+        ? o.client.unary(t, KV_INDEXER_QUERY_ENDPOINT, RemoteIndexerQueryCodec.toValue(q), { timeoutMs })
+        : Promise.reject(none(KV_INDEXER_QUERY_ENDPOINT));
     },
     record: (r) => {
       const t = records?.next() ?? null;
-      return t ? o.client.unary(t, KV_INDEXER_RECORD_ENDPOINT, RemoteIndexerRecordRequestCodec.toValue(r), { timeoutMs }) : Promise.reject(none(KV_INDEXER_RECORD_ENDPOINT));
+      return t
+        ? o.client.unary(t, KV_INDEXER_RECORD_ENDPOINT, RemoteIndexerRecordRequestCodec.toValue(r), {
+            timeoutMs,
+          })
+        : Promise.reject(none(KV_INDEXER_RECORD_ENDPOINT));
     },
   };
   const throttled = (what: string) => {
@@ -95,7 +112,9 @@ export function createRemoteIndex(o: RemoteIndexOptions): { indexer: RemoteIndex
       since++;
       const now = Date.now();
       if (now - last < LOG_EVERY_MS) return;
-      o.warn(`remote indexer ${ns}/${comp}: ${what} failed (${since} since the last report), routing on load alone: ${(e as Error).message}`);
+      o.warn(
+        `remote indexer ${ns}/${comp}: ${what} failed (${since} since the last report), routing on load alone: ${(e as Error).message}`,
+      );
       last = now;
       since = 0;
     };

@@ -22,7 +22,19 @@ let b: Frontend;
 beforeAll(async () => {
   [etcd, nats] = await Promise.all([startEtcd(), startNats({ jetstream: false })]);
   mocker = startMocker({ etcd: etcd.url, nats: nats.url }, NS, 2);
-  const argv = ['--discovery-backend', 'etcd', '--event-plane', 'nats', '--namespace', NS, '--router-mode', 'kv', '--router-replica-sync', '--router-event-threads', '1'];
+  const argv = [
+    '--discovery-backend',
+    'etcd',
+    '--event-plane',
+    'nats',
+    '--namespace',
+    NS,
+    '--router-mode',
+    'kv',
+    '--router-replica-sync',
+    '--router-event-threads',
+    '1',
+  ];
   const env = { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url };
   [a, b] = await Promise.all([startFrontend(argv, { env }), startFrontend(argv, { env })]);
 }, 60_000);
@@ -34,16 +46,20 @@ afterAll(async () => {
 });
 
 const ready = (fe: Frontend): Promise<WorkerSet> =>
-  eventually(async () => {
-    const s = fe.registry.allSets()[0];
-    return s && s.readyCount === 2 ? s : null;
-  }, 30_000, 'both workers routable');
+  eventually(
+    async () => {
+      const s = fe.registry.allSets()[0];
+      return s && s.readyCount === 2 ? s : null;
+    },
+    30_000,
+    'both workers routable',
+  );
 
 /** 64 tokens = 4 blocks of 16 (the mocker's block size); families share no block. */
 const prompt = (f: number): Uint32Array => Uint32Array.from({ length: 64 }, (_, i) => f * 1000 + i + 1);
 
 describe('two frontends with --router-replica-sync', () => {
-  it('see each other\'s bookings, first tokens and frees, and route around them', async () => {
+  it("see each other's bookings, first tokens and frees, and route around them", async () => {
     const [sa, sb] = await Promise.all([ready(a), ready(b)]);
     expect(a.discovery.leaseId).not.toBe(b.discovery.leaseId);
 
@@ -52,10 +68,14 @@ describe('two frontends with --router-replica-sync', () => {
     const w = { worker_id: d.workerId, dp_rank: d.dpRank };
     // §5.4: B books the replica with isl = initial_effective_prefill_tokens = 64 - 0 cached = 64,
     // and its 4 blocks.
-    const seen = await eventually(async () => {
-      const l = sb.router.rankLoad(w);
-      return l.active_requests === 1 ? l : null;
-    }, 10_000, 'A\'s booking in B\'s load view');
+    const seen = await eventually(
+      async () => {
+        const l = sb.router.rankLoad(w);
+        return l.active_requests === 1 ? l : null;
+      },
+      10_000,
+      "A's booking in B's load view",
+    );
     expect(seen).toEqual({ active_requests: 1, active_prefill_tokens: 64, active_decode_blocks: 4 });
 
     // B, asked for an unrelated prompt with nothing cached anywhere, avoids the worker A loaded:
@@ -64,20 +84,47 @@ describe('two frontends with --router-replica-sync', () => {
     expect(other.workerId).not.toBe(d.workerId);
 
     sa.router.markPrefillCompleted('ra');
-    await eventually(async () => sb.router.rankLoad(w).active_prefill_tokens === 0, 10_000, 'A\'s first token in B');
-    expect(sb.router.rankLoad(w)).toEqual({ active_requests: 1, active_prefill_tokens: 0, active_decode_blocks: 4 });
+    await eventually(
+      async () => sb.router.rankLoad(w).active_prefill_tokens === 0,
+      10_000,
+      "A's first token in B",
+    );
+    expect(sb.router.rankLoad(w)).toEqual({
+      active_requests: 1,
+      active_prefill_tokens: 0,
+      active_decode_blocks: 4,
+    });
 
     sa.router.free('ra');
-    await eventually(async () => sb.router.rankLoad(w).active_requests === 0, 10_000, 'A\'s free in B');
-    expect(sb.router.rankLoad(w)).toEqual({ active_requests: 0, active_prefill_tokens: 0, active_decode_blocks: 0 });
+    await eventually(async () => sb.router.rankLoad(w).active_requests === 0, 10_000, "A's free in B");
+    expect(sb.router.rankLoad(w)).toEqual({
+      active_requests: 0,
+      active_prefill_tokens: 0,
+      active_decode_blocks: 0,
+    });
 
     // And the other way round, on the other worker.
-    const other2 = { worker_id: (sa.router.workerIds().find((id) => id !== d.workerId) as WorkerId), dp_rank: 0 };
-    const db = await sb.router.route({ requestId: 'rb', tokens: prompt(3), nvext: { backend_instance_id: other2.worker_id } });
+    const other2 = {
+      worker_id: sa.router.workerIds().find((id) => id !== d.workerId) as WorkerId,
+      dp_rank: 0,
+    };
+    const db = await sb.router.route({
+      requestId: 'rb',
+      tokens: prompt(3),
+      nvext: { backend_instance_id: other2.worker_id },
+    });
     expect(db.workerId).toBe(other2.worker_id);
-    await eventually(async () => sa.router.rankLoad(other2).active_requests === 1, 10_000, 'B\'s booking in A');
-    expect(sa.router.rankLoad(other2)).toEqual({ active_requests: 1, active_prefill_tokens: 64, active_decode_blocks: 4 });
+    await eventually(
+      async () => sa.router.rankLoad(other2).active_requests === 1,
+      10_000,
+      "B's booking in A",
+    );
+    expect(sa.router.rankLoad(other2)).toEqual({
+      active_requests: 1,
+      active_prefill_tokens: 64,
+      active_decode_blocks: 4,
+    });
     sb.router.free('rb');
-    await eventually(async () => sa.router.rankLoad(other2).active_requests === 0, 10_000, 'B\'s free in A');
+    await eventually(async () => sa.router.rankLoad(other2).active_requests === 0, 10_000, "B's free in A");
   }, 90_000);
 });

@@ -20,7 +20,15 @@ const ids = (): string => 'generated';
 describe('route / free payloads', () => {
   it('parses a full route payload', () => {
     const p = parseRoute(
-      { request_id: 'r1', token_ids: [1, 2, 4294967295], lora_name: 'a', query_only: true, backend_instance_id: '18446744073709551615', dp_rank: 2, router_config_override: { router_temperature: 0.5 } },
+      {
+        request_id: 'r1',
+        token_ids: [1, 2, 4294967295],
+        lora_name: 'a',
+        query_only: true,
+        backend_instance_id: '18446744073709551615',
+        dp_rank: 2,
+        router_config_override: { router_temperature: 0.5 },
+      },
       ids,
     );
     expect(p.request_id).toBe('r1');
@@ -49,7 +57,10 @@ describe('route / free payloads', () => {
     [{ token_ids: [], backend_instance_id: 'x' }, 'backend_instance_id'],
     [{ token_ids: [], dp_rank: -1 }, 'dp_rank'],
     [{ token_ids: [], router_config_override: { nope: 1 } }, 'router_config_override.nope'],
-    [{ token_ids: [], router_config_override: { router_temperature: 'hot' } }, 'router_config_override.router_temperature'],
+    [
+      { token_ids: [], router_config_override: { router_temperature: 'hot' } },
+      'router_config_override.router_temperature',
+    ],
   ])('rejects %j naming %s', (body, field) => {
     try {
       parseRoute(body, ids);
@@ -61,8 +72,23 @@ describe('route / free payloads', () => {
   });
 
   it('generate forwards the worker payload without the router-only fields', () => {
-    const body = { token_ids: [1], model: 'm', stop_conditions: { max_tokens: 2 }, query_only: false, backend_instance_id: 5, router_config_override: {}, lora_name: 'x', dp_rank: 3 };
-    expect(forwardPayload(body, 'r9', 1)).toEqual({ token_ids: [1], model: 'm', stop_conditions: { max_tokens: 2 }, request_id: 'r9', dp_rank: 1 });
+    const body = {
+      token_ids: [1],
+      model: 'm',
+      stop_conditions: { max_tokens: 2 },
+      query_only: false,
+      backend_instance_id: 5,
+      router_config_override: {},
+      lora_name: 'x',
+      dp_rank: 3,
+    };
+    expect(forwardPayload(body, 'r9', 1)).toEqual({
+      token_ids: [1],
+      model: 'm',
+      stop_conditions: { max_tokens: 2 },
+      request_id: 'r9',
+      dp_rank: 1,
+    });
   });
 
   it('free and mark_prefill_completed need a request id', () => {
@@ -99,7 +125,11 @@ function stored(worker: bigint, tokens: number[], bs: number): RouterEvent {
         stored: {
           parent_hash: null,
           start_position: null,
-          blocks: local.map((h, i) => ({ block_hash: BigInt(1000 + i) as ExternalSequenceBlockHash, tokens_hash: h, mm_extra_info: null })),
+          blocks: local.map((h, i) => ({
+            block_hash: BigInt(1000 + i) as ExternalSequenceBlockHash,
+            tokens_hash: h,
+            mm_extra_info: null,
+          })),
         },
       },
     },
@@ -116,16 +146,36 @@ describe('served index (§7.7)', () => {
     const s = new ServedIndexer(false);
     s.bind('m', ix);
     const r = RemoteIndexerQueryResponseCodec.fromValue(s.query({ model_name: 'm', block_hashes: local }));
-    expect(r).toEqual({ Scores: { scores: [[{ worker_id: 7n, dp_rank: 0 }, 2]], frequencies: [], tree_sizes: [[{ worker_id: 7n, dp_rank: 0 }, 2]] } });
-    expect(s.query({ model_name: 'x', block_hashes: local })).toEqual({ Error: expect.stringContaining('no index is served for model "x"') as string });
-    expect(s.query({ model_name: 'm' })).toEqual({ Error: expect.stringContaining('block_hashes') as string });
+    expect(r).toEqual({
+      Scores: {
+        scores: [[{ worker_id: 7n, dp_rank: 0 }, 2]],
+        frequencies: [],
+        tree_sizes: [[{ worker_id: 7n, dp_rank: 0 }, 2]],
+      },
+    });
+    expect(s.query({ model_name: 'x', block_hashes: local })).toEqual({
+      Error: expect.stringContaining('no index is served for model "x"') as string,
+    });
+    expect(s.query({ model_name: 'm' })).toEqual({
+      Error: expect.stringContaining('block_hashes') as string,
+    });
   });
 
   it('records decisions only in approximate mode', () => {
-    const approx = new ApproxIndexer({ ttlSecs: 120, maxTreeSize: 1000, pruneTargetRatio: 0.8, now: () => 0 });
+    const approx = new ApproxIndexer({
+      ttlSecs: 120,
+      maxTreeSize: 1000,
+      pruneTargetRatio: 0.8,
+      now: () => 0,
+    });
     const s = new ServedIndexer(true);
     s.bind('m', approx);
-    const rec = { model_name: 'm', worker: { worker_id: 9n, dp_rank: 0 }, local_hashes: local, sequence_hashes: pairsToU64s(computeSequenceHashes(computeLocalBlockHashes(tokens, 16))) };
+    const rec = {
+      model_name: 'm',
+      worker: { worker_id: 9n, dp_rank: 0 },
+      local_hashes: local,
+      sequence_hashes: pairsToU64s(computeSequenceHashes(computeLocalBlockHashes(tokens, 16))),
+    };
     expect(RemoteIndexerRecordResponseCodec.fromValue(s.record(rec))).toBe('Recorded');
     // The recorded 3 blocks are now what the index reports for worker 9.
     const q = RemoteIndexerQueryResponseCodec.fromValue(s.query({ model_name: 'm', block_hashes: local }));
@@ -134,14 +184,19 @@ describe('served index (§7.7)', () => {
     const ev = new ServedIndexer(false);
     ev.bind('m', new RadixIndexer());
     expect(ev.record(rec)).toEqual({ Error: expect.stringContaining('event-driven') as string });
-    expect(s.record({ ...rec, sequence_hashes: [] })).toEqual({ Error: expect.stringContaining('sequence_hashes') as string });
+    expect(s.record({ ...rec, sequence_hashes: [] })).toEqual({
+      Error: expect.stringContaining('sequence_hashes') as string,
+    });
   });
 });
 
 describe('HTTP body parsing', () => {
   it('keeps integers beyond 2^53 exact, parses the rest natively, and reports bad JSON', async () => {
     const { parseBodyJson } = await import('./http.js');
-    expect(parseBodyJson('{"a": 18446744073709551615, "b": [1, 2.5, "1234567890123456789"]}')).toEqual({ a: 18446744073709551615n, b: [1, 2.5, '1234567890123456789'] });
+    expect(parseBodyJson('{"a": 18446744073709551615, "b": [1, 2.5, "1234567890123456789"]}')).toEqual({
+      a: 18446744073709551615n,
+      b: [1, 2.5, '1234567890123456789'],
+    });
     expect(parseBodyJson('{"token_ids": [123456789012345, 1]}')).toEqual({ token_ids: [123456789012345, 1] });
     expect(() => parseBodyJson('{"a": ')).toThrow();
   });

@@ -51,11 +51,18 @@ function requestId(o: Record<string, unknown>, required: boolean, make: () => st
     if (required) throw bad('request_id', 'is required');
     return make();
   }
-  if (typeof id !== 'string' || id.length === 0 || id.length > 256) throw bad('request_id', 'must be a non-empty string of at most 256 characters');
+  if (typeof id !== 'string' || id.length === 0 || id.length > 256)
+    throw bad('request_id', 'must be a non-empty string of at most 256 characters');
   return id;
 }
 
-const OVERRIDE_NUMBERS = ['overlap_score_credit', 'prefill_load_scale', 'router_temperature', 'shared_cache_multiplier', 'overlap_score_weight'] as const;
+const OVERRIDE_NUMBERS = [
+  'overlap_score_credit',
+  'prefill_load_scale',
+  'router_temperature',
+  'shared_cache_multiplier',
+  'overlap_score_weight',
+] as const;
 const OVERRIDE_BOOLS = ['assume_kv_reuse', 'track_prefill_tokens'] as const;
 
 function overrides(v: unknown): RouteRequest['overrides'] {
@@ -66,7 +73,8 @@ function overrides(v: unknown): RouteRequest['overrides'] {
     const x = o[k];
     const f = `router_config_override.${k}`;
     if ((OVERRIDE_NUMBERS as readonly string[]).includes(k)) {
-      if (x !== null && (typeof x !== 'number' || !Number.isFinite(x))) throw bad(f, 'must be a finite number or null');
+      if (x !== null && (typeof x !== 'number' || !Number.isFinite(x)))
+        throw bad(f, 'must be a finite number or null');
     } else if ((OVERRIDE_BOOLS as readonly string[]).includes(k)) {
       if (x !== null && typeof x !== 'boolean') throw bad(f, 'must be a boolean or null');
     } else throw bad(f, 'is not a router override');
@@ -83,7 +91,8 @@ export function parseRoute(v: unknown, makeId: () => string): RoutePayload {
   const tokens = new Uint32Array(t.length);
   for (let i = 0; i < t.length; i++) {
     const x: unknown = t[i];
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) throw bad(`token_ids[${i}]`, 'must be an integer 0..4294967295');
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff)
+      throw bad(`token_ids[${i}]`, 'must be an integer 0..4294967295');
     tokens[i] = x;
   }
   const out: RoutePayload = { request_id: requestId(o, false, makeId), token_ids: tokens, query_only: false };
@@ -104,7 +113,8 @@ export function parseRoute(v: unknown, makeId: () => string): RoutePayload {
   }
   if (o.dp_rank !== undefined && o.dp_rank !== null) {
     const r = o.dp_rank;
-    if (typeof r !== 'number' || !Number.isInteger(r) || r < 0 || r > 0xffffffff) throw bad('dp_rank', 'must be an integer 0..4294967295');
+    if (typeof r !== 'number' || !Number.isInteger(r) || r < 0 || r > 0xffffffff)
+      throw bad('dp_rank', 'must be an integer 0..4294967295');
     out.dp_rank = r;
   }
   const ov = overrides(o.router_config_override);
@@ -139,7 +149,10 @@ export function toRouteRequest(p: RoutePayload, signal?: AbortSignal): RouteRequ
   if (p.lora_name !== undefined) r.loraName = p.lora_name;
   if (p.router_config_override) r.overrides = p.router_config_override;
   if (p.backend_instance_id !== undefined) {
-    r.nvext = { backend_instance_id: p.backend_instance_id as WorkerId, ...(p.dp_rank !== undefined ? { dp_rank: p.dp_rank } : {}) } as RouteRequest['nvext'];
+    r.nvext = {
+      backend_instance_id: p.backend_instance_id as WorkerId,
+      ...(p.dp_rank !== undefined ? { dp_rank: p.dp_rank } : {}),
+    } as RouteRequest['nvext'];
   }
   return r;
 }

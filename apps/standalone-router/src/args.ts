@@ -21,7 +21,9 @@ export class ArgsError extends KvrError {
 export function parseEndpointPath(uri: string): EndpointPath {
   const parts = uri.replace(/^dyn:\/\//, '').split('.');
   if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
-    throw new ArgsError(`--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`);
+    throw new ArgsError(
+      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
+    );
   const endpoint = parts.pop()!;
   const component = parts.pop()!;
   return { namespace: parts.join('.'), component, endpoint };
@@ -35,7 +37,8 @@ export function splitEndpointArg(argv: readonly string[]): { endpoint: EndpointP
     const a = argv[i]!;
     if (a === '--endpoint') {
       const v = argv[i + 1];
-      if (v === undefined || v.startsWith('--')) throw new ArgsError('argument --endpoint: expected one argument');
+      if (v === undefined || v.startsWith('--'))
+        throw new ArgsError('argument --endpoint: expected one argument');
       value = v;
       i++;
     } else if (a.startsWith('--endpoint=')) value = a.slice('--endpoint='.length);

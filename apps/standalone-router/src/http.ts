@@ -29,7 +29,9 @@ function errorReply(e: unknown): Reply {
         message: e instanceof Error ? e.message : String(e),
         type: status >= 500 ? 'internal_server_error' : 'invalid_request_error',
         code: k?.code ?? 'internal',
-        ...(k?.detail && typeof (k.detail as { field?: unknown }).field === 'string' ? { param: (k.detail as { field: string }).field } : {}),
+        ...(k?.detail && typeof (k.detail as { field?: unknown }).field === 'string'
+          ? { param: (k.detail as { field: string }).field }
+          : {}),
       },
     },
   };
@@ -69,7 +71,11 @@ function readBody(req: http.IncomingMessage): Promise<unknown> {
     req.on('data', (c: Buffer) => {
       size += c.length;
       if (size > MAX_BODY_BYTES) {
-        reject(new KvrError('payload_too_large', `request body exceeds ${MAX_BODY_BYTES} bytes`, 413, { field: 'body' }));
+        reject(
+          new KvrError('payload_too_large', `request body exceeds ${MAX_BODY_BYTES} bytes`, 413, {
+            field: 'body',
+          }),
+        );
         req.destroy();
         return;
       }
@@ -82,14 +88,22 @@ function readBody(req: http.IncomingMessage): Promise<unknown> {
       try {
         resolve(parseBodyJson(text));
       } catch (e) {
-        reject(new KvrError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`, 400, { field: 'body' }));
+        reject(
+          new KvrError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`, 400, {
+            field: 'body',
+          }),
+        );
       }
     });
   });
 }
 
 /** Routes are keyed `"GET /path"` / `"POST /path"`. */
-export async function startJsonServer(routes: Record<string, Route>, port: number, host = '0.0.0.0'): Promise<JsonServer> {
+export async function startJsonServer(
+  routes: Record<string, Route>,
+  port: number,
+  host = '0.0.0.0',
+): Promise<JsonServer> {
   const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
@@ -106,7 +120,15 @@ export async function startJsonServer(routes: Record<string, Route>, port: numbe
     };
     if (!route) {
       const known = Object.keys(routes).some((k) => k.endsWith(` ${path}`));
-      send(errorReply(new KvrError(known ? 'method_not_allowed' : 'not_found', `${req.method} ${path} is not served here`, known ? 405 : 404)));
+      send(
+        errorReply(
+          new KvrError(
+            known ? 'method_not_allowed' : 'not_found',
+            `${req.method} ${path} is not served here`,
+            known ? 405 : 404,
+          ),
+        ),
+      );
       return;
     }
     const gone = new AbortController();
@@ -114,9 +136,7 @@ export async function startJsonServer(routes: Record<string, Route>, port: numbe
       if (!res.writableFinished) gone.abort();
     });
     const body = req.method === 'POST' || req.method === 'PUT' ? readBody(req) : Promise.resolve(undefined);
-    body
-      .then((b) => route(b, gone.signal))
-      .then(send, (e: unknown) => send(errorReply(e)));
+    body.then((b) => route(b, gone.signal)).then(send, (e: unknown) => send(errorReply(e)));
   });
   server.on('connection', (s: Socket) => {
     sockets.add(s);
@@ -131,7 +151,12 @@ export async function startJsonServer(routes: Record<string, Route>, port: numbe
     });
   });
   const a = server.address() as AddressInfo;
-  const h = a.address === '0.0.0.0' || a.address === '::' ? '127.0.0.1' : a.address.includes(':') ? `[${a.address}]` : a.address;
+  const h =
+    a.address === '0.0.0.0' || a.address === '::'
+      ? '127.0.0.1'
+      : a.address.includes(':')
+        ? `[${a.address}]`
+        : a.address;
   return {
     server,
     url: `http://${h}:${a.port}`,

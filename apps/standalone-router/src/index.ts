@@ -1,7 +1,18 @@
-export { StandaloneRouter, stderrLogger, type Logger, type RouterAppConfig, type StandaloneRouterOptions } from './service.js';
+export {
+  StandaloneRouter,
+  stderrLogger,
+  type Logger,
+  type RouterAppConfig,
+  type StandaloneRouterOptions,
+} from './service.js';
 export { ServedIndexer } from './served-indexer.js';
 export { WorkerTracker, type EndpointPath } from './workers.js';
 export * from './api.js';
 export { parseEndpointPath, splitEndpointArg, ArgsError } from './args.js';
 export { startJsonServer, type JsonServer } from './http.js';
-export { IndexerService, DEFAULT_TENANT, type IndexerServiceOptions, type Registration } from './indexer-service.js';
+export {
+  IndexerService,
+  DEFAULT_TENANT,
+  type IndexerServiceOptions,
+  type Registration,
+} from './indexer-service.js';

@@ -12,7 +12,11 @@ import { stderrLogger as log } from './service.js';
 const argv = process.argv.slice(2);
 if (argv[0] === '--') argv.shift();
 const { config } = parseAppConfig('indexer', argv, process.env, {
-  info: { name: 'kvrouter-indexer', description: 'Standalone KV indexer over HTTP, fed by engines\' vLLM ZMQ KV events (python -m dynamo.indexer)' },
+  info: {
+    name: 'kvrouter-indexer',
+    description:
+      "Standalone KV indexer over HTTP, fed by engines' vLLM ZMQ KV events (python -m dynamo.indexer)",
+  },
   isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
   writeFile: (p, text) => fs.writeFileSync(p, text),
   onWarning: (w) => log.warn(w),
@@ -20,7 +24,13 @@ const { config } = parseAppConfig('indexer', argv, process.env, {
 
 let svc: IndexerService;
 try {
-  svc = await IndexerService.start({ blockSize: config.blockSize, port: config.port, threads: config.threads, peers: config.peers, log });
+  svc = await IndexerService.start({
+    blockSize: config.blockSize,
+    port: config.port,
+    threads: config.threads,
+    peers: config.peers,
+    log,
+  });
 } catch (e) {
   process.stderr.write(`error: ${(e as Error).message}\n`);
   process.exit(1);

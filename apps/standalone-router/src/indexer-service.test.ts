@@ -22,7 +22,13 @@ interface Body {
   tree_sizes?: Nested;
   frequencies?: number[];
   workers?: { instance_id: bigint | number; dp_rank: number; model_name: string; tenant_id: string }[];
-  models?: { model_name: string; events: { worker_id: bigint | number; event: { dp_rank: number; data: { stored: { blocks: { tokens_hash: bigint }[] } } } }[] }[];
+  models?: {
+    model_name: string;
+    events: {
+      worker_id: bigint | number;
+      event: { dp_rank: number; data: { stored: { blocks: { tokens_hash: bigint }[] } } };
+    }[];
+  }[];
   peers?: string[];
   dp_ranks?: number[];
   error?: { param?: string; code?: string };
@@ -44,7 +50,11 @@ class Engine {
   }
 
   async batch(events: unknown[], dpRank: number | null = null): Promise<void> {
-    await this.pub.send([Buffer.alloc(0), Buffer.from(beU64(this.seq++)), Buffer.from(encodeMsgpack([1.0, events, dpRank]))]);
+    await this.pub.send([
+      Buffer.alloc(0),
+      Buffer.from(beU64(this.seq++)),
+      Buffer.from(encodeMsgpack([1.0, events, dpRank])),
+    ]);
   }
 
   /**
@@ -52,13 +62,17 @@ class Engine {
    * 1..4, external hashes of their own) until the indexer shows one, then remove them all.
    */
   async untilHeard(heard: () => Promise<boolean>, dpRank: number | null = null): Promise<void> {
-    await eventually(async () => {
-      const h = 900_000 + this.probes.length;
-      this.probes.push(h);
-      await this.batch([['BlockStored', [h], null, [1, 2, 3, 4], 4, null, null, null]], dpRank);
-      await new Promise((r) => setTimeout(r, 20));
-      return heard();
-    }, 10_000, 'the indexer subscribed');
+    await eventually(
+      async () => {
+        const h = 900_000 + this.probes.length;
+        this.probes.push(h);
+        await this.batch([['BlockStored', [h], null, [1, 2, 3, 4], 4, null, null, null]], dpRank);
+        await new Promise((r) => setTimeout(r, 20));
+        return heard();
+      },
+      10_000,
+      'the indexer subscribed',
+    );
     await this.batch([['BlockRemoved', this.probes, null]], dpRank);
     this.probes = [];
   }
@@ -73,12 +87,28 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function service(peers: string[] = []): Promise<IndexerService & { call(method: string, path: string, body?: unknown): Promise<{ status: number; json: Body }> }> {
-  const s = await IndexerService.start({ blockSize: 4, port: 0, host: '127.0.0.1', threads: 1, peers, log: quiet });
+async function service(
+  peers: string[] = [],
+): Promise<
+  IndexerService & {
+    call(method: string, path: string, body?: unknown): Promise<{ status: number; json: Body }>;
+  }
+> {
+  const s = await IndexerService.start({
+    blockSize: 4,
+    port: 0,
+    host: '127.0.0.1',
+    threads: 1,
+    peers,
+    log: quiet,
+  });
   cleanups.push(() => s.close());
   return Object.assign(s, {
     async call(method: string, path: string, body?: unknown) {
-      const r = await fetch(`${s.url}${path}`, { method, ...(body === undefined ? {} : { body: stringifyJson(body) }) });
+      const r = await fetch(`${s.url}${path}`, {
+        method,
+        ...(body === undefined ? {} : { body: stringifyJson(body) }),
+      });
       return { status: r.status, json: parseJson(await r.text()) as Body };
     },
   });
@@ -90,35 +120,78 @@ async function engine(): Promise<Engine> {
   return e;
 }
 
-const probeScore = (s: Awaited<ReturnType<typeof service>>, id: string, rank: string) => async (): Promise<boolean> =>
-  (await s.call('POST', '/query', { model_name: 'm', token_ids: [1, 2, 3, 4] })).json.scores?.[id]?.[rank] === 4;
+const probeScore =
+  (s: Awaited<ReturnType<typeof service>>, id: string, rank: string) => async (): Promise<boolean> =>
+    (await s.call('POST', '/query', { model_name: 'm', token_ids: [1, 2, 3, 4] })).json.scores?.[id]?.[
+      rank
+    ] === 4;
 
 describe('standalone HTTP indexer (§7.8)', () => {
-  it('indexes registered engines\' vLLM events and answers queries in tokens', async () => {
+  it("indexes registered engines' vLLM events and answers queries in tokens", async () => {
     const s = await service();
     const a = await engine();
     const b = await engine();
-    expect((await s.call('POST', '/register', { instance_id: 7, endpoint: a.endpoint, model_name: 'm', block_size: 4 })).status).toBe(201);
-    expect((await s.call('POST', '/register', { instance_id: '9', endpoint: b.endpoint, model_name: 'm', block_size: 4, dp_rank: 1 })).status).toBe(201);
+    expect(
+      (
+        await s.call('POST', '/register', {
+          instance_id: 7,
+          endpoint: a.endpoint,
+          model_name: 'm',
+          block_size: 4,
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (
+        await s.call('POST', '/register', {
+          instance_id: '9',
+          endpoint: b.endpoint,
+          model_name: 'm',
+          block_size: 4,
+          dp_rank: 1,
+        })
+      ).status,
+    ).toBe(201);
     await a.untilHeard(probeScore(s, '7', '0'));
     await b.untilHeard(probeScore(s, '9', '1'), 1);
 
     await a.batch([['BlockStored', [11, 12], null, [0, 1, 2, 3, 4, 5, 6, 7], 4, null, 'GPU', null]]);
     await b.batch([['BlockStored', [21], null, [0, 1, 2, 3], 4, null, null, null]], 1);
     // Query tokens 0..9: two full blocks of 4. Instance 7 holds both (2 x 4 = 8 tokens), 9 the first (4).
-    const want = { scores: { '7': { '0': 8 }, '9': { '1': 4 } }, frequencies: [], tree_sizes: { '7': { '0': 2 }, '9': { '1': 1 } } };
-    const q = await eventually(async () => {
-      const r = await s.call('POST', '/query', { model_name: 'm', token_ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] });
-      return r.json.scores?.['9']?.['1'] === 4 && r.json.scores?.['7']?.['0'] === 8 ? r : null;
-    }, 10_000, 'both engines\' blocks');
+    const want = {
+      scores: { '7': { '0': 8 }, '9': { '1': 4 } },
+      frequencies: [],
+      tree_sizes: { '7': { '0': 2 }, '9': { '1': 1 } },
+    };
+    const q = await eventually(
+      async () => {
+        const r = await s.call('POST', '/query', {
+          model_name: 'm',
+          token_ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        });
+        return r.json.scores?.['9']?.['1'] === 4 && r.json.scores?.['7']?.['0'] === 8 ? r : null;
+      },
+      10_000,
+      "both engines' blocks",
+    );
     expect(q.json).toEqual(want);
-    expect((await s.call('POST', '/query_by_hash', { model_name: 'm', block_hashes: [H_0_3, H_4_7] })).json).toEqual(want);
+    expect(
+      (await s.call('POST', '/query_by_hash', { model_name: 'm', block_hashes: [H_0_3, H_4_7] })).json,
+    ).toEqual(want);
     // Blocks [1,2,3,4] are nobody's first block.
-    expect((await s.call('POST', '/query_by_hash', { model_name: 'm', block_hashes: [H_1_4] })).json.scores).toEqual({});
+    expect(
+      (await s.call('POST', '/query_by_hash', { model_name: 'm', block_hashes: [H_1_4] })).json.scores,
+    ).toEqual({});
 
     // Removing block 12 on instance 7 leaves it the first block only: 4 tokens.
     await a.batch([['BlockRemoved', [12], null]]);
-    await eventually(async () => (await s.call('POST', '/query', { model_name: 'm', token_ids: [0, 1, 2, 3, 4, 5, 6, 7] })).json.scores?.['7']?.['0'] === 4, 10_000, 'the removal');
+    await eventually(
+      async () =>
+        (await s.call('POST', '/query', { model_name: 'm', token_ids: [0, 1, 2, 3, 4, 5, 6, 7] })).json
+          .scores?.['7']?.['0'] === 4,
+      10_000,
+      'the removal',
+    );
 
     const workers = (await s.call('GET', '/workers')).json.workers!;
     expect(workers.map((w) => [w.instance_id, w.dp_rank, w.model_name, w.tenant_id])).toEqual([
@@ -129,14 +202,23 @@ describe('standalone HTTP indexer (§7.8)', () => {
     // The dump holds exactly what is held: block 11 of 7, block 21 of 9 (rank 1).
     const dump = (await s.call('GET', '/dump')).json.models!;
     expect(dump).toHaveLength(1);
-    const held = dump[0]!.events.map((e) => [BigInt(e.worker_id), e.event.dp_rank, e.event.data.stored.blocks.map((x) => BigInt(x.tokens_hash))]);
+    const held = dump[0]!.events.map((e) => [
+      BigInt(e.worker_id),
+      e.event.dp_rank,
+      e.event.data.stored.blocks.map((x) => BigInt(x.tokens_hash)),
+    ]);
     expect(held.sort((x, y) => (x[0]! < y[0]! ? -1 : 1))).toEqual([
       [7n, 0, [H_0_3]],
       [9n, 1, [H_0_3]],
     ]);
 
-    expect((await s.call('POST', '/unregister', { instance_id: 9, model_name: 'm' })).json).toMatchObject({ status: 'unregistered', dp_ranks: [1] });
-    expect((await s.call('POST', '/query', { model_name: 'm', token_ids: [0, 1, 2, 3] })).json.scores).toEqual({ '7': { '0': 4 } });
+    expect((await s.call('POST', '/unregister', { instance_id: 9, model_name: 'm' })).json).toMatchObject({
+      status: 'unregistered',
+      dp_ranks: [1],
+    });
+    expect(
+      (await s.call('POST', '/query', { model_name: 'm', token_ids: [0, 1, 2, 3] })).json.scores,
+    ).toEqual({ '7': { '0': 4 } });
   }, 60_000);
 
   it('rejects bad registrations and queries with the field named', async () => {
@@ -146,7 +228,12 @@ describe('standalone HTTP indexer (§7.8)', () => {
       ['/register', { endpoint: a.endpoint, model_name: 'm' }, 400, 'instance_id'],
       ['/register', { instance_id: 1, endpoint: 'http://x', model_name: 'm' }, 400, 'endpoint'],
       ['/register', { instance_id: 1, endpoint: a.endpoint }, 400, 'model_name'],
-      ['/register', { instance_id: 1, endpoint: a.endpoint, model_name: 'm', block_size: 0 }, 400, 'block_size'],
+      [
+        '/register',
+        { instance_id: 1, endpoint: a.endpoint, model_name: 'm', block_size: 0 },
+        400,
+        'block_size',
+      ],
       ['/register', { instance_id: -1, endpoint: a.endpoint, model_name: 'm' }, 400, 'instance_id'],
       ['/query', { model_name: 'nobody', token_ids: [1] }, 404, 'model_name'],
       ['/unregister', { instance_id: 1, model_name: 'nobody' }, 404, 'model_name'],
@@ -156,8 +243,15 @@ describe('standalone HTTP indexer (§7.8)', () => {
       expect([path, r.status, r.json.error?.param]).toEqual([path, status, field]);
     }
     // A model keeps the block size of its first registration (default --block-size = 4).
-    expect((await s.call('POST', '/register', { instance_id: 1, endpoint: a.endpoint, model_name: 'm' })).status).toBe(201);
-    const mismatch = await s.call('POST', '/register', { instance_id: 2, endpoint: a.endpoint, model_name: 'm', block_size: 16 });
+    expect(
+      (await s.call('POST', '/register', { instance_id: 1, endpoint: a.endpoint, model_name: 'm' })).status,
+    ).toBe(201);
+    const mismatch = await s.call('POST', '/register', {
+      instance_id: 2,
+      endpoint: a.endpoint,
+      model_name: 'm',
+      block_size: 16,
+    });
     expect([mismatch.status, mismatch.json.error?.param]).toEqual([400, 'block_size']);
     const badQuery = await s.call('POST', '/query', { model_name: 'm', token_ids: [1, 'x'] });
     expect([badQuery.status, badQuery.json.error?.param]).toEqual([400, 'token_ids[1]']);
@@ -167,34 +261,53 @@ describe('standalone HTTP indexer (§7.8)', () => {
     expect((await s.call('GET', '/workers')).json.workers).toHaveLength(1);
   });
 
-  it('--peers: a new indexer starts from a peer\'s index and engines, then follows the engines itself', async () => {
+  it("--peers: a new indexer starts from a peer's index and engines, then follows the engines itself", async () => {
     const first = await service();
     const a = await engine();
-    await first.call('POST', '/register', { instance_id: 7, endpoint: a.endpoint, model_name: 'm', block_size: 4 });
+    await first.call('POST', '/register', {
+      instance_id: 7,
+      endpoint: a.endpoint,
+      model_name: 'm',
+      block_size: 4,
+    });
     await a.untilHeard(probeScore(first, '7', '0'));
     await a.batch([['BlockStored', [11], null, [0, 1, 2, 3], 4, null, null, null]]);
     const q = { model_name: 'm', token_ids: [0, 1, 2, 3, 4, 5, 6, 7] };
-    await eventually(async () => (await first.call('POST', '/query', q)).json.scores?.['7']?.['0'] === 4, 10_000, 'block 11 in the first indexer');
+    await eventually(
+      async () => (await first.call('POST', '/query', q)).json.scores?.['7']?.['0'] === 4,
+      10_000,
+      'block 11 in the first indexer',
+    );
 
     const second = await service([first.url]);
-    expect((await second.call('POST', '/query', q)).json).toEqual((await first.call('POST', '/query', q)).json);
+    expect((await second.call('POST', '/query', q)).json).toEqual(
+      (await first.call('POST', '/query', q)).json,
+    );
     expect((await second.call('GET', '/workers')).json).toEqual((await first.call('GET', '/workers')).json);
     expect((await first.call('GET', '/peers')).json.peers).toEqual([second.url]);
 
     // The second one subscribed to the engine too: a child of block 11 (tokens 4..7) reaches both.
-    await eventually(async () => {
-      await a.batch([['BlockStored', [12], 11, [4, 5, 6, 7], 4, null, null, null]]);
-      return (await second.call('POST', '/query', q)).json.scores?.['7']?.['0'] === 8;
-    }, 10_000, 'the new event in the second indexer');
+    await eventually(
+      async () => {
+        await a.batch([['BlockStored', [12], 11, [4, 5, 6, 7], 4, null, null, null]]);
+        return (await second.call('POST', '/query', q)).json.scores?.['7']?.['0'] === 8;
+      },
+      10_000,
+      'the new event in the second indexer',
+    );
     expect((await first.call('POST', '/query', q)).json.scores?.['7']?.['0']).toBe(8);
   }, 60_000);
 
   it('the CLI requires --block-size (exit 2)', () => {
-    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/indexer-main.ts', '--port', '0'], {
-      cwd: REPO,
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/indexer-main.ts', '--port', '0'],
+      {
+        cwd: REPO,
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('--block-size');
   });

@@ -67,7 +67,8 @@ interface ModelIndex {
   regs: Map<string, Live>;
 }
 
-const bad = (field: string, message: string): KvrError => new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
+const bad = (field: string, message: string): KvrError =>
+  new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
 
 function obj(v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('body', 'expected a JSON object');
@@ -89,7 +90,8 @@ function str(o: Record<string, unknown>, k: string, required: boolean): string |
 function uint(o: Record<string, unknown>, k: string, min: number, max: number): number | null {
   const v = o[k];
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(k, `must be an integer ${min}..${max}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw bad(k, `must be an integer ${min}..${max}`);
   return v;
 }
 
@@ -126,7 +128,8 @@ export class IndexerService {
   private closed = false;
 
   private constructor(private readonly o: IndexerServiceOptions) {
-    if (!Number.isSafeInteger(o.blockSize) || o.blockSize < 1) throw bad('block-size', 'must be an integer >= 1');
+    if (!Number.isSafeInteger(o.blockSize) || o.blockSize < 1)
+      throw bad('block-size', 'must be an integer >= 1');
     if (!Number.isSafeInteger(o.threads) || o.threads < 1) throw bad('threads', 'must be an integer >= 1');
   }
 
@@ -143,7 +146,9 @@ export class IndexerService {
           'GET /dump': async () => ({ json: await s.dump() }),
           'POST /register_peer': (b) => s.registerPeer(b),
           'GET /peers': () => ({ json: { peers: [...s.peers].sort() } }),
-          'GET /health': () => ({ json: { status: 'healthy', models: s.models.size, workers: s.workers().length } }),
+          'GET /health': () => ({
+            json: { status: 'healthy', models: s.models.size, workers: s.workers().length },
+          }),
         },
         o.port,
         o.host,
@@ -153,7 +158,9 @@ export class IndexerService {
       await s.close();
       throw e;
     }
-    o.log.info(`indexer listening on ${s.url} (block size ${o.blockSize}, ${o.threads} writer lane(s) per model)`);
+    o.log.info(
+      `indexer listening on ${s.url} (block size ${o.blockSize}, ${o.threads} writer lane(s) per model)`,
+    );
     return s;
   }
 
@@ -165,12 +172,21 @@ export class IndexerService {
     const key = modelKey(name, tenant);
     let m = this.models.get(key);
     if (!m) {
-      if (blockSize === null) throw new KvrError('not_found', `no worker is registered for model ${JSON.stringify(name)} (tenant ${JSON.stringify(tenant)})`, 404, { field: 'model_name' });
+      if (blockSize === null)
+        throw new KvrError(
+          'not_found',
+          `no worker is registered for model ${JSON.stringify(name)} (tenant ${JSON.stringify(tenant)})`,
+          404,
+          { field: 'model_name' },
+        );
       m = {
         model_name: name,
         tenant_id: tenant,
         blockSize,
-        index: createKvIndexer({ threads: this.o.threads, onError: (e) => this.o.log.warn(`index ${name}: ${e.message}`) }),
+        index: createKvIndexer({
+          threads: this.o.threads,
+          onError: (e) => this.o.log.warn(`index ${name}: ${e.message}`),
+        }),
         regs: new Map(),
       };
       this.models.set(key, m);
@@ -191,23 +207,37 @@ export class IndexerService {
       dp_rank: uint(b, 'dp_rank', 0, 0xffffffff) ?? 0,
       replay_endpoint: str(b, 'replay_endpoint', false),
     };
-    if (!/^(tcp|ipc|inproc):\/\/.+/.test(reg.endpoint)) throw bad('endpoint', `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(reg.endpoint)}`);
+    if (!/^(tcp|ipc|inproc):\/\/.+/.test(reg.endpoint))
+      throw bad(
+        'endpoint',
+        `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(reg.endpoint)}`,
+      );
     if (reg.replay_endpoint !== null && !/^(tcp|ipc|inproc):\/\/.+/.test(reg.replay_endpoint))
-      throw bad('replay_endpoint', `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(reg.replay_endpoint)}`);
+      throw bad(
+        'replay_endpoint',
+        `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(reg.replay_endpoint)}`,
+      );
     const existing = this.models.get(modelKey(reg.model_name, reg.tenant_id));
     if (existing && existing.blockSize !== reg.block_size)
-      throw bad('block_size', `model ${JSON.stringify(reg.model_name)} is indexed with block size ${existing.blockSize}, got ${reg.block_size}`);
+      throw bad(
+        'block_size',
+        `model ${JSON.stringify(reg.model_name)} is indexed with block size ${existing.blockSize}, got ${reg.block_size}`,
+      );
     const m = this.model(reg.model_name, reg.tenant_id, reg.block_size);
     const key = `${reg.instance_id}:${reg.dp_rank}`;
     const old = m.regs.get(key);
-    if (old && old.reg.endpoint === reg.endpoint && old.reg.replay_endpoint === reg.replay_endpoint) return { json: { status: 'already_registered', ...old.reg } };
+    if (old && old.reg.endpoint === reg.endpoint && old.reg.replay_endpoint === reg.replay_endpoint)
+      return { json: { status: 'already_registered', ...old.reg } };
     if (old) this.stop(m, key, old);
     const publisher = new KvEventPublisher({
       workerId: reg.instance_id,
       dpRanks: [reg.dp_rank],
       localIndexer: false,
       sink: { publishEvent: (ev) => m.index.applyEvent(ev) },
-      onEngineDropped: (n) => this.o.log.warn(`engine ${reg.endpoint} (instance ${reg.instance_id}, rank ${reg.dp_rank}): ${n} event batch(es) lost`),
+      onEngineDropped: (n) =>
+        this.o.log.warn(
+          `engine ${reg.endpoint} (instance ${reg.instance_id}, rank ${reg.dp_rank}): ${n} event batch(es) lost`,
+        ),
       onError: (e) => this.o.log.warn(`index ${reg.model_name}: ${(e as Error).message}`),
     });
     const ingest = new VllmZmqIngest({
@@ -220,12 +250,15 @@ export class IndexerService {
       onError: (e) => this.o.log.warn(`engine ${reg.endpoint}: ${(e as Error).message}`),
     });
     m.regs.set(key, { reg, ingest, publisher });
-    this.o.log.info(`registered instance ${reg.instance_id} rank ${reg.dp_rank} of ${reg.model_name} at ${reg.endpoint}`);
+    this.o.log.info(
+      `registered instance ${reg.instance_id} rank ${reg.dp_rank} of ${reg.model_name} at ${reg.endpoint}`,
+    );
     return { status: 201, json: { status: 'registered', ...reg } };
   }
 
   private stop(m: ModelIndex, key: string, live: Live): void {
-    const warn = (e: unknown): void => this.o.log.warn(`engine ${live.reg.endpoint}: close: ${(e as Error).message}`);
+    const warn = (e: unknown): void =>
+      this.o.log.warn(`engine ${live.reg.endpoint}: close: ${(e as Error).message}`);
     live.ingest.close().catch(warn);
     live.publisher.close().catch(warn);
     m.regs.delete(key);
@@ -245,16 +278,37 @@ export class IndexerService {
       return r.instance_id === id && (rank === null || r.dp_rank === rank);
     });
     if (keys.length === 0)
-      throw new KvrError('not_found', `instance ${id}${rank === null ? '' : ` rank ${rank}`} is not registered for model ${JSON.stringify(name)}`, 404, { field: 'instance_id' });
+      throw new KvrError(
+        'not_found',
+        `instance ${id}${rank === null ? '' : ` rank ${rank}`} is not registered for model ${JSON.stringify(name)}`,
+        404,
+        { field: 'instance_id' },
+      );
     for (const k of keys) this.stop(m, k, m.regs.get(k)!);
-    return { json: { status: 'unregistered', instance_id: id, model_name: name, tenant_id: tenant, dp_ranks: keys.map((k) => Number(k.split(':')[1])).sort((x, y) => x - y) } };
+    return {
+      json: {
+        status: 'unregistered',
+        instance_id: id,
+        model_name: name,
+        tenant_id: tenant,
+        dp_ranks: keys.map((k) => Number(k.split(':')[1])).sort((x, y) => x - y),
+      },
+    };
   }
 
   workers(): Registration[] {
     const out: Registration[] = [];
     for (const m of this.models.values()) for (const l of m.regs.values()) out.push(l.reg);
     return out.sort((a, b) =>
-      a.model_name !== b.model_name ? (a.model_name < b.model_name ? -1 : 1) : a.instance_id !== b.instance_id ? (a.instance_id < b.instance_id ? -1 : 1) : a.dp_rank - b.dp_rank,
+      a.model_name !== b.model_name
+        ? a.model_name < b.model_name
+          ? -1
+          : 1
+        : a.instance_id !== b.instance_id
+          ? a.instance_id < b.instance_id
+            ? -1
+            : 1
+          : a.dp_rank - b.dp_rank,
     );
   }
 
@@ -267,7 +321,8 @@ export class IndexerService {
     const tokens = new Uint32Array(t.length);
     for (let i = 0; i < t.length; i++) {
       const x: unknown = t[i];
-      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) throw bad(`token_ids[${i}]`, 'must be an integer 0..4294967295');
+      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff)
+        throw bad(`token_ids[${i}]`, 'must be an integer 0..4294967295');
       tokens[i] = x;
     }
     const lora = str(b, 'lora_name', false);
@@ -292,18 +347,26 @@ export class IndexerService {
   }
 
   /** `GET /dump`: each model's index as Stored events, parents first (§3.7). */
-  async dump(): Promise<{ models: { model_name: string; tenant_id: string; block_size: number; events: unknown[] }[] }> {
+  async dump(): Promise<{
+    models: { model_name: string; tenant_id: string; block_size: number; events: unknown[] }[];
+  }> {
     const out = [];
     for (const m of this.models.values()) {
       const events = await m.index.dump();
-      out.push({ model_name: m.model_name, tenant_id: m.tenant_id, block_size: m.blockSize, events: events.map((e) => RouterEventCodec.toValue(e)) });
+      out.push({
+        model_name: m.model_name,
+        tenant_id: m.tenant_id,
+        block_size: m.blockSize,
+        events: events.map((e) => RouterEventCodec.toValue(e)),
+      });
     }
     return { models: out };
   }
 
   registerPeer(body: unknown): Reply {
     const url = str(obj(body), 'url', true);
-    if (!/^https?:\/\/[^/]+/.test(url)) throw bad('url', `must be an http(s) URL, got ${JSON.stringify(url)}`);
+    if (!/^https?:\/\/[^/]+/.test(url))
+      throw bad('url', `must be an http(s) URL, got ${JSON.stringify(url)}`);
     this.peers.add(url.replace(/\/+$/, ''));
     return { json: { peers: [...this.peers].sort() } };
   }
@@ -320,7 +383,9 @@ export class IndexerService {
         if (!r.ok) throw new Error(`GET ${p}: HTTP ${r.status}`);
         return parseJson(await r.text());
       };
-      const dump = (await get('/dump')) as { models?: { model_name: string; tenant_id: string; block_size: number; events: unknown[] }[] };
+      const dump = (await get('/dump')) as {
+        models?: { model_name: string; tenant_id: string; block_size: number; events: unknown[] }[];
+      };
       let events = 0;
       for (const d of dump.models ?? []) {
         const m = this.model(d.model_name, d.tenant_id, d.block_size);
@@ -333,7 +398,12 @@ export class IndexerService {
       for (const w of workers) this.register(w);
       this.peers.add(base);
       // Let the peer know about this one too.
-      if (this.url) await fetch(`${base}/register_peer`, { method: 'POST', body: stringifyJson({ url: this.url }), signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+      if (this.url)
+        await fetch(`${base}/register_peer`, {
+          method: 'POST',
+          body: stringifyJson({ url: this.url }),
+          signal: AbortSignal.timeout(10_000),
+        }).catch(() => undefined);
       this.o.log.info(`recovered ${events} events and ${workers.length} registrations from peer ${base}`);
     } catch (e) {
       this.o.log.warn(`peer ${base}: recovery failed: ${(e as Error).message}`);

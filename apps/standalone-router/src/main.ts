@@ -13,7 +13,8 @@ import { StandaloneRouter, stderrLogger as log } from './service.js';
 const argv = process.argv.slice(2);
 // `pnpm start -- --flag` hands the separator through.
 if (argv[0] === '--') argv.shift();
-if (argv.includes('-h') || argv.includes('--help')) process.stdout.write(`Standalone router flag:\n${ENDPOINT_HELP}\n`);
+if (argv.includes('-h') || argv.includes('--help'))
+  process.stdout.write(`Standalone router flag:\n${ENDPOINT_HELP}\n`);
 
 let split: ReturnType<typeof splitEndpointArg>;
 try {
@@ -23,13 +24,23 @@ try {
   process.exit(2);
 }
 // A standalone router is a KV router (upstream has no mode flag): kv unless the mode is given.
-const modeGiven = split.rest.some((a) => a === '--router-mode' || a.startsWith('--router-mode=')) || (process.env.DYN_ROUTER_MODE ?? '') !== '';
-const { config } = parseAppConfig('router', modeGiven ? split.rest : ['--router-mode', 'kv', ...split.rest], process.env, {
-  info: { name: 'kvrouter-router', description: 'Standalone KV-aware router for one worker endpoint (python -m dynamo.router)' },
-  isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
-  writeFile: (p, text) => fs.writeFileSync(p, text),
-  onWarning: (w) => log.warn(w),
-});
+const modeGiven =
+  split.rest.some((a) => a === '--router-mode' || a.startsWith('--router-mode=')) ||
+  (process.env.DYN_ROUTER_MODE ?? '') !== '';
+const { config } = parseAppConfig(
+  'router',
+  modeGiven ? split.rest : ['--router-mode', 'kv', ...split.rest],
+  process.env,
+  {
+    info: {
+      name: 'kvrouter-router',
+      description: 'Standalone KV-aware router for one worker endpoint (python -m dynamo.router)',
+    },
+    isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
+    writeFile: (p, text) => fs.writeFileSync(p, text),
+    onWarning: (w) => log.warn(w),
+  },
+);
 if (!split.endpoint) {
   process.stderr.write('error: the following arguments are required: --endpoint\n');
   process.exit(2);
@@ -41,10 +52,14 @@ try {
 } catch (e) {
   const k = e instanceof KvrError ? e : null;
   process.stderr.write(`error: ${(e as Error).message}\n`);
-  process.exit(k && (k instanceof ArgsError || k.code === 'config_error' || k.code === 'not_supported') ? 2 : 1);
+  process.exit(
+    k && (k instanceof ArgsError || k.code === 'config_error' || k.code === 'not_supported') ? 2 : 1,
+  );
 }
 // One machine-readable line on stdout for supervisors and tests: where this router listens.
-process.stdout.write(`${JSON.stringify({ router_id: router.routerId.toString(), system_url: router.systemUrl, transport: router.transport })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ router_id: router.routerId.toString(), system_url: router.systemUrl, transport: router.transport })}\n`,
+);
 
 let signals = 0;
 const onSignal = (sig: string): void => {

@@ -39,7 +39,10 @@ export class ServedIndexer {
 
   private lookup(model: string): Served | string {
     const ix = this.byModel.get(model);
-    return ix ?? `no index is served for model ${JSON.stringify(model)} (serving: ${this.models.map((m) => JSON.stringify(m)).join(', ') || 'none yet'})`;
+    return (
+      ix ??
+      `no index is served for model ${JSON.stringify(model)} (serving: ${this.models.map((m) => JSON.stringify(m)).join(', ') || 'none yet'})`
+    );
   }
 
   /** The `kv_indexer_query` handler body: a plain value tree ready for the request plane. */
@@ -48,7 +51,10 @@ export class ServedIndexer {
     try {
       const q = RemoteIndexerQueryCodec.fromValue(payload);
       const ix = this.lookup(q.model_name);
-      reply = typeof ix === 'string' ? { Error: ix } : { Scores: overlapScoresToWire(ix.findMatches(q.block_hashes)) };
+      reply =
+        typeof ix === 'string'
+          ? { Error: ix }
+          : { Scores: overlapScoresToWire(ix.findMatches(q.block_hashes)) };
     } catch (e) {
       reply = { Error: message(e) };
     }
@@ -62,7 +68,8 @@ export class ServedIndexer {
       const r = RemoteIndexerRecordRequestCodec.fromValue(payload);
       const ix = this.lookup(r.model_name);
       if (typeof ix === 'string') reply = { Error: ix };
-      else if (!this.approximate || typeof ix.recordRouting !== 'function') reply = { Error: 'this router serves an event-driven index; routing decisions are not recorded' };
+      else if (!this.approximate || typeof ix.recordRouting !== 'function')
+        reply = { Error: 'this router serves an event-driven index; routing decisions are not recorded' };
       else {
         ix.recordRouting(r.worker, u64sToPairs(r.local_hashes), u64sToPairs(r.sequence_hashes));
         reply = 'Recorded';

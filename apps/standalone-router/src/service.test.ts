@@ -7,7 +7,13 @@ import { spawn } from 'node:child_process';
 import { resolveConfig } from '@kvrouter/config';
 import { RemoteIndexerQueryCodec, RemoteIndexerRecordRequestCodec, type WorkerId } from '@kvrouter/protocols';
 import { RemoteIndexedKvRouter, RemoteIndexer, VirtualClock } from '@kvrouter/router';
-import { MemDiscoveryHub, TcpRequestClient, registerInstance, registerModelCard, type Discovery } from '@kvrouter/runtime';
+import {
+  MemDiscoveryHub,
+  TcpRequestClient,
+  registerInstance,
+  registerModelCard,
+  type Discovery,
+} from '@kvrouter/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StandaloneRouter } from './service.js';
 import { REPO } from './test-procs.js';
@@ -20,7 +26,11 @@ afterEach(async () => {
 });
 
 async function router(hub: MemDiscoveryHub, argv: string[]): Promise<StandaloneRouter> {
-  const { config } = resolveConfig('router', ['--router-mode', 'kv', '--router-event-threads', '1', ...argv], {});
+  const { config } = resolveConfig(
+    'router',
+    ['--router-mode', 'kv', '--router-event-threads', '1', ...argv],
+    {},
+  );
   const r = await StandaloneRouter.start(config, PATH, { log: quiet, memHub: hub });
   closers.push(() => r.close());
   return r;
@@ -31,7 +41,15 @@ async function worker(hub: MemDiscoveryHub): Promise<Discovery> {
   const d = hub.connect();
   closers.push(() => d.close());
   await registerInstance(d, { ...PATH, transport: { tcp: '127.0.0.1:9' } });
-  await registerModelCard(d, { ...PATH, card: { display_name: 'm', kv_cache_block_size: 16, context_length: 4096, runtime_config: { total_kv_blocks: 1000 } } });
+  await registerModelCard(d, {
+    ...PATH,
+    card: {
+      display_name: 'm',
+      kv_cache_block_size: 16,
+      context_length: 4096,
+      runtime_config: { total_kv_blocks: 1000 },
+    },
+  });
   return d;
 }
 
@@ -47,19 +65,33 @@ describe('StandaloneRouter (mem discovery)', () => {
   it('routes once a worker has both instance and card, and drops it when it leaves', async () => {
     const hub = new MemDiscoveryHub();
     const r = await router(hub, ['--no-router-kv-events']);
-    await expect(r.route({ token_ids: [1, 2, 3] })).rejects.toMatchObject({ code: 'no_eligible_workers', status: 503 });
+    await expect(r.route({ token_ids: [1, 2, 3] })).rejects.toMatchObject({
+      code: 'no_eligible_workers',
+      status: 503,
+    });
     const w = await worker(hub);
     await until(() => r.workerCount === 1);
     expect(r.router!.blockSize).toBe(16);
     const d = await r.route({ request_id: 'a', token_ids: Array.from({ length: 40 }, (_, i) => i) });
     // 40 tokens, block size 16: ceil(40 / 16) = 3 required blocks, nothing cached yet.
-    expect(d).toEqual({ request_id: 'a', worker_id: w.leaseId, dp_rank: 0, overlap_blocks: 0, cached_tokens: 0, required_blocks: 3, booked: true });
+    expect(d).toEqual({
+      request_id: 'a',
+      worker_id: w.leaseId,
+      dp_rank: 0,
+      overlap_blocks: 0,
+      cached_tokens: 0,
+      required_blocks: 3,
+      booked: true,
+    });
     expect(r.router!.rankLoad({ worker_id: w.leaseId as WorkerId, dp_rank: 0 }).active_requests).toBe(1);
     expect(r.markPrefillCompleted({ request_id: 'a' })).toEqual({ request_id: 'a', found: true });
     expect(r.free({ request_id: 'a' })).toEqual({ request_id: 'a', found: true });
     expect(r.router!.rankLoad({ worker_id: w.leaseId as WorkerId, dp_rank: 0 }).active_requests).toBe(0);
     // Approximate mode recorded the decision: the same prompt now overlaps floor(40 / 16) = 2 blocks.
-    expect((await r.route({ token_ids: Array.from({ length: 40 }, (_, i) => i), query_only: true })).overlap_blocks).toBe(2);
+    expect(
+      (await r.route({ token_ids: Array.from({ length: 40 }, (_, i) => i), query_only: true }))
+        .overlap_blocks,
+    ).toBe(2);
     await w.close();
     await until(() => r.workerCount === 0);
     await expect(r.route({ token_ids: [1] })).rejects.toMatchObject({ status: 503 });
@@ -72,7 +104,15 @@ describe('StandaloneRouter (mem discovery)', () => {
     closers.push(() => d.close());
     await registerInstance(d, { ...PATH, transport: { tcp: '127.0.0.1:9' } });
     // max_num_batched_tokens 100: with threshold 1 the worker is "full" above 100 prefill tokens (§10).
-    await registerModelCard(d, { ...PATH, card: { display_name: 'm', kv_cache_block_size: 16, context_length: 4096, runtime_config: { total_kv_blocks: 1000, max_num_batched_tokens: 100 } } });
+    await registerModelCard(d, {
+      ...PATH,
+      card: {
+        display_name: 'm',
+        kv_cache_block_size: 16,
+        context_length: 4096,
+        runtime_config: { total_kv_blocks: 1000, max_num_batched_tokens: 100 },
+      },
+    });
     await until(() => sr.workerCount === 1);
     const w = { worker_id: d.leaseId as WorkerId, dp_rank: 0 };
     const big = Array.from({ length: 200 }, (_, i) => i); // 200 prefill tokens > 1 x 100
@@ -89,8 +129,15 @@ describe('StandaloneRouter (mem discovery)', () => {
     // Decided (nothing parked now) but the caller is already gone: booked, then freed at once.
     const gone = new AbortController();
     gone.abort();
-    await expect(sr.route({ request_id: 'third', token_ids: big }, gone.signal)).rejects.toMatchObject({ code: 'cancelled', status: 499 });
-    expect(sr.router!.rankLoad(w)).toEqual({ active_requests: 0, active_prefill_tokens: 0, active_decode_blocks: 0 });
+    await expect(sr.route({ request_id: 'third', token_ids: big }, gone.signal)).rejects.toMatchObject({
+      code: 'cancelled',
+      status: 499,
+    });
+    expect(sr.router!.rankLoad(w)).toEqual({
+      active_requests: 0,
+      active_prefill_tokens: 0,
+      active_decode_blocks: 0,
+    });
   });
 
   it('--serve-indexer in approximate mode serves query and record, and must be the only serving instance', async () => {
@@ -99,11 +146,17 @@ describe('StandaloneRouter (mem discovery)', () => {
     const obs = hub.connect();
     closers.push(() => obs.close());
     const eps = async (ep: string) => (await obs.list(`v1/instances/ns/backend/${ep}/`)).length;
-    expect([await eps('kv_indexer_query'), await eps('kv_indexer_record_routing_decision'), await eps('router-discovery')]).toEqual([1, 1, 1]);
+    expect([
+      await eps('kv_indexer_query'),
+      await eps('kv_indexer_record_routing_decision'),
+      await eps('router-discovery'),
+    ]).toEqual([1, 1, 1]);
     await worker(hub);
     await until(() => r.modelNames.length === 1);
 
-    await expect(router(hub, ['--no-router-kv-events', '--serve-indexer'])).rejects.toThrow(/only serving instance/);
+    await expect(router(hub, ['--no-router-kv-events', '--serve-indexer'])).rejects.toThrow(
+      /only serving instance/,
+    );
     await expect(router(hub, ['--serve-indexer'])).rejects.toThrow(/cannot be mixed/);
     // Both refused before registering anything (and their leases are gone).
     expect(await eps('kv_indexer_query')).toBe(1);
@@ -122,10 +175,20 @@ describe('StandaloneRouter (mem discovery)', () => {
       approximate: true,
       client: {
         query: (q) => tcp.unary(sr.transport, 'kv_indexer_query', RemoteIndexerQueryCodec.toValue(q)),
-        record: (r) => tcp.unary(sr.transport, 'kv_indexer_record_routing_decision', RemoteIndexerRecordRequestCodec.toValue(r)),
+        record: (r) =>
+          tcp.unary(
+            sr.transport,
+            'kv_indexer_record_routing_decision',
+            RemoteIndexerRecordRequestCodec.toValue(r),
+          ),
       },
     });
-    const other = new RemoteIndexedKvRouter({ blockSize: 16, clock: new VirtualClock(0), random: () => 0.5, remote });
+    const other = new RemoteIndexedKvRouter({
+      blockSize: 16,
+      clock: new VirtualClock(0),
+      random: () => 0.5,
+      remote,
+    });
     closers.push(() => other.close());
     other.addWorker({ workerId: w.leaseId });
     const tokens = Array.from({ length: 48 }, (_, i) => 7 * i + 1); // 48 / 16 = 3 blocks
@@ -138,19 +201,28 @@ describe('StandaloneRouter (mem discovery)', () => {
       seen = (await sr.route({ token_ids: tokens, query_only: true })).overlap_blocks;
     }
     expect(seen).toBe(3);
-    expect((await other.route({ requestId: 'y', tokens: Uint32Array.from(tokens), queryOnly: true })).overlapBlocks).toBe(3);
+    expect(
+      (await other.route({ requestId: 'y', tokens: Uint32Array.from(tokens), queryOnly: true }))
+        .overlapBlocks,
+    ).toBe(3);
     expect(remote.stats).toEqual({ queries: 2, failures: 0, writeFailures: 0 });
   });
 
   it('refuses --use-remote-indexer (a standalone router keeps its own index)', async () => {
     const { config } = resolveConfig('router', ['--router-mode', 'kv', '--use-remote-indexer'], {});
-    await expect(StandaloneRouter.start(config, PATH, { log: quiet, memHub: new MemDiscoveryHub() })).rejects.toMatchObject({ code: 'not_supported' });
+    await expect(
+      StandaloneRouter.start(config, PATH, { log: quiet, memHub: new MemDiscoveryHub() }),
+    ).rejects.toMatchObject({ code: 'not_supported' });
   });
 
   it('CLI: --endpoint is required; kv is the default mode; FLAGS.md validation exits 2', async () => {
     const run = (args: string[]) =>
       new Promise<{ status: number | null; stderr: string }>((resolve) => {
-        const c = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/main.ts', ...args], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+        const c = spawn(
+          process.execPath,
+          ['--conditions=source', '--import', 'tsx', 'apps/standalone-router/src/main.ts', ...args],
+          { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
+        );
         let stderr = '';
         c.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
         c.on('exit', (status) => resolve({ status, stderr: stderr.trim() }));
@@ -159,9 +231,18 @@ describe('StandaloneRouter (mem discovery)', () => {
       run(['--router-mode', 'kv']),
       // No --router-mode: with kv as the default the mode check passes and the credit check
       // (validated after it, FLAGS.md order) is the one that fails.
-      run(['--endpoint', 'dyn://ns.backend.generate', '--serve-indexer', '--router-kv-overlap-score-credit', '0']),
+      run([
+        '--endpoint',
+        'dyn://ns.backend.generate',
+        '--serve-indexer',
+        '--router-kv-overlap-score-credit',
+        '0',
+      ]),
     ]);
     expect(a).toEqual({ status: 2, stderr: 'error: the following arguments are required: --endpoint' });
-    expect(c).toEqual({ status: 2, stderr: 'error: --serve-indexer requires overlap scoring (--router-kv-overlap-score-credit > 0)' });
+    expect(c).toEqual({
+      status: 2,
+      stderr: 'error: --serve-indexer requires overlap scoring (--router-kv-overlap-score-credit > 0)',
+    });
   }, 60_000);
 });

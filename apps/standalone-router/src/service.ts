@@ -20,7 +20,12 @@ import {
   watchWorkers,
   type EventPlane,
 } from '@kvrouter/kv-events';
-import { KvIndexMetrics, RouterRequestMetrics, createRegistry, type RouterEndpointMetrics } from '@kvrouter/metrics';
+import {
+  KvIndexMetrics,
+  RouterRequestMetrics,
+  createRegistry,
+  type RouterEndpointMetrics,
+} from '@kvrouter/metrics';
 import {
   KV_INDEXER_QUERY_ENDPOINT,
   KV_INDEXER_RECORD_ENDPOINT,
@@ -146,7 +151,11 @@ export class StandaloneRouter {
     return this.server.transport;
   }
 
-  static async start(config: RouterAppConfig, path: EndpointPath, opts: StandaloneRouterOptions = {}): Promise<StandaloneRouter> {
+  static async start(
+    config: RouterAppConfig,
+    path: EndpointPath,
+    opts: StandaloneRouterOptions = {},
+  ): Promise<StandaloneRouter> {
     const log = opts.log ?? stderrLogger;
     const params = routerParamsFromConfig(config);
     if (params.index.kind === 'remote')
@@ -157,9 +166,14 @@ export class StandaloneRouter {
         { field: 'use-remote-indexer' },
       );
     if (params.aic)
-      throw new KvrError('not_supported', '--router-prefill-load-model aic needs a performance model kvrouter does not ship yet', 400, {
-        field: 'router-prefill-load-model',
-      });
+      throw new KvrError(
+        'not_supported',
+        '--router-prefill-load-model aic needs a performance model kvrouter does not ship yet',
+        400,
+        {
+          field: 'router-prefill-load-model',
+        },
+      );
     const discovery = await createDiscovery({
       backend: config.discoveryBackend,
       ...(opts.memHub ? { hub: opts.memHub } : {}),
@@ -182,7 +196,9 @@ export class StandaloneRouter {
     const { namespace: ns, component: comp } = path;
     this.cleanup.push(() => discovery.close());
     if (index) this.cleanup.push(() => index.close());
-    const eventPlaneKind = config.eventPlane ?? (config.discoveryBackend === 'etcd' || config.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+    const eventPlaneKind =
+      config.eventPlane ??
+      (config.discoveryBackend === 'etcd' || config.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
     let nc: NatsConnection | null = null;
     if (config.requestPlane === 'nats' || eventPlaneKind === 'nats') {
       nc = await connectNats(config.natsServer);
@@ -198,7 +214,10 @@ export class StandaloneRouter {
       onError: (e) => log.warn(`event plane: ${(e as Error).message}`),
     });
     this.cleanup.push(() => plane.close());
-    const client = (this.client = new MultiTransportClient({ tcp: new TcpRequestClient(), ...(nc ? { nats_tcp: new NatsRequestClient(nc) } : {}) }));
+    const client = (this.client = new MultiTransportClient({
+      tcp: new TcpRequestClient(),
+      ...(nc ? { nats_tcp: new NatsRequestClient(nc) } : {}),
+    }));
     this.cleanup.push(() => client.close());
 
     this.endpointMetrics = new RouterRequestMetrics(this.registry).forEndpoint(path);
@@ -212,7 +231,13 @@ export class StandaloneRouter {
         onError: (e, ctx) => log.warn(`kv events ${ns}/${comp}: ${ctx}: ${(e as Error).message}`),
       });
       sub.start(() => plane.subscribe(kvEventsTopic(ns, comp)));
-      const watch = watchWorkers({ discovery, namespace: ns, component: comp, endpoint: path.endpoint, subscriber: sub });
+      const watch = watchWorkers({
+        discovery,
+        namespace: ns,
+        component: comp,
+        endpoint: path.endpoint,
+        subscriber: sub,
+      });
       this.cleanup.push(
         () => watch.close(),
         () => sub.close(),
@@ -231,27 +256,38 @@ export class StandaloneRouter {
     const { index: _i, blockSizeOverride, replicaSync: _r, aic: _a, ...routerOpts } = params;
     const makeRouter = (card: ModelDeploymentCard): KvRouter => {
       const blockSize = blockSizeOverride ?? card.kv_cache_block_size;
-      log.info(`router for ${ns}/${comp}/${path.endpoint}: mode ${params.mode}, block size ${blockSize}, index ${params.index.kind}`);
+      log.info(
+        `router for ${ns}/${comp}/${path.endpoint}: mode ${params.mode}, block size ${blockSize}, index ${params.index.kind}`,
+      );
       return new KvRouter({
         ...routerOpts,
         blockSize,
-        clock: { now: Date.now, setTimeout: (f, ms) => setTimeout(f, ms).unref(), clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout) },
+        clock: {
+          now: Date.now,
+          setTimeout: (f, ms) => setTimeout(f, ms).unref(),
+          clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+        },
         random: Math.random,
         indexer: index,
         routerId: this.routerId,
         hrtime: () => performance.now(),
-        ...(replica ? { publishActiveSequenceEvent: (ev) => replica.publish(ev), publishLoad: (l) => loads.publish(l) } : {}),
+        ...(replica
+          ? { publishActiveSequenceEvent: (ev) => replica.publish(ev), publishLoad: (l) => loads.publish(l) }
+          : {}),
         onError: (e, ctx) => log.warn(`router: ${ctx}: ${(e as Error).message}`),
       });
     };
 
-    this.served = config.serveIndexer && index ? new ServedIndexer(params.index.kind === 'approximate') : null;
+    this.served =
+      config.serveIndexer && index ? new ServedIndexer(params.index.kind === 'approximate') : null;
     this.tracker = new WorkerTracker(discovery, path, {
       onReady: (id, card) => {
         this.router_ ??= makeRouter(card);
         const r = this.router_;
         if (blockSizeOverride === null && card.kv_cache_block_size !== r.blockSize)
-          log.warn(`worker ${u64ToHex(id)} has block size ${card.kv_cache_block_size}, the router uses ${r.blockSize} (the first card's)`);
+          log.warn(
+            `worker ${u64ToHex(id)} has block size ${card.kv_cache_block_size}, the router uses ${r.blockSize} (the first card's)`,
+          );
         const rc = card.runtime_config;
         r.addWorker({
           workerId: id,
@@ -282,7 +318,9 @@ export class StandaloneRouter {
 
     this.server =
       config.requestPlane === 'nats'
-        ? await NatsRequestServer.start(nc!, { subject: `${componentSubject(ns, ROUTER_COMPONENT)}.instance.${u64ToHex(this.routerId)}` })
+        ? await NatsRequestServer.start(nc!, {
+            subject: `${componentSubject(ns, ROUTER_COMPONENT)}.instance.${u64ToHex(this.routerId)}`,
+          })
         : await TcpRequestServer.listen({ port: 0 });
     const server = this.server;
     this.cleanup.push(() => server.close({ graceMs: 1000 }));
@@ -290,17 +328,27 @@ export class StandaloneRouter {
     server.serve(MARK_PREFILL_COMPLETED_ENDPOINT, (p) => Promise.resolve(this.markPrefillCompleted(p)));
     server.serve(FREE_ENDPOINT, (p) => Promise.resolve(this.free(p)));
     server.serve(GENERATE_VIA_ROUTER_ENDPOINT, (p, ctx) => this.generate(p, ctx.signal));
-    const reg = (component: string, endpoint: string) => registerInstance(discovery, { namespace: ns, component, endpoint, transport: server.transport });
-    for (const ep of [ROUTE_ENDPOINT, MARK_PREFILL_COMPLETED_ENDPOINT, FREE_ENDPOINT, GENERATE_VIA_ROUTER_ENDPOINT]) await reg(ROUTER_COMPONENT, ep);
+    const reg = (component: string, endpoint: string) =>
+      registerInstance(discovery, { namespace: ns, component, endpoint, transport: server.transport });
+    for (const ep of [
+      ROUTE_ENDPOINT,
+      MARK_PREFILL_COMPLETED_ENDPOINT,
+      FREE_ENDPOINT,
+      GENERATE_VIA_ROUTER_ENDPOINT,
+    ])
+      await reg(ROUTER_COMPONENT, ep);
     await reg(comp, ROUTER_DISCOVERY_ENDPOINT);
 
     if (this.served) {
       const served = this.served;
       server.serve(KV_INDEXER_QUERY_ENDPOINT, (p) => Promise.resolve(served.query(p)));
-      if (served.approximate) server.serve(KV_INDEXER_RECORD_ENDPOINT, (p) => Promise.resolve(served.record(p)));
+      if (served.approximate)
+        server.serve(KV_INDEXER_RECORD_ENDPOINT, (p) => Promise.resolve(served.record(p)));
       await reg(comp, KV_INDEXER_QUERY_ENDPOINT);
       if (served.approximate) await reg(comp, KV_INDEXER_RECORD_ENDPOINT);
-      log.info(`serving the ${served.approximate ? 'approximate' : 'event-driven'} index on ${ns}/${comp}/${KV_INDEXER_QUERY_ENDPOINT}`);
+      log.info(
+        `serving the ${served.approximate ? 'approximate' : 'event-driven'} index on ${ns}/${comp}/${KV_INDEXER_QUERY_ENDPOINT}`,
+      );
     }
 
     // Durable mode (§5.3) after router-discovery is registered: stale consumers are those of routers
@@ -312,7 +360,10 @@ export class StandaloneRouter {
         {
           'GET /health': () => this.health(),
           'GET /live': () => this.health(),
-          'GET /metrics': async () => ({ text: await this.metricsText(), contentType: this.registry.contentType }),
+          'GET /metrics': async () => ({
+            text: await this.metricsText(),
+            contentType: this.registry.contentType,
+          }),
           'POST /route': async (b, signal) => ({ json: await this.route(b, signal) }),
           'POST /mark_prefill_completed': (b) => ({ json: this.markPrefillCompleted(b) }),
           'POST /free': (b) => ({ json: this.free(b) }),
@@ -357,12 +408,19 @@ export class StandaloneRouter {
       onError: (e, ctx) => log.warn(`durable kv events: ${ctx}: ${(e as Error).message}`),
     });
     this.cleanup.push(() => consumer.close());
-    const routers = watchInstances(discovery, { namespace: ns, component: comp, endpoint: ROUTER_DISCOVERY_ENDPOINT });
+    const routers = watchInstances(discovery, {
+      namespace: ns,
+      component: comp,
+      endpoint: ROUTER_DISCOVERY_ENDPOINT,
+    });
     this.cleanup.push(() => routers.close());
     void (async () => {
       try {
         for await (const ch of routers)
-          if (ch.type === 'delete') await consumer.removeStaleConsumers().catch((e: unknown) => log.warn(`durable kv events: stale consumers: ${(e as Error).message}`));
+          if (ch.type === 'delete')
+            await consumer
+              .removeStaleConsumers()
+              .catch((e: unknown) => log.warn(`durable kv events: stale consumers: ${(e as Error).message}`));
       } catch {
         // Closed at shutdown.
       }
@@ -426,7 +484,12 @@ export class StandaloneRouter {
     if (this.closing) throw new KvrError('router_closed', 'router is shutting down', 503);
     const p = parseRoute(body, randomUUID);
     const r = this.router_;
-    if (!r) throw new KvrError('no_eligible_workers', `no worker of dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint} is known yet`, 503);
+    if (!r)
+      throw new KvrError(
+        'no_eligible_workers',
+        `no worker of dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint} is known yet`,
+        503,
+      );
     const d = await r.route(toRouteRequest(p, signal));
     if (signal?.aborted) {
       // Nobody will see this decision (nor free it): undo the booking now rather than at expiry.
@@ -449,14 +512,23 @@ export class StandaloneRouter {
    * items that preceded them (migration is the caller's).
    */
   async *generate(body: unknown, signal: AbortSignal): AsyncGenerator<unknown> {
-    const b = body !== null && typeof body === 'object' && !Array.isArray(body) ? { ...(body as Record<string, unknown>), query_only: false } : body;
+    const b =
+      body !== null && typeof body === 'object' && !Array.isArray(body)
+        ? { ...(body as Record<string, unknown>), query_only: false }
+        : body;
     const d = await this.route(b, signal);
     const ref = { request_id: d.request_id };
     try {
       const target = this.tracker.transportOf(d.worker_id);
-      if (!target) throw new KvrError('cannot_connect', `worker ${u64ToHex(d.worker_id)} left before dispatch`, 503);
+      if (!target)
+        throw new KvrError('cannot_connect', `worker ${u64ToHex(d.worker_id)} left before dispatch`, 503);
       let first = true;
-      for await (const item of this.client.stream(target, this.path.endpoint, forwardPayload(body, d.request_id, d.dp_rank), { signal })) {
+      for await (const item of this.client.stream(
+        target,
+        this.path.endpoint,
+        forwardPayload(body, d.request_id, d.dp_rank),
+        { signal },
+      )) {
         if (first) {
           this.markPrefillCompleted(ref);
           first = false;
@@ -512,8 +584,15 @@ function buildIndex(p: RouterParams, log: Logger): Index | null {
     case 'events':
       return createKvIndexer({ threads: plan.eventThreads, onError: (e) => log.warn(`index: ${e.message}`) });
     case 'approximate': {
-      const approx = { ttlSecs: plan.ttlSecs, maxTreeSize: plan.maxTreeSize, pruneTargetRatio: plan.pruneTargetRatio, now: Date.now };
-      return plan.eventThreads > 1 ? createKvIndexer({ threads: plan.eventThreads, approximate: approx }) : new ApproxIndexer(approx);
+      const approx = {
+        ttlSecs: plan.ttlSecs,
+        maxTreeSize: plan.maxTreeSize,
+        pruneTargetRatio: plan.pruneTargetRatio,
+        now: Date.now,
+      };
+      return plan.eventThreads > 1
+        ? createKvIndexer({ threads: plan.eventThreads, approximate: approx })
+        : new ApproxIndexer(approx);
     }
     default:
       return null;

@@ -28,7 +28,13 @@ process.once('exit', () => {
 function start(script: string, args: string[], infra: Infra, env: Record<string, string> = {}): Proc {
   const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, ...args], {
     cwd: REPO,
-    env: { ...process.env, ETCD_ENDPOINTS: infra.etcd, NATS_SERVER: infra.nats, DYN_TCP_RPC_PORT: '', ...env },
+    env: {
+      ...process.env,
+      ETCD_ENDPOINTS: infra.etcd,
+      NATS_SERVER: infra.nats,
+      DYN_TCP_RPC_PORT: '',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);
@@ -52,17 +58,29 @@ function start(script: string, args: string[], infra: Infra, env: Record<string,
 
 /** `--num-workers` simulated engines registered in etcd, KV events on NATS, generate over tcp. */
 export function startMocker(infra: Infra, ns: string, numWorkers: number, extra: string[] = []): Proc {
-  return start('apps/mocker/src/main.ts', [
-    '--model-path', 'mock-model',
-    '--discovery-backend', 'etcd',
-    '--event-plane', 'nats',
-    '--endpoint', `dyn://${ns}.backend.generate`,
-    '--num-workers', String(numWorkers),
-    '--speedup-ratio', '10',
-    '--block-size', '16',
-    '--num-gpu-blocks-override', '1024',
-    ...extra,
-  ], infra);
+  return start(
+    'apps/mocker/src/main.ts',
+    [
+      '--model-path',
+      'mock-model',
+      '--discovery-backend',
+      'etcd',
+      '--event-plane',
+      'nats',
+      '--endpoint',
+      `dyn://${ns}.backend.generate`,
+      '--num-workers',
+      String(numWorkers),
+      '--speedup-ratio',
+      '10',
+      '--block-size',
+      '16',
+      '--num-gpu-blocks-override',
+      '1024',
+      ...extra,
+    ],
+    infra,
+  );
 }
 
 export interface RouterProc extends Proc {
@@ -72,10 +90,26 @@ export interface RouterProc extends Proc {
 }
 
 /** The standalone router in kv mode with its system port on a free port. */
-export async function startRouterProcess(infra: Infra, ns: string, extra: string[] = []): Promise<RouterProc> {
+export async function startRouterProcess(
+  infra: Infra,
+  ns: string,
+  extra: string[] = [],
+): Promise<RouterProc> {
   const p = start(
     'apps/standalone-router/src/main.ts',
-    ['--endpoint', `dyn://${ns}.backend.generate`, '--router-mode', 'kv', '--discovery-backend', 'etcd', '--event-plane', 'nats', '--router-event-threads', '1', ...extra],
+    [
+      '--endpoint',
+      `dyn://${ns}.backend.generate`,
+      '--router-mode',
+      'kv',
+      '--discovery-backend',
+      'etcd',
+      '--event-plane',
+      'nats',
+      '--router-event-threads',
+      '1',
+      ...extra,
+    ],
     infra,
     { DYN_SYSTEM_PORT: '0' },
   );
@@ -87,7 +121,11 @@ export async function startRouterProcess(infra: Infra, ns: string, extra: string
   return { ...p, routerId: BigInt(info.router_id), systemUrl: info.system_url, transport: info.transport };
 }
 
-export async function eventually<T>(probe: () => Promise<T | null | undefined | false>, ms: number, what: string): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | null | undefined | false>,
+  ms: number,
+  what: string,
+): Promise<T> {
   const end = Date.now() + ms;
   let last: unknown = null;
   for (;;) {
@@ -97,7 +135,10 @@ export async function eventually<T>(probe: () => Promise<T | null | undefined | 
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`);
+    if (Date.now() > end)
+      throw new Error(
+        `timed out waiting for ${what}${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, 50));
   }
 }

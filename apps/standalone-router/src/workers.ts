@@ -43,7 +43,11 @@ export class WorkerTracker {
   private closed = false;
   readonly synced: Promise<void>;
 
-  constructor(discovery: Discovery, readonly path: EndpointPath, private readonly hooks: TrackerHooks) {
+  constructor(
+    discovery: Discovery,
+    readonly path: EndpointPath,
+    private readonly hooks: TrackerHooks,
+  ) {
     const scope = { namespace: path.namespace, component: path.component, endpoint: path.endpoint };
     const cards = watchModelCards(discovery, scope);
     const insts = watchInstances(discovery, scope);

@@ -11,13 +11,22 @@ import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { Rng } from '@kvrouter/testkit';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from './clock.js';
-import { RemoteIndexedKvRouter, RemoteIndexer, overlapScoresFromWire, overlapScoresToWire, type RemoteIndexerClient } from './remote-indexer.js';
+import {
+  RemoteIndexedKvRouter,
+  RemoteIndexer,
+  overlapScoresFromWire,
+  overlapScoresToWire,
+  type RemoteIndexerClient,
+} from './remote-indexer.js';
 import { storeEvent, toks, w, flush } from './test-fixtures.js';
 
 const BS = 16;
 
 /** A serving side as §7.7 describes it: a real index answering `{Scores}` keyed by model name. */
-function servingClient(index: RadixIndexer, model = 'm'): RemoteIndexerClient & { queries: RemoteIndexerQuery[]; records: RemoteIndexerRecordRequest[] } {
+function servingClient(
+  index: RadixIndexer,
+  model = 'm',
+): RemoteIndexerClient & { queries: RemoteIndexerQuery[]; records: RemoteIndexerRecordRequest[] } {
   const queries: RemoteIndexerQuery[] = [];
   const records: RemoteIndexerRecordRequest[] = [];
   return {
@@ -39,7 +48,12 @@ function servingClient(index: RadixIndexer, model = 'm'): RemoteIndexerClient & 
 
 function router(remote: RemoteIndexer): RemoteIndexedKvRouter {
   const rng = new Rng(3);
-  const r = new RemoteIndexedKvRouter({ blockSize: BS, clock: new VirtualClock(0), random: () => rng.next(), remote });
+  const r = new RemoteIndexedKvRouter({
+    blockSize: BS,
+    clock: new VirtualClock(0),
+    random: () => rng.next(),
+    remote,
+  });
   r.addWorker({ workerId: 1 });
   r.addWorker({ workerId: 2 });
   return r;
@@ -74,7 +88,10 @@ describe('RemoteIndexer (§7.7 --use-remote-indexer)', () => {
     const failures: unknown[] = [];
     const remote = new RemoteIndexer({
       modelName: 'm',
-      client: { query: (q) => (down ? Promise.reject(new Error('cannot_connect')) : good.query(q)), record: (x) => good.record(x) },
+      client: {
+        query: (q) => (down ? Promise.reject(new Error('cannot_connect')) : good.query(q)),
+        record: (x) => good.record(x),
+      },
       onQueryFailure: (e) => failures.push(e),
     });
     const r = router(remote);
@@ -90,7 +107,11 @@ describe('RemoteIndexer (§7.7 --use-remote-indexer)', () => {
 
   it('an {"Error"} reply (unknown model) counts as a failure', async () => {
     const failures: unknown[] = [];
-    const remote = new RemoteIndexer({ modelName: 'other', client: servingClient(new RadixIndexer()), onQueryFailure: (e) => failures.push(e) });
+    const remote = new RemoteIndexer({
+      modelName: 'other',
+      client: servingClient(new RadixIndexer()),
+      onQueryFailure: (e) => failures.push(e),
+    });
     const r = router(remote);
     const d = await r.route({ requestId: 'a', tokens: toks(2, 40), queryOnly: true });
     expect(d.overlapBlocks).toBe(0);
@@ -136,7 +157,8 @@ describe('RemoteIndexer (§7.7 --use-remote-indexer)', () => {
       approximate: true,
       client: {
         query: () => Promise.resolve({ Scores: { scores: [], frequencies: [], tree_sizes: [] } }),
-        record: () => (n++ === 0 ? Promise.reject(new Error('gone')) : Promise.resolve({ Error: 'not approximate' })),
+        record: () =>
+          n++ === 0 ? Promise.reject(new Error('gone')) : Promise.resolve({ Error: 'not approximate' }),
       },
       onWriteFailure: (e) => fails.push(e),
     });
@@ -161,11 +183,19 @@ describe('RemoteIndexer (§7.7 --use-remote-indexer)', () => {
     const o = overlapScoresFromWire(wire);
     expect([...o.scores]).toEqual([['7:1', 5]]);
     expect([...o.treeSizes]).toEqual([['7:1', 12]]);
-    expect(overlapScoresToWire(o)).toEqual({ scores: [[w(7, 1), 5]], frequencies: [], tree_sizes: [[w(7, 1), 12]] });
+    expect(overlapScoresToWire(o)).toEqual({
+      scores: [[w(7, 1), 5]],
+      frequencies: [],
+      tree_sizes: [[w(7, 1), 12]],
+    });
   });
 
   it('rejects bad options naming the field', () => {
-    expect(() => new RemoteIndexer({ modelName: '', client: servingClient(new RadixIndexer()) })).toThrow(/modelName/);
-    expect(() => new RemoteIndexer({ modelName: 'm', client: servingClient(new RadixIndexer()), cacheEntries: 0 })).toThrow(/cacheEntries/);
+    expect(() => new RemoteIndexer({ modelName: '', client: servingClient(new RadixIndexer()) })).toThrow(
+      /modelName/,
+    );
+    expect(
+      () => new RemoteIndexer({ modelName: 'm', client: servingClient(new RadixIndexer()), cacheEntries: 0 }),
+    ).toThrow(/cacheEntries/);
   });
 });

@@ -48,7 +48,12 @@ export interface RemoteIndexerOptions {
   cacheEntries?: number;
 }
 
-const EMPTY_SCORES = (): OverlapScores => ({ scores: new Map(), treeSizes: new Map(), frequencies: [], workers: new Map() });
+const EMPTY_SCORES = (): OverlapScores => ({
+  scores: new Map(),
+  treeSizes: new Map(),
+  frequencies: [],
+  workers: new Map(),
+});
 
 /** Sequence hashes commit to the whole prefix, so (block count, last sequence hash) names a query. */
 function queryKey(seq: Uint32Array): string {
@@ -98,12 +103,19 @@ export class RemoteIndexer implements KvIndexer, RoutingRecorder {
 
   constructor(private readonly o: RemoteIndexerOptions) {
     if (!o || typeof o.modelName !== 'string' || o.modelName.length === 0)
-      throw new KvrError('invalid_argument', 'modelName must be a non-empty string', 400, { field: 'modelName' });
+      throw new KvrError('invalid_argument', 'modelName must be a non-empty string', 400, {
+        field: 'modelName',
+      });
     if (!o.client || typeof o.client.query !== 'function')
       throw new KvrError('invalid_argument', 'client must provide query()', 400, { field: 'client' });
     const cap = o.cacheEntries ?? 4096;
     if (!Number.isSafeInteger(cap) || cap < 1)
-      throw new KvrError('invalid_argument', `cacheEntries must be an integer >= 1, got ${String(cap)}`, 400, { field: 'cacheEntries' });
+      throw new KvrError(
+        'invalid_argument',
+        `cacheEntries must be an integer >= 1, got ${String(cap)}`,
+        400,
+        { field: 'cacheEntries' },
+      );
     this.cap = cap;
   }
 
@@ -122,7 +134,10 @@ export class RemoteIndexer implements KvIndexer, RoutingRecorder {
     this.queries++;
     try {
       const reply = RemoteIndexerQueryResponseCodec.fromValue(
-        await this.o.client.query({ model_name: this.o.modelName, block_hashes: pairsToU64s(local) as LocalBlockHash[] }),
+        await this.o.client.query({
+          model_name: this.o.modelName,
+          block_hashes: pairsToU64s(local) as LocalBlockHash[],
+        }),
       );
       if ('Error' in reply) throw new KvrError('remote_indexer_error', `remote indexer: ${reply.Error}`, 503);
       this.results.delete(key);
@@ -171,10 +186,13 @@ export class RemoteIndexer implements KvIndexer, RoutingRecorder {
       failed(e);
       return;
     }
-    sent.then((r) => {
-      const reply = RemoteIndexerRecordResponseCodec.fromValue(r);
-      if (reply !== 'Recorded') throw new KvrError('remote_indexer_error', `remote indexer: ${reply.Error}`, 503);
-    }).catch(failed);
+    sent
+      .then((r) => {
+        const reply = RemoteIndexerRecordResponseCodec.fromValue(r);
+        if (reply !== 'Recorded')
+          throw new KvrError('remote_indexer_error', `remote indexer: ${reply.Error}`, 503);
+      })
+      .catch(failed);
   }
 
   // The serving router's own subscriber feeds its index; here nothing is kept but query answers.
@@ -220,7 +238,10 @@ export class RemoteIndexedKvRouter extends KvRouter {
     if (this.mode === 'kv' && tokens instanceof Uint32Array && tokens.length >= this.blockSize) {
       let local: Uint32Array | null = null;
       try {
-        const hashOpts = req.loraName || req.mmHashes || this.eagle ? { loraName: req.loraName, mmHashes: req.mmHashes, isEagle: this.eagle } : undefined;
+        const hashOpts =
+          req.loraName || req.mmHashes || this.eagle
+            ? { loraName: req.loraName, mmHashes: req.mmHashes, isEagle: this.eagle }
+            : undefined;
         local = computeLocalBlockHashes(tokens, this.blockSize, hashOpts);
       } catch {
         // Bad hashing input: the router rejects it below with its own error naming the field.
