@@ -22,6 +22,21 @@ describe('RadixIndexer specifics', () => {
     expect(ix.findMatches([77n]).scores.get('500:0')).toBe(1);
   });
 
+  it('a Removed with a repeated hash and two hashes of one identity: each hash once, the identity once', () => {
+    const ix = new RadixIndexer({ initialCapacity: 16 });
+    // ext 1 and ext 2 both map to the root identity 5 (chain(root, 5) = 5); Held = {5}.
+    ix.applyEvent(stored(1n, [{ ext: 1n, local: 5n }]));
+    ix.applyEvent(stored(1n, [{ ext: 2n, local: 5n }]));
+    expect(ix.treeSizes().get('1:0')).toBe(1);
+    // §7.2: 1 -> remove 5 from Held; 1 again -> missing (block_not_found); 2 -> 5, already gone.
+    expect(ix.applyEventStatus(removed(1n, [1n, 1n, 2n]))).toBe('block_not_found');
+    expect(ix.treeSizes().get('1:0')).toBe(0);
+    expect(ix.findMatches([5n]).scores.size).toBe(0);
+    // Both mappings are gone: a child of either is rejected.
+    expect(ix.applyEventStatus(stored(1n, [{ ext: 3n, local: 6n }], 2n))).toBe('parent_block_not_found');
+    expect(ix.applyEventStatus(removed(1n, [2n]))).toBe('block_not_found');
+  });
+
   it('deletes a block entry when its last holder goes, and tombstones are recycled', () => {
     const ix = new RadixIndexer({ initialCapacity: 16 });
     for (let round = 0; round < 50; round++) {
