@@ -247,7 +247,11 @@ export async function startWorker(
     let up = true;
     let failures = 0;
     let stopping = false;
+    let checking = false;
     const health = setInterval(() => {
+      // One check at a time: a slow engine must not be counted as down twice by overlapping checks.
+      if (checking) return;
+      checking = true;
       void (async () => {
         const ok = await fetch(new URL('/health', plan.engineUrl), {
           signal: AbortSignal.timeout(2000),
@@ -271,7 +275,7 @@ export async function startWorker(
           await unregister();
           for (const r of ranks) publisher.engineEvent({ dp_rank: r as DpRank, data: 'cleared' });
         }
-      })();
+      })().finally(() => (checking = false));
     }, opts.healthPeriodMs ?? 1000);
     health.unref();
 
