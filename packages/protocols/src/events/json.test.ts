@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DecodeError } from '../errors.js';
-import { parseJson, stringifyJson } from './json.js';
+import { hasLongDigitRun, parseJson, stringifyJson } from './json.js';
 
 describe('parseJson (lossless integers)', () => {
   it('keeps integers above 2^53 exact as bigint', () => {
@@ -90,5 +90,30 @@ describe('stringifyJson', () => {
   it('refuses values JSON cannot carry', () => {
     expect(() => stringifyJson(Number.NaN)).toThrow(TypeError);
     expect(() => stringifyJson(() => 1)).toThrow(TypeError);
+  });
+});
+
+describe('hasLongDigitRun (fast-path guard)', () => {
+  it('finds a 16-digit run wherever it sits, and never a 15-digit one', () => {
+    expect(hasLongDigitRun('1234567890123456')).toBe(true);
+    expect(hasLongDigitRun('x1234567890123456y')).toBe(true);
+    expect(hasLongDigitRun('x123456789012345y')).toBe(false);
+    expect(hasLongDigitRun('123456789012345,123456789012345')).toBe(false);
+    expect(hasLongDigitRun(`${'a'.repeat(31)}1234567890123456`)).toBe(true);
+    expect(hasLongDigitRun('')).toBe(false);
+  });
+
+  it('agrees with /\\d{16}/ on random digit-heavy texts', () => {
+    // Seeded LCG; alphabet weighted toward digits so runs of every length near 16 occur.
+    let x = 12345;
+    const next = (): number => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) >>> 8) / 0x1000000;
+    const alphabet = '0123456789012345678901234567890123456789,a ';
+    const rx = /\d{16}/;
+    for (let k = 0; k < 3000; k++) {
+      const len = Math.floor(next() * 80);
+      let s = '';
+      for (let i = 0; i < len; i++) s += alphabet[Math.floor(next() * alphabet.length)];
+      expect(hasLongDigitRun(s), s).toBe(rx.test(s));
+    }
   });
 });
