@@ -59,6 +59,34 @@ describe('HolderTree', () => {
     expect(h.acquireSlot()).toBe(1);
   });
 
+  it('nodes merge back once the bookings that cut a shared prefix are gone', () => {
+    const h = new HolderTree();
+    const a = new Rank(h, h.acquireSlot());
+    const b = new Rank(h, h.acquireSlot());
+    const long = chain(...Array.from({ length: 50 }, (_, i) => i + 1));
+    a.book(long);
+    expect(h.nodes).toBe(1);
+    // b holds prefixes of 10 and 30 blocks: the path is cut at 10 and 30
+    const p10 = long.slice(0, 20);
+    const p30 = long.slice(0, 60);
+    b.book(p10);
+    b.book(p30);
+    expect(h.nodes).toBe(2);
+    const depth = new Int32Array(2);
+    h.prefixDepths(long, depth);
+    expect([...depth]).toEqual([50, 30]);
+    b.free(p30);
+    b.free(p10);
+    expect(h.nodes).toBe(1);
+    h.prefixDepths(long, depth);
+    expect([...depth]).toEqual([50, 0]);
+    // a rank holding a prompt that ends inside a merged node releases only its own part
+    b.book(p30);
+    b.free(p30);
+    a.free(long);
+    expect(h.nodes).toBe(0);
+  });
+
   it('matches a brute-force model across 40 slots (wider than one word) under random bookings (seeded)', () => {
     for (const seed of [1, 2, 3]) {
       const rng = new Rng(seed);

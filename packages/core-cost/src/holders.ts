@@ -13,7 +13,9 @@
  * [from, to) became held by a rank (the blocks before `from` it already holds), `unmark` when they
  * stopped being held. Nodes split where a range starts or ends inside them, so every block of a
  * node is held by the same ranks; a node whose set empties is removed with everything below it
- * (nothing below can be held by a rank that does not hold the node).
+ * (nothing below can be held by a rank that does not hold the node). After each update a node on
+ * the path absorbs its only child again when both have the same set and continue one array, so
+ * the tree does not stay cut at every point where some booking once started or ended.
  */
 
 interface GNode {
@@ -43,6 +45,7 @@ const newNode = (src: Uint32Array, from: number, len: number, bits: Uint32Array,
 
 export class HolderTree {
   private readonly root: GNode = newNode(new Uint32Array(0), 0, 0, EMPTY_BITS, 0);
+  private readonly path: GNode[] = [];
   private words = 1;
   private nextSlot = 0;
   private readonly freeSlots: number[] = [];
@@ -111,6 +114,28 @@ export class HolderTree {
     this.nodes++;
   }
 
+  /** Absorbs `n`'s only child while both have the same set and continue one array. */
+  private merge(n: GNode): void {
+    for (;;) {
+      const kids = n.kids;
+      if (kids === null || kids.size !== 1) return;
+      const k = kids.values().next().value!;
+      if (k.alt !== null || k.count !== n.count || k.src !== n.src || k.from !== n.from + 2 * n.len) return;
+      const a = n.bits;
+      const b = k.bits;
+      for (let w = 0, end = Math.max(a.length, b.length); w < end; w++) if ((w < a.length ? a[w] : 0) !== (w < b.length ? b[w] : 0)) return;
+      n.len += k.len;
+      n.kids = k.kids;
+      this.nodes--;
+    }
+  }
+
+  private mergePath(): void {
+    const path = this.path;
+    for (let i = path.length - 1; i >= 0; i--) this.merge(path[i]);
+    path.length = 0;
+  }
+
   private has(n: GNode, slot: number): boolean {
     const w = slot >>> 5;
     return w < n.bits.length && (n.bits[w] & (1 << (slot & 31))) !== 0;
@@ -144,6 +169,8 @@ export class HolderTree {
    * holds [0, from). The tree may keep a reference to `pairs` (it must not change while booked).
    */
   mark(pairs: Uint32Array, from: number, to: number, slot: number): void {
+    const path = this.path;
+    path.length = 0;
     let node = this.root;
     let pos = 0;
     while (pos < to) {
@@ -154,8 +181,9 @@ export class HolderTree {
         // A chain the tree does not have yet is new to every rank, so pos >= from here.
         this.link(node, newNode(pairs, pos, (to - pos) >> 1, bits, 1));
         this.nodes++;
-        return;
+        break;
       }
+      path.push(c);
       const m = Math.min(c.len, (to - pos) >> 1);
       const s = c.src;
       let k = 1;
@@ -175,33 +203,46 @@ export class HolderTree {
       pos = end;
       node = c;
     }
+    this.mergePath();
   }
 
   /** Rank `slot` no longer holds blocks [from, to) of `pairs` (it still holds [0, from)). */
   unmark(pairs: Uint32Array, from: number, to: number, slot: number): void {
+    const path = this.path;
+    path.length = 0;
     let node = this.root;
     let pos = 0;
     while (pos < to) {
       const c = this.child(node, pairs[pos], pairs[pos + 1]);
-      if (c === null) return;
-      const end = pos + 2 * c.len;
+      if (c === null) break;
+      let end = pos + 2 * c.len;
       if (end > from) {
         if (pos < from) {
           // Only the part from `from` on is released.
           this.split(c, (from - pos) >> 1);
+          path.push(c);
           pos = from;
           node = c;
           continue;
         }
+        // Cannot happen with consistent per-rank trees (a rank holding blocks past `to` on this
+        // path would still hold [from, to)); kept so an inconsistent caller never clears blocks
+        // it did not name.
+        if (end > to) {
+          this.split(c, (to - pos) >> 1);
+          end = to;
+        }
         this.clear(c, slot);
         if (c.count === 0) {
           this.unlink(node, c);
-          return;
+          break;
         }
       }
+      path.push(c);
       pos = end;
       node = c;
     }
+    this.mergePath();
   }
 
   private clearSlot(n: GNode, slot: number): void {

@@ -89,6 +89,26 @@ describe('PrefixTree', () => {
     expect(t.deficitUnits).toBe(0);
   });
 
+  it('a long-lived prompt is not left cut where shorter ones ended (nodes merge back)', () => {
+    const t = new PrefixTree();
+    const long = chain(...Array.from({ length: 100 }, (_, i) => i + 1));
+    t.insert(long, long.length);
+    expect(t.nodes).toBe(1);
+    // prefixes of 10, 20, ..., 90 blocks cut it into 10 runs while they live
+    const shorts = Array.from({ length: 9 }, (_, k) => long.slice(0, 20 * (k + 1)));
+    for (const c of shorts) t.insert(c, c.length);
+    expect(t.nodes).toBe(10);
+    // a prompt diverging after 5 blocks splits the first run (5 + 5) and adds its leaf: 10 + 1 + 1
+    const fork = Uint32Array.from([...long.subarray(0, 10), 999, 7]);
+    t.insert(fork, fork.length);
+    expect(t.nodes).toBe(12);
+    for (const c of shorts) t.remove(c, c.length);
+    t.remove(fork, fork.length);
+    expect(t.nodes).toBe(1);
+    expect(t.size).toBe(100);
+    expect(t.prefixDepth(long)).toBe(100);
+  });
+
   it('matches a per-block refcount model for random chains (seeded)', () => {
     for (const seed of [1, 2, 3]) {
       const rng = new Rng(seed);

@@ -13,8 +13,10 @@
  *
  * Equivalence with the per-block set holds when every chain given is a true sequence-hash chain
  * (block k's hash determines blocks 0..k); two chains that share a hash at some position then
- * share every earlier one. Nodes are never merged back (a node boundary only matters for speed),
- * so a request's path stays a whole number of nodes and freeing needs no comparisons.
+ * share every earlier one. A free merges a node with its only child again when both are held by
+ * the same requests and are adjacent runs of one array, so a long-lived prefix does not stay cut
+ * at every point where some request once ended. A live request never ends inside a node (the
+ * node there has a larger `ref` than what follows), so freeing needs no comparisons.
  *
  * Fractions (§9.3) are per node: every block of a node has been held by the same requests, so a
  * write to "every block only this request holds" is a write to the nodes of its path with
@@ -51,6 +53,9 @@ const newNode = (src: Uint32Array, from: number, len: number, ref: number): Node
 
 export class PrefixTree {
   private readonly root: Node = newNode(new Uint32Array(0), 0, 0, 0);
+  private readonly path: Node[] = [];
+  /** Nodes in the tree (tests). */
+  nodes = 0;
   /** Distinct blocks held. */
   size = 0;
   /** Blocks that carry a fractional value. */
@@ -96,6 +101,21 @@ export class PrefixTree {
     n.len = k;
     n.kids = null;
     this.link(n, tail);
+    this.nodes++;
+  }
+
+  /** Absorbs `n`'s only child while both are held by the same requests and continue one array. */
+  private merge(n: Node): void {
+    for (;;) {
+      const kids = n.kids;
+      if (kids === null || kids.size !== 1) return;
+      const k = kids.values().next().value!;
+      if (k.alt !== null || k.ref !== n.ref || k.src !== n.src || k.from !== n.from + 2 * n.len) return;
+      if (k.frac !== n.frac && (k.frac === k.frac || n.frac === n.frac)) return;
+      n.len += k.len;
+      n.kids = k.kids;
+      this.nodes--;
+    }
   }
 
   /**
@@ -111,6 +131,7 @@ export class PrefixTree {
       if (c === null) {
         const leaf = newNode(pairs, pos, (len - pos) >> 1, 1);
         this.link(node, leaf);
+        this.nodes++;
         this.size += leaf.len;
         return pos;
       }
@@ -132,27 +153,34 @@ export class PrefixTree {
    * where the blocks that left the tree start (`len` when none did): `pairs[start .. len)`.
    */
   remove(pairs: Uint32Array, len: number): number {
+    const path = this.path;
+    path.length = 0;
     let node = this.root;
     let pos = 0;
+    let gone = len;
     while (pos < len) {
       const c = this.child(node, pairs[pos], pairs[pos + 1]);
-      if (c === null) return len;
+      if (c === null) break;
       if (--c.ref === 0) {
         // Nothing else passes through c, so below it is only the rest of this chain.
         this.unlink(node, c);
         for (let x: Node | null = c; x !== null; x = x.kids === null || x.kids.size === 0 ? null : x.kids.values().next().value!) {
+          this.nodes--;
           this.size -= x.len;
           if (x.frac === x.frac) {
             this.fracBlocks -= x.len;
             this.deficitUnits -= x.units * x.len;
           }
         }
-        return pos;
+        gone = pos;
+        break;
       }
+      path.push(c);
       pos += 2 * c.len;
       node = c;
     }
-    return len;
+    for (let i = path.length - 1; i >= 0; i--) this.merge(path[i]);
+    return gone;
   }
 
   /** Sets fractional = f on every block of the booked chain that no other request holds. */
