@@ -14,7 +14,7 @@
  * stopped being held. Nodes split where a range starts or ends inside them, so every block of a
  * node is held by the same ranks; a node whose set empties is removed with everything below it
  * (nothing below can be held by a rank that does not hold the node). After each update a node on
- * the path absorbs its only child again when both have the same set and continue one array, so
+ * the path absorbs its only child again when both have the same set, so
  * the tree does not stay cut at every point where some booking once started or ended.
  */
 
@@ -114,16 +114,19 @@ export class HolderTree {
     this.nodes++;
   }
 
-  /** Absorbs `n`'s only child while both have the same set and continue one array. */
+  /** Absorbs `n`'s only child while both have the same set. */
   private merge(n: GNode): void {
     for (;;) {
       const kids = n.kids;
       if (kids === null || kids.size !== 1) return;
       const k = kids.values().next().value!;
-      if (k.alt !== null || k.count !== n.count || k.src !== n.src || k.from !== n.from + 2 * n.len) return;
+      if (k.alt !== null || k.count !== n.count) return;
       const a = n.bits;
       const b = k.bits;
       for (let w = 0, end = Math.max(a.length, b.length); w < end; w++) if ((w < a.length ? a[w] : 0) !== (w < b.length ? b[w] : 0)) return;
+      // Positions are absolute (a node's `from` is its first block's pair index in a chain that
+      // starts at block 0), and k's array holds n's blocks too, since its chain passes through n.
+      n.src = k.src;
       n.len += k.len;
       n.kids = k.kids;
       this.nodes--;

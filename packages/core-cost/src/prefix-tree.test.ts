@@ -109,6 +109,22 @@ describe('PrefixTree', () => {
     expect(t.prefixDepth(long)).toBe(100);
   });
 
+  it('a prompt extended by a later one merges back into one run when the first leaves', () => {
+    const t = new PrefixTree();
+    const first = chain(1, 2, 3, 4);
+    const longer = chain(1, 2, 3, 4, 5, 6);
+    t.insert(first, first.length);
+    // 5, 6 are new and live in `longer`'s array; 1..4 in `first`'s
+    expect(t.insert(longer, longer.length)).toBe(8);
+    expect(t.nodes).toBe(2);
+    t.remove(first, first.length);
+    expect(t.nodes).toBe(1);
+    expect(t.prefixDepth(longer)).toBe(6);
+    expect(refcounts(t)).toEqual(new Map(['1:7', '2:7', '3:7', '4:7', '5:7', '6:7'].map((k) => [k, 1])));
+    expect(t.remove(longer, longer.length)).toBe(0);
+    expect(t.size).toBe(0);
+  });
+
   it('matches a per-block refcount model for random chains (seeded)', () => {
     for (const seed of [1, 2, 3]) {
       const rng = new Rng(seed);

@@ -14,7 +14,7 @@
  * Equivalence with the per-block set holds when every chain given is a true sequence-hash chain
  * (block k's hash determines blocks 0..k); two chains that share a hash at some position then
  * share every earlier one. A free merges a node with its only child again when both are held by
- * the same requests and are adjacent runs of one array, so a long-lived prefix does not stay cut
+ * the same requests, so a long-lived prefix does not stay cut
  * at every point where some request once ended. A live request never ends inside a node (the
  * node there has a larger `ref` than what follows), so freeing needs no comparisons.
  *
@@ -104,14 +104,17 @@ export class PrefixTree {
     this.nodes++;
   }
 
-  /** Absorbs `n`'s only child while both are held by the same requests and continue one array. */
+  /** Absorbs `n`'s only child while both are held by the same requests. */
   private merge(n: Node): void {
     for (;;) {
       const kids = n.kids;
       if (kids === null || kids.size !== 1) return;
       const k = kids.values().next().value!;
-      if (k.alt !== null || k.ref !== n.ref || k.src !== n.src || k.from !== n.from + 2 * n.len) return;
+      if (k.alt !== null || k.ref !== n.ref) return;
       if (k.frac !== n.frac && (k.frac === k.frac || n.frac === n.frac)) return;
+      // Positions are absolute (a node's `from` is its first block's pair index in a chain that
+      // starts at block 0), and k's array holds n's blocks too, since its chain passes through n.
+      n.src = k.src;
       n.len += k.len;
       n.kids = k.kids;
       this.nodes--;
@@ -119,7 +122,8 @@ export class PrefixTree {
   }
 
   /**
-   * One more reference to every block of the chain `pairs[0 .. len)`. The tree keeps `pairs`
+   * One more reference to every block of the chain `pairs[0 .. len)` (a whole prompt from its
+   * first block: positions in the tree are pair indices in such arrays). The tree keeps `pairs`
    * (it must not change while booked). Returns the pair index where the blocks new to the tree
    * start (`len` when none are new): they are `pairs[start .. len)`.
    */
