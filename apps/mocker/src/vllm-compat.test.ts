@@ -74,6 +74,48 @@ describe('vllmCompatPlan', () => {
   });
 });
 
+describe('vLLM-compatible mocker with data-parallel ranks', () => {
+  it('X-Data-Parallel-Rank picks the rank; each rank has its own cache and its own ZMQ socket', async () => {
+    const c = cfg(
+      ...[
+        '--http-host',
+        '127.0.0.1',
+        '--http-ports',
+        '0',
+        '--zmq-kv-events-ports',
+        '0',
+        '--data-parallel-size',
+        '2',
+      ],
+      ...['--block-size', '4', '--num-gpu-blocks-override', '64', '--speedup-ratio', '50'],
+    );
+    const m = await startVllmCompat(c, vllmCompatPlan(c)!, { log: () => undefined });
+    try {
+      const d = m.describe()[0];
+      expect(d.kv_events).toHaveLength(2);
+      expect(new Set(d.kv_events).size).toBe(2);
+      const ask = (rank: number | null) =>
+        fetch(`${d.http}/v1/completions`, {
+          method: 'POST',
+          headers: rank === null ? {} : { 'x-data-parallel-rank': String(rank) },
+          body: JSON.stringify({ prompt: Array.from({ length: 12 }, (_, i) => i + 1), max_tokens: 1 }),
+        });
+      expect((await ask(1)).status).toBe(200);
+      const blocks = async () =>
+        (
+          (await (await fetch(`${d.http}/debug/kv_blocks`)).json()) as { ranks: Array<{ blocks: string[] }> }
+        ).ranks.map((r) => r.blocks.length);
+      // 12 prompt tokens = 3 full blocks of 4, all on rank 1.
+      expect(await blocks()).toEqual([0, 3]);
+      const bad = await ask(2);
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('X-Data-Parallel-Rank');
+    } finally {
+      await m.stop();
+    }
+  });
+});
+
 describe('vLLM-compatible mocker', () => {
   let m: RunningVllmMocker;
   let url: string;
