@@ -4,11 +4,16 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Dealer, Subscriber } from 'zeromq';
-import { decodeMsgpack, encodeVllmReplayRequest, parseVllmReplayReply, type RouterEvent } from '@kvrouter/protocols';
+import {
+  decodeMsgpack,
+  encodeVllmReplayRequest,
+  parseVllmReplayReply,
+  type RouterEvent,
+} from '@kvrouter/protocols';
 import { KvEventPublisher } from '../publisher/publisher.js';
 import { VllmZmqIngest } from '../vllm/ingest.js';
 import { waitFor } from '../test-helpers.js';
-import { VllmZmqPublisher } from './zmq-vllm.js';
+import { VllmZmqPublisher, readVllmReplay } from './zmq-vllm.js';
 
 // PROTOCOL.md §2.4 vectors, bs = 4: local hashes of tokens [0..3] and [4..7].
 const H_0_3 = 9143094415614847814n;
@@ -45,7 +50,13 @@ describe('VllmZmqPublisher', () => {
     await waitFor(() => false, 50);
     out.length = 0;
     p.publish([
-      { type: 'BlockStored', block_hashes: [11n, BIG], parent_block_hash: null, token_ids: [0, 1, 2, 3, 4, 5, 6, 7], block_size: 4 },
+      {
+        type: 'BlockStored',
+        block_hashes: [11n, BIG],
+        parent_block_hash: null,
+        token_ids: [0, 1, 2, 3, 4, 5, 6, 7],
+        block_size: 4,
+      },
     ]);
     p.publish([{ type: 'BlockRemoved', block_hashes: [BIG] }, { type: 'AllBlocksCleared' }]);
     expect(await waitFor(() => out.length === 3)).toBe(true);
@@ -67,7 +78,12 @@ describe('VllmZmqPublisher', () => {
   });
 
   it('frames are [topic, BE seq from 0, array_like batch] with the configured rank', async () => {
-    const p = await VllmZmqPublisher.bind({ endpoint: 'tcp://127.0.0.1:0', dataParallelRank: 2, topic: 'kv', now: () => 1.5 });
+    const p = await VllmZmqPublisher.bind({
+      endpoint: 'tcp://127.0.0.1:0',
+      dataParallelRank: 2,
+      topic: 'kv',
+      now: () => 1.5,
+    });
     cleanups.push(() => p.close());
     const sub = new Subscriber({ linger: 0 });
     cleanups.push(() => sub.close());
@@ -109,16 +125,43 @@ describe('VllmZmqPublisher', () => {
     ]);
   });
 
+  it('replays only what its buffer still holds (bufferSteps)', async () => {
+    const p = await VllmZmqPublisher.bind({
+      endpoint: 'tcp://127.0.0.1:0',
+      replayEndpoint: 'tcp://127.0.0.1:0',
+      bufferSteps: 3,
+    });
+    cleanups.push(() => p.close());
+    for (let i = 0; i < 5; i++) p.publish([{ type: 'BlockRemoved', block_hashes: [BigInt(200 + i)] }]);
+    // Seqs 0..4 published, 3 kept: 2, 3, 4 — whatever the requested start below that.
+    const got = await readVllmReplay(p.replayEndpoint!, 0n);
+    expect(got.map((r) => r.seq)).toEqual([2n, 3n, 4n]);
+    const first = decodeMsgpack(got[0].payload, 'batch') as [number, unknown[][], null];
+    expect(first[1][0]).toEqual(['BlockRemoved', [202], 'GPU']);
+    expect((await readVllmReplay(p.replayEndpoint!, 4n)).map((r) => r.seq)).toEqual([4n]);
+    expect(await readVllmReplay(p.replayEndpoint!, 9n)).toEqual([]);
+  });
+
   it('rejects a bad batch whole: no sequence number taken', async () => {
     const p = await publisher();
     expect(() =>
       p.publish([
         { type: 'AllBlocksCleared' },
-        { type: 'BlockStored', block_hashes: [1n, 2n], parent_block_hash: null, token_ids: [1, 2, 3, 4], block_size: 4 },
+        {
+          type: 'BlockStored',
+          block_hashes: [1n, 2n],
+          parent_block_hash: null,
+          token_ids: [1, 2, 3, 4],
+          block_size: 4,
+        },
       ]),
     ).toThrow(/events\[1\]\.token_ids: must hold block_hashes.length × block_size = 8 tokens, got 4/);
-    expect(() => p.publish([{ type: 'BlockRemoved', block_hashes: [-1n] }])).toThrow(/events\[0\]\.block_hashes\[0\]/);
+    expect(() => p.publish([{ type: 'BlockRemoved', block_hashes: [-1n] }])).toThrow(
+      /events\[0\]\.block_hashes\[0\]/,
+    );
     expect(p.sequence).toBe(0n);
-    await expect(VllmZmqPublisher.bind({ endpoint: 'localhost:5557' })).rejects.toThrow(/endpoint: must be a ZMQ endpoint/);
+    await expect(VllmZmqPublisher.bind({ endpoint: 'localhost:5557' })).rejects.toThrow(
+      /endpoint: must be a ZMQ endpoint/,
+    );
   });
 });

@@ -51,7 +51,8 @@ const EMPTY = Buffer.alloc(0);
 
 export class VllmZmqPublisher {
   private nextSeq = 0n;
-  private readonly ring: Array<{ seq: bigint; payload: Buffer }> = [];
+  /** Replay buffer: a circular array of the last `bufferSteps` payloads; slot of seq = seq mod size. */
+  private readonly ring: Array<Buffer | undefined>;
   private readonly queue: Buffer[][] = [];
   private draining: Promise<void> | null = null;
   private closed = false;
@@ -71,6 +72,7 @@ export class VllmZmqPublisher {
     this.rank =
       opts.dataParallelRank === undefined || opts.dataParallelRank === null ? null : opts.dataParallelRank;
     this.bufferSteps = opts.bufferSteps ?? 10_000;
+    this.ring = new Array<Buffer | undefined>(this.bufferSteps);
     if (router) this.replayLoop = this.serveReplays(router);
   }
 
@@ -125,8 +127,7 @@ export class VllmZmqPublisher {
     const payload = Buffer.from(encodeMsgpack([ts, wire, this.rank]));
     const seq = this.nextSeq++;
     if (this.bufferSteps > 0) {
-      this.ring.push({ seq, payload });
-      if (this.ring.length > this.bufferSteps) this.ring.shift();
+      this.ring[Number(seq % BigInt(this.bufferSteps))] = payload;
     }
     if (!this.closed) {
       this.queue.push([this.topic, Buffer.from(beU64(seq)), payload]);
@@ -168,9 +169,13 @@ export class VllmZmqPublisher {
           continue;
         }
         const from = start.readBigUInt64BE(0);
-        // A snapshot, so batches published while we send do not interleave with the replay.
-        for (const r of this.ring.slice())
-          if (r.seq >= from) await router.send([id, EMPTY, Buffer.from(beU64(r.seq)), r.payload]);
+        // Snapshot the range first, so batches published while we send do not interleave with the replay.
+        const next = this.nextSeq;
+        const oldest = next - BigInt(Math.min(this.bufferSteps, Number(next)));
+        const out: Array<[bigint, Buffer]> = [];
+        for (let q = from > oldest ? from : oldest; q < next; q++)
+          out.push([q, this.ring[Number(q % BigInt(this.bufferSteps))]!]);
+        for (const [q, payload] of out) await router.send([id, EMPTY, Buffer.from(beU64(q)), payload]);
         await router.send([id, EMPTY, END, EMPTY]);
       }
     } catch (e) {
