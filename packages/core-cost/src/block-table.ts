@@ -4,11 +4,14 @@
  * with linear probing and backward-shift deletion: no BigInt, no strings, no tombstones, and the
  * table never allocates except when it doubles.
  *
+ * The load model uses it for random block ids (prompts without KV reuse, output blocks); prompt
+ * blocks named by sequence hashes live in a `PrefixTree`.
+ *
  * Layout: one Uint32Array of 4-word entries `[lo, hi, ref, units]` (`ref === 0` marks an empty
- * slot), so a probe touches one cache line. A router holds one table per rank, hundreds of them,
- * and the rank a decision books on is usually cold: with parallel arrays a cold probe cost three
- * misses (ref, lo, hi) instead of one. `frac` (NaN = no fractional value) is a separate array that
- * is read only when fractions exist (output-block tracking).
+ * slot), so a probe touches one cache line: a router holds a table per rank, hundreds of them,
+ * mostly cold, and with parallel arrays a cold probe cost three misses (ref, lo, hi) instead of
+ * one. `frac` (NaN = no fractional value) is a separate array, moved on deletion only while
+ * fractions exist.
  *
  * The deficit Σ (1 − fractional) is kept as an integer count of 2^−24 units per block: an
  * integer sum never drifts however long the rank runs, and it does not depend on the order of
