@@ -9,8 +9,10 @@
  *   (round-robin over ranks when neither is given);
  * - `usage.prompt_tokens_details.cached_tokens` reports the prefix-cache hit;
  * - a stream that fails after its first byte ends with `data: {"error": …}` and `data: [DONE]`.
- * kvrouter addition: `GET /debug/kv_blocks` lists every rank's cached block hashes (tests compare a
- * router's index with it).
+ * `GET /metrics` has vLLM's `vllm:kv_cache_usage_perc`, `vllm:num_requests_running` and
+ * `vllm:num_requests_waiting` gauges per `engine` (dp rank), which the worker adapter turns into
+ * `ActiveLoad`. kvrouter addition: `GET /debug/kv_blocks` lists every rank's cached block hashes
+ * (tests compare a router's index with it).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -163,6 +165,10 @@ export class OpenAiServer {
       if (req.method === 'GET' && path === '/version') return json(res, 200, { version: 'kvrouter-mocker' });
       if (req.method === 'GET' && path === '/v1/models') return json(res, 200, this.models());
       if (req.method === 'GET' && path === '/debug/kv_blocks') return json(res, 200, this.kvBlocks());
+      if (req.method === 'GET' && path === '/metrics') {
+        const text = this.metrics();
+        return void res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text);
+      }
       if (req.method === 'POST' && (path === '/v1/completions' || path === '/v1/chat/completions')) {
         const body = await readJson(req);
         const p = this.parse(path === '/v1/completions' ? 'completions' : 'chat', body, req);
@@ -192,6 +198,33 @@ export class OpenAiServer {
         },
       ],
     };
+  }
+
+  /** The vLLM gauges a worker adapter reads for `ActiveLoad`, per engine (dp rank). */
+  private metrics(): string {
+    const eng = this.o.engine.engine;
+    const model = JSON.stringify(this.o.modelName);
+    const total = eng.config.numGpuBlocks;
+    const gauge = (name: string, help: string, v: (r: number) => number) =>
+      `# HELP ${name} ${help}\n# TYPE ${name} gauge\n` +
+      eng.ranks.map((_, r) => `${name}{engine="${r}",model_name=${model}} ${v(r)}\n`).join('');
+    return (
+      gauge(
+        'vllm:kv_cache_usage_perc',
+        'KV-cache usage. 1 means 100 percent usage.',
+        (r) => eng.load(r).kv_used_blocks / total,
+      ) +
+      gauge(
+        'vllm:num_requests_running',
+        'Number of requests in model execution batches.',
+        (r) => eng.ranks[r].numRunning,
+      ) +
+      gauge(
+        'vllm:num_requests_waiting',
+        'Number of requests waiting to be processed.',
+        (r) => eng.ranks[r].numWaiting,
+      )
+    );
   }
 
   private kvBlocks(): unknown {

@@ -300,6 +300,14 @@ describe('vLLM-compatible mocker', () => {
       const reader = r.body!.getReader();
       await reader.read();
       expect(driver.activeRequests).toBe(1);
+      // vLLM's gauges while it runs: 1 running request holding at least its 20 prompt tokens = 5 of 256 blocks.
+      const metrics = await (await fetch(`${slow.describe()[0].http}/metrics`)).text();
+      expect(metrics).toMatch(/^vllm:num_requests_running\{engine="0",model_name="mock-vllm"\} 1$/m);
+      const usage = Number(
+        /^vllm:kv_cache_usage_perc\{engine="0",model_name="mock-vllm"\} (\S+)$/m.exec(metrics)![1],
+      );
+      expect(usage).toBeGreaterThanOrEqual(5 / 256);
+      expect(usage).toBeLessThan(1);
       ac.abort();
       await until(() => driver.activeRequests === 0);
       expect(driver.stats.cancelled).toBe(1);

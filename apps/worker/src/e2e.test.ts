@@ -14,6 +14,7 @@ import { resolveConfig } from '@kvrouter/config';
 import { instancesPrefix, type RouterEvent } from '@kvrouter/protocols';
 import {
   KvEventSubscriber,
+  LoadChannel,
   ZmqEventPlane,
   discoveryTransportResolver,
   kvEventsTopic,
@@ -116,6 +117,8 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
   let router: KvRouter;
   const client = new TcpRequestClient();
   const transports = new Map<bigint, { tcp: string }>();
+  /** Latest ActiveLoad per worker, as the router's busy monitor would see it. */
+  const loads = new Map<bigint, number | null>();
 
   beforeAll(async () => {
     engines.push(...(await Promise.all([startEngine(), startEngine()])));
@@ -162,6 +165,7 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
       startupDelayMs: 0,
     });
     sub.start(() => plane.subscribe(kvEventsTopic(NS, 'backend')));
+    const loadSub = new LoadChannel(plane, NS).subscribe((l) => loads.set(l.worker_id, l.kv_used_blocks));
     const watch = watchWorkers({ discovery: d, namespace: NS, component: 'backend', subscriber: sub });
     router = new KvRouter({
       blockSize: BS,
@@ -178,6 +182,7 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
       transports.set(w.instanceId, w.server.transport as { tcp: string });
     }
     closers.push(
+      () => loadSub.close(),
       () => watch.close(),
       () => sub.close(),
       () => plane.close(),
@@ -212,6 +217,30 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
     }
     return { decision, items };
   }
+
+  it('each adapter publishes ActiveLoad from its engine’s KV usage gauge', async () => {
+    // Republished every 2 s even when unchanged, so a router that joined late hears it.
+    await until(() => workers.every((w) => loads.has(w.instanceId)), 6000, 'a load from every adapter');
+    for (const w of workers) expect(loads.get(w.instanceId)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('the load rises while the engine holds a request', async () => {
+    const w = workers[1];
+    const stream = client.stream(transports.get(w.instanceId)!, 'generate', {
+      request_id: 'r-load',
+      model: 'mock-vllm',
+      token_ids: Array.from(prompt(40, 7000)),
+      stop_conditions: { max_tokens: 2000 },
+    });
+    const it = stream[Symbol.asyncIterator]();
+    try {
+      await it.next();
+      // 40 prompt tokens alone hold 10 blocks of 4 while the request runs (the gauge is polled every 250 ms).
+      await until(() => (loads.get(w.instanceId) ?? 0) >= 10, 5000, 'a load of at least 10 blocks');
+    } finally {
+      await it.return?.();
+    }
+  });
 
   it('generate is forwarded to the engine and streams token ids back', async () => {
     const { items } = await run('r-basic', prompt(10, 1000), 5);

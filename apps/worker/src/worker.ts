@@ -13,6 +13,7 @@ import { KvrError, u64ToHex, type DpRank, type WorkerId } from '@kvrouter/protoc
 import {
   JetStreamEventSink,
   KvEventPublisher,
+  LoadChannel,
   VllmZmqIngest,
   ZmqEventPlane,
   createEventPlane,
@@ -39,6 +40,7 @@ import { componentSubject } from '@kvrouter/protocols';
 import { EngineClient } from './engine-client.js';
 import { planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
+import { parseKvUsage, usedBlocks } from './engine-load.js';
 
 export interface WorkerIo {
   log: (line: string) => void;
@@ -101,6 +103,8 @@ export interface StartWorkerOptions {
   engineWaitMs?: number;
   /** Health poll period; default 1000 ms. */
   healthPeriodMs?: number;
+  /** `/metrics` poll period for `ActiveLoad` (needs `--total-kv-blocks` and an event plane); default 250 ms. */
+  loadPeriodMs?: number;
 }
 
 export async function startWorker(
@@ -279,6 +283,42 @@ export async function startWorker(
     }, opts.healthPeriodMs ?? 1000);
     health.unref();
 
+    // ActiveLoad (§5.5) from the engine's KV usage gauge: on change, and every 2 s anyway so a router
+    // that joined later learns the current value.
+    const total = config.totalKvBlocks;
+    const loads = plane !== null && total !== null ? new LoadChannel(plane, plan.namespace) : null;
+    const lastLoad = new Map<number, { used: number; at: number }>();
+    let polling = false;
+    const loadTimer =
+      loads === null
+        ? null
+        : setInterval(() => {
+            if (polling || stopping || !up) return;
+            polling = true;
+            void fetch(new URL('/metrics', plan.engineUrl), { signal: AbortSignal.timeout(2000) })
+              .then((r) => (r.ok ? r.text() : ''))
+              .then((text) => {
+                for (const [rank, frac] of parseKvUsage(text)) {
+                  if (rank >= plan.dataParallelSize) continue;
+                  const used = usedBlocks(frac, total!);
+                  const now = performance.now();
+                  const last = lastLoad.get(rank);
+                  if (last && last.used === used && now - last.at < 2000) continue;
+                  lastLoad.set(rank, { used, at: now });
+                  loads.publish({
+                    worker_id: id,
+                    dp_rank: rank as DpRank,
+                    active_decode_blocks: null,
+                    active_prefill_tokens: null,
+                    kv_used_blocks: used,
+                  });
+                }
+              })
+              .catch(() => undefined)
+              .finally(() => (polling = false));
+          }, opts.loadPeriodMs ?? 250);
+    loadTimer?.unref();
+
     io.log(
       `worker ready: engine ${plan.engineUrl} (model ${JSON.stringify(model)}, block size ${plan.blockSize}, ` +
         `${plan.dataParallelSize} rank(s), KV events ${plan.kvEventEndpoints.join(',') || 'none'}) as instance ${u64ToHex(id)} on ` +
@@ -299,6 +339,7 @@ export async function startWorker(
         (stopped ??= (async () => {
           stopping = true;
           clearInterval(health);
+          if (loadTimer) clearInterval(loadTimer);
           await unregister();
           await server.close({ graceMs });
           for (const g of ingests) await g.close();
