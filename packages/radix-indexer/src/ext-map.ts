@@ -1,4 +1,4 @@
-import { EXT_GROW_LOAD, EXT_HI, EXT_LO, EXT_MAX_LOAD, EXT_SEQ_HI, EXT_SEQ_LO, EXT_WORDS, MIN_CAPACITY } from './layout.js';
+import { EXT_DOUBLE_BELOW, EXT_GROW_LOAD, EXT_HI, EXT_LO, EXT_MAX_LOAD, EXT_SEQ_HI, EXT_SEQ_LO, EXT_WORDS, MIN_CAPACITY } from './layout.js';
 import { capacityFor, homeOf } from './block-table.js';
 
 const TWO_NEG32 = 2 ** -32;
@@ -7,7 +7,8 @@ const TWO_NEG32 = 2 ** -32;
  * One slot's map from an engine's external block hash to the router's block identity (sequence
  * hash): `Ext[w]` of PROTOCOL §7.2. Robin Hood linear probing (an entry never sits further from its
  * home than the one it passed, so lookups of absent keys stop early and the map can run 90% full)
- * with backward-shift deletion (no tombstones). Any capacity (fastrange homes), grown by ~1.3x.
+ * with backward-shift deletion (no tombstones). Any capacity (fastrange homes): doubled while
+ * small, then grown by ~1.32x.
  * (0, 0) marks an empty entry; the external hash 0 itself is kept in one extra entry past the end.
  * An optional f64 column (`aux`, one per entry) carries approximate-mode expiry times.
  */
@@ -82,7 +83,7 @@ export class ExtTable {
     if (this.size + 1 > this.capacity * EXT_MAX_LOAD) {
       const found = this.find(lo, hi);
       if (found < 0) {
-        this.rehash(capacityFor(this.size + 1, EXT_GROW_LOAD));
+        this.rehash(this.capacity < EXT_DOUBLE_BELOW ? 2 * this.capacity : capacityFor(this.size + 1, EXT_GROW_LOAD));
         return this.insertFrom(this.home(lo, hi), 0, lo, hi, seqLo, seqHi, 0);
       }
       w[found + EXT_SEQ_LO] = seqLo;

@@ -87,3 +87,8 @@ export const EXT_WORDS = 4;
 /** Robin Hood keeps probe lengths short, so the private maps run fuller than the shared table. */
 export const EXT_MAX_LOAD = 0.9;
 export const EXT_GROW_LOAD = 0.68;
+/**
+ * Maps below this capacity double instead (a fresh slot's map reaches working size in a few
+ * rehashes; their memory is small next to the big maps, which grow by ~1.32x).
+ */
+export const EXT_DOUBLE_BELOW = 4096;
