@@ -43,7 +43,7 @@ describe('ExtTable', () => {
     expect(seen).toBe(ref.size);
   });
 
-  it('stays at most EXT_MAX_LOAD (0.9) full; past 4096 entries it grows by about 1/0.68 ≈ 1.32x, not to a power of two', () => {
+  it('stays at most EXT_MAX_LOAD (0.9) full; past 1024 entries it grows by about 1/0.68 ≈ 1.32x, not to a power of two', () => {
     const t = new ExtTable(16, false);
     const caps = new Set<number>();
     for (let i = 1; i <= 10_000; i++) {
@@ -51,7 +51,7 @@ describe('ExtTable', () => {
       caps.add(t.capacity);
       expect(t.size / t.capacity).toBeLessThanOrEqual(0.9);
     }
-    // Doubling up to 8192 (grown at 0.9 x 4096 ≈ 3687 entries); then at 0.9 load to 0.68 load:
+    // Doubling up to 2048 (grown at 0.9 x 1024 ≈ 922 entries); then at 0.9 load to 0.68 load:
     // with 10 000 entries the capacity is between 10 000 / 0.9 ≈ 11 112 and 10 000 / 0.68 ≈ 14 706.
     expect(t.capacity).toBeGreaterThanOrEqual(11_112);
     expect(t.capacity).toBeLessThanOrEqual(14_706);

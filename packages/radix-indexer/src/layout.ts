@@ -91,4 +91,4 @@ export const EXT_GROW_LOAD = 0.68;
  * Maps below this capacity double instead (a fresh slot's map reaches working size in a few
  * rehashes; their memory is small next to the big maps, which grow by ~1.32x).
  */
-export const EXT_DOUBLE_BELOW = 4096;
+export const EXT_DOUBLE_BELOW = 1024;
