@@ -5,6 +5,7 @@
  */
 import { KvrError } from '../errors.js';
 import type { LocalBlockHash, SequenceHash } from '../ids.js';
+import { useWasm, wasmBlockHashes, wasmSequenceHashes } from './wasm-hash.js';
 import { BASE_CONTEXT, C_BF16, C_SEC, hashWords, seedContext, xxh3_64Into } from './xxh3.js';
 
 /** XXH3 seed of local block hashes without LoRA, and always of sequence hashes. */
@@ -191,13 +192,18 @@ export function computeLocalBlockHashes(
   const mm = opts?.mmHashes;
   // Validate everything before writing anything, so bad input never leaves `out` half-filled.
   const anyMm = mm !== undefined && checkMmHashes(mm, n);
-  let C = BASE_CONTEXT;
-  if (loraName !== undefined && loraName !== '') {
-    const p = loraSeedPair(loraName);
-    C = seedContext(p[0], p[1]);
-  }
   const res = out !== undefined && out.length >= 2 * n ? out.subarray(0, 2 * n) : new Uint32Array(2 * n);
   const width = eagle ? blockSize + 1 : blockSize;
+  let seedLo = 1337;
+  let seedHi = 0;
+  if (loraName !== undefined && loraName !== '') {
+    const p = loraSeedPair(loraName);
+    seedLo = p[0];
+    seedHi = p[1];
+  }
+  // Multimodal hashes append bytes to some blocks: those calls stay on the JS path.
+  if (!anyMm && useWasm(n) && wasmBlockHashes(toks, n, blockSize, width, seedLo, seedHi, res, null)) return res;
+  const C = seedLo === 1337 && seedHi === 0 ? BASE_CONTEXT : seedContext(seedLo, seedHi);
   const bytes = 4 * width;
   if (!anyMm) {
     if (bytes === 64) hash64Blocks(toks, n, blockSize, C, res);
@@ -233,6 +239,7 @@ export function computeSequenceHashes(local: Uint32Array, out?: Uint32Array): Ui
   if ((len & 1) !== 0) throw invalid('local', `pairs array must have even length, got ${len}`);
   const res = out !== undefined && out.length >= len ? (out.length === len ? out : out.subarray(0, len)) : new Uint32Array(len);
   if (len === 0) return res;
+  if (useWasm(len >>> 1) && wasmSequenceHashes(local, len >>> 1, res)) return res;
   res[0] = local[0];
   res[1] = local[1];
   chainRun(local, res, 2, len);
@@ -528,16 +535,22 @@ export function computeBlockAndSequenceHashes(
   const n = blockCount(len, blockSize, opts?.isEagle === true);
   if (!(local instanceof Uint32Array) || local.length < 2 * n) throw invalid('local', `must be a Uint32Array of at least ${2 * n} entries`);
   if (!(seq instanceof Uint32Array) || seq.length < 2 * n) throw invalid('seq', `must be a Uint32Array of at least ${2 * n} entries`);
-  if (blockSize === 16 && tokens instanceof Uint32Array && opts?.mmHashes === undefined && opts?.isEagle !== true) {
+  if (tokens instanceof Uint32Array && opts?.mmHashes === undefined && (blockSize === 16 || useWasm(n))) {
     const lora = opts?.loraName;
     if (lora !== undefined && typeof lora !== 'string') throw invalid('loraName', `must be a string, got ${typeof lora}`);
-    let C = BASE_CONTEXT;
+    let seedLo = 1337;
+    let seedHi = 0;
     if (lora !== undefined && lora !== '') {
       const p = loraSeedPair(lora);
-      C = seedContext(p[0], p[1]);
+      seedLo = p[0];
+      seedHi = p[1];
     }
-    hash64BlocksChained(tokens, n, 16, C, local, seq);
-    return n;
+    const eagle = opts?.isEagle === true;
+    if (useWasm(n) && wasmBlockHashes(tokens, n, blockSize, eagle ? blockSize + 1 : blockSize, seedLo, seedHi, local, seq)) return n;
+    if (blockSize === 16 && !eagle) {
+      hash64BlocksChained(tokens, n, 16, seedLo === 1337 && seedHi === 0 ? BASE_CONTEXT : seedContext(seedLo, seedHi), local, seq);
+      return n;
+    }
   }
   const l = computeLocalBlockHashes(tokens, blockSize, opts, local);
   computeSequenceHashes(l, seq.length === l.length ? seq : seq.subarray(0, l.length));

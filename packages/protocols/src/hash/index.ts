@@ -14,3 +14,4 @@ export {
   sequenceHashes,
   u64sToPairs,
 } from './blocks.js';
+export { configureWasmHashing, type WasmHashingConfig, wasmHashingAvailable } from './wasm-hash.js';
