@@ -9,7 +9,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { InprocEventBus, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
+import { InprocEventBus, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import { FrontendMetricSet, bucketOverridesFromConfig } from '@kvrouter/metrics';
 import { KvrError } from '@kvrouter/protocols';
 import { routerParamsFromConfig } from '@kvrouter/router';
@@ -147,6 +147,7 @@ export class Frontend {
               discovery,
               nc,
               publisherId: routerId,
+              zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
               onError: (e) => log.warn(`event plane: ${(e as Error).message}`),
             });
       cleanup.push(() => plane.close());

@@ -13,6 +13,7 @@ import {
   KvEventSubscriber,
   LoadChannel,
   ReplicaSync,
+  brokerSetting,
   createEventPlane,
   discoveryTransportResolver,
   kvEventsTopic,
@@ -211,6 +212,7 @@ export class StandaloneRouter {
       discovery,
       nc,
       publisherId: this.routerId,
+      zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
       onError: (e) => log.warn(`event plane: ${(e as Error).message}`),
     });
     this.cleanup.push(() => plane.close());
