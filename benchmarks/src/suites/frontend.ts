@@ -77,7 +77,12 @@ const r2 = (x: number) => Math.round(x * 100) / 100;
 
 function rows(name: string, r: LoadResult, s: ServerStats): Row[] {
   return [
-    { name: `${name}: throughput`, value: r.rps, unit: 'req/s', extra: { requests: r.requests, errors: r.errors, isl_p50: r.isl.p50 } },
+    {
+      name: `${name}: throughput`,
+      value: r.rps,
+      unit: 'req/s',
+      extra: { requests: r.requests, errors: r.errors, isl_p50: r.isl.p50, ...(r.errors > 0 ? { first_error: r.firstError.slice(0, 120) } : {}) },
+    },
     { name: `${name}: received → dispatched`, value: r.dispatch.p50, unit: 'ms p50', extra: { p90: r.dispatch.p90, p99: r.dispatch.p99, max: r.dispatch.max } },
     { name: `${name}: end-to-end − engine`, value: r2(r.added.p50), unit: 'ms p50', extra: { p90: r2(r.added.p90), p99: r2(r.added.p99), max: r2(r.added.max) } },
     { name: `${name}: end-to-end`, value: r2(r.e2e.p50), unit: 'ms p50', extra: { p90: r2(r.e2e.p90), p99: r2(r.e2e.p99) } },
