@@ -26,7 +26,7 @@ import {
 } from './options.js';
 import { ProgressBar } from './progress.js';
 import { addRouterHelp, resolveRouter, routerSpecs, splitRouterArgs } from './router-args.js';
-import { makeWorkload, oracleFor, runOffline, type Io } from './run.js';
+import { engineTimingFor, makeWorkload, oracleFor, runOffline, type Io } from './run.js';
 
 type RunOpts = EngineOpts & SimOpts & SyntheticOpts & { replayMode: 'offline' | 'online'; url: string; model?: string };
 
@@ -74,9 +74,9 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
     .addOption(new Option('--url <url>', 'frontend base URL (online mode)').default('http://127.0.0.1:8000'))
     .addOption(new Option('--model <name>', 'model name (online mode; default: the first of /v1/models)'))
     .action(async (trace: string | undefined, o: RunOpts) => {
-      const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
       const sim = simConfigOf(o);
       if (o.replayMode === 'online') {
+        const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
         const bar = new ProgressBar(io.stderr, o.progress && io.stderr.isTTY === true, undefined, 250, 'online');
         const data = await runOnline(w.rows, {
           url: o.url,
@@ -92,9 +92,13 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         return;
       }
       const router = routerFor();
+      // Engine flags are checked (and their files read) before a long trace is loaded.
+      const timing = engineTimingFor(o, router.aicSystem, sim, io);
+      const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
       const oracle = o.oracle ? oracleFor(w.rows, sim) : null;
-      const run = await runOffline(w, sim, router, oracle, io, o.progress);
+      const run = await runOffline(w, sim, router, oracle, io, o.progress, undefined, timing.model);
       run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
+      run.report.config.engineTiming = timing.plan;
       io.stdout.write(formatSummary(run.report, 'offline', run.wallMs));
       if (o.reportJson) write(o.reportJson, reportJson(run.report));
     });
@@ -111,8 +115,10 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
     )
     .addOption(new Option('--svg <file>', 'chart output').default('replay-compare.svg'))
     .action(async (trace: string | undefined, o: RunOpts & { config?: string[]; svg: string }) => {
-      const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
       const sim = simConfigOf(o);
+      // One engine fleet for every configuration; `--aic-system` from the shared router flags.
+      const timing = engineTimingFor(o, resolveRouter(routerArgv, env).config.aicSystem, sim, io);
+      const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
       const oracle = o.oracle ? oracleFor(w.rows, sim) : null;
       const configs = o.config ?? ['round-robin', 'random', 'least-loaded', 'kv'];
       const entries: CompareEntry[] = [];
@@ -123,8 +129,9 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         const { router: flags, rest } = splitRouterArgs(extra);
         if (rest.length > 0) throw new Error(`--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`);
         const router = routerFor(flags);
-        const run = await runOffline(w, sim, router, oracle, io, o.progress, c);
+        const run = await runOffline(w, sim, router, oracle, io, o.progress, c, timing.model);
         run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
+        run.report.config.engineTiming = timing.plan;
         run.report.config.label = c;
         io.stdout.write(formatSummary(run.report, c, run.wallMs));
         entries.push({ label: c, report: run.report, ttftMs: ttftSamples(run.result.requests) });

@@ -2,7 +2,8 @@
  * The tool's own options: engines (the mocker's flag names, engine-sim defaults), the simulation,
  * the trace and the synthetic generator. Each parser names the flag it rejects.
  */
-import { DEFAULT_ENGINE_CONFIG, type EngineConfig } from '@kvrouter/engine-sim';
+import { checkValue, flagsFor } from '@kvrouter/config';
+import { DEFAULT_ENGINE_CONFIG, type EngineConfig, type EngineType, type ReasoningConfig } from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
 import { DEFAULT_SIM_CONFIG, PRESETS, parseDist, type SimConfig, type SyntheticSpec } from '@kvrouter/sim';
 import { Option, type Command } from 'commander';
@@ -23,6 +24,50 @@ export function numArg(flag: string, min: number, open = false) {
     if (v.trim() === '' || !Number.isFinite(n) || n < min || (open && n === min)) throw bad(flag, `expected a number ${open ? '>' : '>='} ${min}, got ${v}`);
     return n;
   };
+}
+
+/**
+ * A parser that checks the value against the mocker's row of the config table, so a bad value gets
+ * exactly the mocker's message (`argument --engine-type: invalid choice: ...`).
+ */
+function mockerArg<T>(flag: string, convert: (v: string) => T) {
+  const spec = flagsFor('mocker').find((s) => s.flag === flag);
+  if (!spec) throw new Error(`the config table has no mocker flag ${flag}`);
+  return (v: string): T => {
+    const msg = checkValue(spec, v);
+    if (msg !== undefined) throw new KvrError('invalid_argument', msg, 400, { flag });
+    return convert(v);
+  };
+}
+
+/** engine-sim's own cap on the budget (the table's u32 allows more); named here so the error names the flag. */
+const MAX_SGLANG_PREFILL_TOKENS = 1 << 30;
+
+/**
+ * `--reasoning` as upstream spells it (`{"start_thinking_token_id", "end_thinking_token_id",
+ * "thinking_ratio"}`), with the mocker's messages. The mocker app has the same check
+ * (apps/mocker/src/options.ts `reasoningOf`); tools may not import apps.
+ */
+export function reasoningOf(v: unknown): ReasoningConfig | null {
+  if (v === null) return null;
+  const fail = (m: string): never => {
+    throw new KvrError('invalid_argument', `--reasoning: ${m}`, 400, { flag: '--reasoning' });
+  };
+  if (typeof v !== 'object' || Array.isArray(v)) fail('expected a JSON object');
+  const o = v as Record<string, unknown>;
+  const keys = ['start_thinking_token_id', 'end_thinking_token_id', 'thinking_ratio'];
+  for (const k of Object.keys(o)) if (!keys.includes(k)) fail(`unknown field ${k} (expected ${keys.join(', ')})`);
+  const id = (k: string): number => {
+    const x = o[k];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) fail(`${k}: expected a token id (u32), got ${JSON.stringify(x)}`);
+    return x as number;
+  };
+  const start = id('start_thinking_token_id');
+  const end = id('end_thinking_token_id');
+  if (start === end) fail('start_thinking_token_id and end_thinking_token_id must differ');
+  const r = o.thinking_ratio;
+  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) fail(`thinking_ratio: expected a number in [0, 1], got ${JSON.stringify(r)}`);
+  return { startThinkingTokenId: start, endThinkingTokenId: end, thinkingRatio: r as number };
 }
 
 export function addEngineOptions(cmd: Command): Command {
@@ -48,6 +93,21 @@ export function addEngineOptions(cmd: Command): Command {
   }, d.preemptionMode);
   opt('--no-enable-prefix-caching', 'turn the prefix cache (and KV events) off');
   opt('--no-enable-chunked-prefill', 'turn chunked prefill off');
+  opt('--engine-type <type>', 'scheduler flavour: vllm | sglang', mockerArg('--engine-type', (v) => v.trim() as EngineType), d.engineType);
+  opt(
+    '--sglang-max-prefill-tokens <n>',
+    'sglang flavour: prefill token budget of one pass',
+    mockerArg('--sglang-max-prefill-tokens', (v) => {
+      const n = Number(BigInt(v.trim()));
+      if (n > MAX_SGLANG_PREFILL_TOKENS) throw bad('--sglang-max-prefill-tokens', `at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
+      return n;
+    }),
+    d.sglangMaxPrefillTokens,
+  );
+  opt('--reasoning <json>', 'reasoning-token output, JSON {"start_thinking_token_id":N,"end_thinking_token_id":M,"thinking_ratio":R}', mockerArg('--reasoning', (v) => reasoningOf(JSON.parse(v))));
+  opt('--planner-profile-data <file>', 'pass times interpolated from profiled data (JSON of the arrays, or upstream .npz)', mockerArg('--planner-profile-data', (v) => v));
+  opt('--aic-perf-model', 'pass times from the AIC model: backend --engine-type, system --aic-system (default h200_sxm), model --model-path');
+  opt('--model-path <path>', 'with --aic-perf-model: model directory (its config.json), a config.json, or a built-in model id', mockerArg('--model-path', (v) => v));
   return cmd;
 }
 
@@ -95,6 +155,12 @@ export interface EngineOpts {
   preemptionMode: 'lifo' | 'fifo';
   enablePrefixCaching: boolean;
   enableChunkedPrefill: boolean;
+  engineType: EngineType;
+  sglangMaxPrefillTokens: number;
+  reasoning?: ReasoningConfig | null;
+  plannerProfileData?: string;
+  aicPerfModel?: boolean;
+  modelPath?: string;
 }
 
 export interface SimOpts {
@@ -135,6 +201,9 @@ export function simConfigOf(o: EngineOpts & SimOpts): SimConfig {
     preemptionMode: o.preemptionMode,
     enablePrefixCaching: o.enablePrefixCaching,
     enableChunkedPrefill: o.enableChunkedPrefill,
+    engineType: o.engineType,
+    sglangMaxPrefillTokens: o.sglangMaxPrefillTokens,
+    reasoning: o.reasoning ?? null,
   };
   return {
     numWorkers: o.numWorkers,
@@ -145,6 +214,32 @@ export function simConfigOf(o: EngineOpts & SimOpts): SimConfig {
     eventDelayMs: o.eventDelayMs,
     dispatchDelayMs: o.dispatchDelayMs,
   };
+}
+
+/** Where the engines' pass times come from (the mocker's `TimingPlan`); run.ts builds the model, reading files. */
+export type EngineTimingPlan =
+  | { kind: 'polynomial' }
+  | { kind: 'profile'; path: string }
+  | { kind: 'aic'; backend: EngineType; system: string; model: string };
+
+/** Upstream's default `--aic-system` for the mocker's AIC perf model. */
+export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
+
+/**
+ * The mocker's rules: the two timing sources exclude each other, AIC without a system models
+ * h200_sxm (warned). `aicSystem` is the router table's `--aic-system`: in a replay the same flag
+ * names the hardware of the router's AIC predictor and of the engines.
+ */
+export function engineTimingPlanOf(o: Pick<EngineOpts, 'engineType' | 'plannerProfileData' | 'aicPerfModel' | 'modelPath'>, aicSystem: string | null, warnings: string[]): EngineTimingPlan {
+  if (o.aicPerfModel === true && o.plannerProfileData !== undefined) {
+    throw new KvrError('invalid_argument', '--aic-perf-model and --planner-profile-data both set pass times; choose one', 400, { flag: '--aic-perf-model' });
+  }
+  if (o.plannerProfileData !== undefined) return { kind: 'profile', path: o.plannerProfileData };
+  if (o.aicPerfModel !== true) return { kind: 'polynomial' };
+  // The mocker requires --model-path anyway; here it is needed only for this model.
+  if (o.modelPath === undefined) throw new KvrError('invalid_argument', '--aic-perf-model needs --model-path (a model directory, a config.json or a built-in model id)', 400, { flag: '--model-path' });
+  if (aicSystem === null) warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
+  return { kind: 'aic', backend: o.engineType, system: aicSystem ?? DEFAULT_AIC_SYSTEM, model: o.modelPath };
 }
 
 /** The synthetic spec from a preset (or `custom` = generator defaults) plus explicit overrides. */

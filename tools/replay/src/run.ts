@@ -4,8 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { inflateRawSync } from 'node:zlib';
+import { AicModel, resolveAicModel } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { DEFAULT_ENGINE_CONFIG } from '@kvrouter/engine-sim';
+import { DEFAULT_ENGINE_CONFIG, parsePlannerProfile, parsePlannerProfileNpz, profileTiming, type EngineConfig, type TimingModel } from '@kvrouter/engine-sim';
+import { KvrError } from '@kvrouter/protocols';
 import {
   buildReport,
   generateSynthetic,
@@ -20,8 +23,8 @@ import {
   type TraceRow,
 } from '@kvrouter/sim';
 import { ProgressBar } from './progress.js';
-import type { SyntheticOpts } from './options.js';
-import { syntheticSpecOf } from './options.js';
+import type { EngineOpts, EngineTimingPlan, SyntheticOpts } from './options.js';
+import { engineTimingPlanOf, syntheticSpecOf } from './options.js';
 
 export interface Workload {
   rows: TraceRow[];
@@ -66,14 +69,60 @@ export function oracleFor(rows: readonly TraceRow[], sim: SimConfig): OracleResu
  * paths are the caller's (pnpm runs this tool inside tools/replay).
  */
 export function readModelFile(path: string): string | null {
+  return readCallerFile(path, 'utf8');
+}
+
+function readCallerFile(path: string, enc: 'utf8'): string | null;
+function readCallerFile(path: string): Uint8Array | null;
+function readCallerFile(path: string, enc?: 'utf8'): string | Uint8Array | null {
   const p = isAbsolute(path) ? path : resolve(process.env.INIT_CWD ?? process.cwd(), path);
   try {
-    return readFileSync(p, 'utf8');
+    return enc ? readFileSync(p, enc) : readFileSync(p);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') return null;
     throw e;
   }
+}
+
+const timingError = (message: string, flag: string): KvrError => new KvrError('invalid_argument', message, 400, { flag });
+
+/**
+ * The engines' pass-time model for a plan (undefined = the §17 polynomials), with the mocker's
+ * messages (apps/mocker/src/options.ts `timingModelOf`, which tools may not import). Files are
+ * the caller's (relative to the directory `pnpm replay` was run from).
+ */
+export function engineTimingOf(t: EngineTimingPlan, engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>): TimingModel | undefined {
+  const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
+  if (t.kind === 'polynomial') return undefined;
+  if (t.kind === 'profile') {
+    const content = /\.npz$/i.test(t.path) ? readCallerFile(t.path) : readCallerFile(t.path, 'utf8');
+    if (content === null) throw timingError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
+    const profile =
+      typeof content === 'string' ? parsePlannerProfile(content, t.path) : parsePlannerProfileNpz(content, t.path, (b) => inflateRawSync(b));
+    return profileTiming(profile, totalKvTokens);
+  }
+  try {
+    // A local `--model-path` directory's config.json first, then aic-model's built-in ids.
+    const model = resolveAicModel(t.model, readModelFile);
+    return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
+  } catch (e) {
+    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
+    throw timingError(`--aic-perf-model: ${msg}`, '--aic-perf-model');
+  }
+}
+
+export interface EngineTiming {
+  plan: EngineTimingPlan;
+  model: TimingModel | undefined;
+}
+
+/** Plan (warnings on stderr) and model for the engine flags; `aicSystem` is the router table's `--aic-system`. */
+export function engineTimingFor(o: EngineOpts, aicSystem: string | null, sim: SimConfig, io: Io): EngineTiming {
+  const warnings: string[] = [];
+  const plan = engineTimingPlanOf(o, aicSystem, warnings);
+  for (const w of warnings) io.stderr.write(`warning: ${w}\n`);
+  return { plan, model: engineTimingOf(plan, { ...DEFAULT_ENGINE_CONFIG, ...sim.engine }) };
 }
 
 export interface OfflineRun {
@@ -91,11 +140,13 @@ export async function runOffline(
   io: Io,
   progress: boolean,
   label?: string,
+  engineTiming?: TimingModel,
 ): Promise<OfflineRun> {
   const bar = new ProgressBar(io.stderr, progress && io.stderr.isTTY === true, undefined, 100, label);
   const t0 = performance.now();
   const result = await runSimulation(w.rows, sim, kvRouterPolicy(router, { readText: readModelFile }), {
     onProgress: (p) => bar.update(p.done, p.total, p.simMs),
+    engineTiming,
   });
   const wallMs = performance.now() - t0;
   bar.finish();
