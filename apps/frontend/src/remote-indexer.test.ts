@@ -13,7 +13,7 @@ import type { Frontend } from './frontend.js';
 import { RemoteIndexer } from '@kvrouter/router';
 import { createRemoteIndex } from './remote-indexer.js';
 import { startFrontend } from './test-helpers.js';
-import { eventually, startMocker, startRouterProcess, type Proc, type RouterProc } from './test-procs.js';
+import { eventually, startMocker, startRouterProcess, type Proc, type RouterProc } from '@kvrouter/testkit';
 
 const NS = 'feremote';
 let etcd: ServiceHandle;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
 import type { WorkerSet } from './models.js';
 import { startFrontend } from './test-helpers.js';
-import { eventually, startMocker, type Proc } from './test-procs.js';
+import { eventually, startMocker, type Proc } from '@kvrouter/testkit';
 
 const NS = 'fereplica';
 let etcd: ServiceHandle;

@@ -14,7 +14,7 @@ import {
   type Infra,
   type Proc,
   type RouterProc,
-} from './test-procs.js';
+} from '@kvrouter/testkit';
 
 const NS = 'srdurable';
 let etcd: ServiceHandle;

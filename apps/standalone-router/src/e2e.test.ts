@@ -10,7 +10,7 @@ import { computeLocalBlockHashes, pairsToU64s, parseJson } from '@kvrouter/proto
 import { EtcdDiscovery, TcpRequestClient, parseInstance, type Instance } from '@kvrouter/runtime';
 import { startEtcd, startNats, type ServiceHandle } from '@kvrouter/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startMocker, startRouterProcess, type Proc, type RouterProc } from './test-procs.js';
+import { eventually, startMocker, startRouterProcess, type Proc, type RouterProc } from '@kvrouter/testkit';
 
 const NS = 'sre2e';
 const BS = 16;

@@ -7,7 +7,7 @@ import { beU64, encodeMsgpack, parseJson, stringifyJson } from '@kvrouter/protoc
 import { afterEach, describe, expect, it } from 'vitest';
 import { Publisher } from 'zeromq';
 import { IndexerService } from './indexer-service.js';
-import { REPO, eventually } from './test-procs.js';
+import { REPO, eventually } from '@kvrouter/testkit';
 
 // PROTOCOL.md §2.4 test vectors (bs = 4): local hashes of tokens [0..3], [4..7] and [1,2,3,4].
 const H_0_3 = 9143094415614847814n;

@@ -16,7 +16,7 @@ import {
 } from '@kvrouter/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StandaloneRouter } from './service.js';
-import { REPO } from './test-procs.js';
+import { REPO } from '@kvrouter/testkit';
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const PATH = { namespace: 'ns', component: 'backend', endpoint: 'generate' };

@@ -1,6 +1,7 @@
 /**
- * Test-only (not exported): the mocker and the standalone router as child processes, as a user
- * runs them, on the etcd + NATS of a test. The router's first stdout line says where it listens.
+ * The mocker and the standalone router (apps/standalone-router) as child processes, as a user runs
+ * them, on the etcd + NATS of a test (started by path: apps never import each other). The router's
+ * first stdout line says where it listens. Shared by the frontend's and the standalone router's tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
