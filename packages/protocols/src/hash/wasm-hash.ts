@@ -103,8 +103,8 @@ function reserve(w: Xxh3Exports, bytes: number): boolean {
 }
 
 /**
- * Local hashes of `n` blocks of `width` tokens starting every `stride` tokens of `toks` (which
- * must hold (n-1)*stride + width tokens), XXH3 seed (seedLo, seedHi), as pairs into
+ * Local hashes of `n` blocks of `width` tokens starting every `stride` tokens of `toks` (at
+ * least (n-1)*stride + width tokens), XXH3 seed (seedLo, seedHi), as pairs into
  * `local[0 .. 2n)`; with `seq` also the sequence hashes into `seq[0 .. 2n)`. False, with
  * nothing written, when the wasm path cannot take the call.
  */
@@ -120,12 +120,15 @@ export function wasmBlockHashes(
 ): boolean {
   const w = wasm;
   if (w === null || w === undefined) return false;
-  const words = (n - 1) * stride + width;
+  // The whole array is copied (a partial last block is < one block more) so that the copy needs
+  // no subarray view.
+  const words = toks.length;
+  if (words < (n - 1) * stride + width) return false;
   const localAt = WORK + 8 * Math.ceil(words / 2);
   const seqAt = localAt + 8 * n;
   const end = seq === null ? seqAt : seqAt + 8 * n;
   if (4 * width > 0x7fffffff || end > 0xffff0000 || !reserve(w, end)) return false;
-  mem32.set(words === toks.length ? toks : toks.subarray(0, words), WORK >>> 2);
+  mem32.set(toks, WORK >>> 2);
   w.blocks(WORK, n, 4 * stride, 4 * width, seedLo, seedHi, localAt, seq === null ? 0 : seqAt);
   const m = mem32;
   local.set(m.subarray(localAt >>> 2, (localAt >>> 2) + 2 * n));
