@@ -201,8 +201,10 @@ export function computeLocalBlockHashes(
     seedLo = p[0];
     seedHi = p[1];
   }
-  // Multimodal hashes append bytes to some blocks: those calls stay on the JS path.
-  if (!anyMm && useWasm(n) && wasmBlockHashes(toks, n, blockSize, width, seedLo, seedHi, res, null)) return res;
+  // With multimodal hashes the wasm path still hashes every block as plain tokens; the blocks that
+  // carry mm hashes (whose bytes differ) are then rehashed below on the JS path.
+  const viaWasm = useWasm(n) && wasmBlockHashes(toks, n, blockSize, width, seedLo, seedHi, res, null);
+  if (viaWasm && !anyMm) return res;
   const C = seedLo === 1337 && seedHi === 0 ? BASE_CONTEXT : seedContext(seedLo, seedHi);
   const bytes = 4 * width;
   if (!anyMm) {
@@ -213,7 +215,7 @@ export function computeLocalBlockHashes(
   for (let i = 0, s = 0; i < n; i++, s += blockSize) {
     const m = mm[i];
     if (m === undefined || m === null || m.length === 0) {
-      hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
+      if (!viaWasm) hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
       continue;
     }
     const words = width + 2 * m.length;

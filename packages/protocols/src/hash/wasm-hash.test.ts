@@ -172,10 +172,25 @@ describe('wasm path vs JS path (property test)', () => {
     }
   });
 
-  it('multimodal hashes stay on the JS path and still agree with the oracle', () => {
+  it('multimodal: plain blocks from wasm, blocks with mm hashes rehashed on JS; results agree', () => {
     configureWasmHashing({ enabled: true, minBlocks: 1 });
     // tokens [1,2,3,4] + mm {42, 7}: PROTOCOL.md §2.4 row
     expect(localBlockHashes([1, 2, 3, 4], 4, { mmHashes: [[42n, 7n]] })).toEqual([6295130183325757331n]);
+    const rng = new Rng(65);
+    for (const bs of SIZES) {
+      const n = rng.int(1, 40);
+      const t = new Uint32Array(n * bs + rng.int(0, bs - 1));
+      for (let i = 0; i < t.length; i++) t[i] = rng.u32();
+      const mm = Array.from({ length: n }, () => (rng.bool(0.3) ? [rng.u64(), rng.u64()] : rng.bool(0.5) ? [] : undefined));
+      const opts = { mmHashes: mm, loraName: rng.bool(0.5) ? randomName(rng) : undefined };
+      const want = jsLocal(t, bs, opts);
+      expect([...computeLocalBlockHashes(t, bs, opts)], `bs ${bs} n ${n}`).toEqual([...want]);
+      const local = new Uint32Array(2 * n);
+      const seq = new Uint32Array(2 * n);
+      computeBlockAndSequenceHashes(t, bs, opts, local, seq);
+      expect([...local], `bs ${bs} n ${n}`).toEqual([...want]);
+      expect([...seq], `bs ${bs} n ${n}`).toEqual([...jsSeq(want)]);
+    }
   });
 });
 
