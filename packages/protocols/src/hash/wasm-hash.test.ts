@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Rng } from '@kvrouter/testkit';
 import xxhash from '@node-rs/xxhash';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -218,6 +220,14 @@ describe('wasm memory', () => {
     expect(local).toEqual([9143094415614847814n, 12124091508212882195n]);
     expect(sequenceHashes(local)).toEqual([9143094415614847814n, 9510318385840434533n]);
     expect(localBlockHashes([1, 2, 3, 4], 4, { loraName: 'my-lora' })).toEqual([15671544057904749233n]);
+  });
+});
+
+describe('generated module', () => {
+  it('the committed base64 and WAT are what gen-xxh3-wasm.mjs generates (wabt)', () => {
+    const gen = fileURLToPath(new URL('./wasm/gen-xxh3-wasm.mjs', import.meta.url));
+    // Throws (non-zero exit) when either committed file differs from a fresh compile.
+    expect(execFileSync(process.execPath, [gen, '--check'], { encoding: 'utf8' })).toContain('up to date');
   });
 });
 
