@@ -97,11 +97,16 @@ export function useWasm(n: number): boolean {
 function reserve(w: Xxh3Exports, bytes: number): boolean {
   const have = w.memory.buffer.byteLength;
   if (bytes > have) {
+    const need = Math.ceil((bytes - have) / PAGE);
     try {
       // At least double, so a run of growing prompts grows memory O(log n) times.
-      w.memory.grow(Math.max(Math.ceil((bytes - have) / PAGE), have / PAGE));
+      w.memory.grow(Math.max(need, have / PAGE));
     } catch {
-      return false;
+      try {
+        w.memory.grow(need); // near the engine's limit, doubling may fail where the exact size fits
+      } catch {
+        return false;
+      }
     }
   }
   if (mem32.buffer !== w.memory.buffer) mem32 = new Uint32Array(w.memory.buffer);
