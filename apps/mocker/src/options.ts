@@ -5,16 +5,8 @@
  */
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
-import { AicModel, resolveAicModel } from '@kvrouter/aic-model';
-import {
-  parsePlannerProfile,
-  parsePlannerProfileNpz,
-  profileTiming,
-  type EngineConfig,
-  type InflateRaw,
-  type ReasoningConfig,
-  type TimingModel,
-} from '@kvrouter/engine-sim';
+import { aicEngineTimingFromFlag } from '@kvrouter/aic-model';
+import { profileTimingFromFlag, reasoningFromFlag, type EngineConfig, type InflateRaw, type TimingModel } from '@kvrouter/engine-sim';
 import { autoStaggerMs } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
@@ -90,7 +82,7 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
   if (c.durableKvEvents && eventPlane !== 'nats')
     throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
   const timing = timingPlan(c, warnings);
-  const reasoning = reasoningOf(c.reasoning);
+  const reasoning = reasoningFromFlag(c.reasoning, mockerFail);
   const disagg = disaggPlan(c, warnings, (m, flag) => {
     throw new MockerConfigError(m, flag);
   });
@@ -175,50 +167,14 @@ export function timingModelOf(
 ): TimingModel | undefined {
   const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
   if (t.kind === 'polynomial') return undefined;
-  if (t.kind === 'profile') {
-    const npz = /\.npz$/i.test(t.path);
-    const content = npz ? (bin?.readBytes(t.path) ?? null) : readText(t.path);
-    if (content === null) throw new MockerConfigError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
-    try {
-      const profile =
-        typeof content === 'string' ? parsePlannerProfile(content, t.path) : parsePlannerProfileNpz(content, t.path, bin?.inflateRaw);
-      return profileTiming(profile, totalKvTokens);
-    } catch (e) {
-      throw new MockerConfigError(e instanceof Error ? e.message : String(e), '--planner-profile-data');
-    }
-  }
-  try {
-    // A local `--model-path` directory's config.json first, then aic-model's built-in ids.
-    const model = resolveAicModel(t.model, readText);
-    return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
-  } catch (e) {
-    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
-    throw new MockerConfigError(`--aic-perf-model: ${msg}`, '--aic-perf-model');
-  }
+  if (t.kind === 'profile')
+    return profileTimingFromFlag(t.path, (p, binary) => (binary ? (bin?.readBytes(p) ?? null) : readText(p)), totalKvTokens, mockerFail, bin?.inflateRaw);
+  return aicEngineTimingFromFlag(t, totalKvTokens, readText, mockerFail);
 }
 
-/** `--reasoning` JSON as upstream spells it: `{"start_thinking_token_id", "end_thinking_token_id", "thinking_ratio"}`. */
-function reasoningOf(v: unknown): ReasoningConfig | null {
-  if (v === null || v === undefined) return null;
-  const bad = (m: string): never => {
-    throw new MockerConfigError(`--reasoning: ${m}`, '--reasoning');
-  };
-  if (typeof v !== 'object' || Array.isArray(v)) bad('expected a JSON object');
-  const o = v as Record<string, unknown>;
-  const keys = ['start_thinking_token_id', 'end_thinking_token_id', 'thinking_ratio'];
-  for (const k of Object.keys(o)) if (!keys.includes(k)) bad(`unknown field ${k} (expected ${keys.join(', ')})`);
-  const id = (k: string): number => {
-    const x = o[k];
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) bad(`${k}: expected a token id (u32), got ${JSON.stringify(x)}`);
-    return x as number;
-  };
-  const start = id('start_thinking_token_id');
-  const end = id('end_thinking_token_id');
-  if (start === end) bad('start_thinking_token_id and end_thinking_token_id must differ');
-  const r = o.thinking_ratio;
-  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) bad(`thinking_ratio: expected a number in [0, 1], got ${JSON.stringify(r)}`);
-  return { startThinkingTokenId: start, endThinkingTokenId: end, thinkingRatio: r as number };
-}
+const mockerFail = (message: string, flag: string): never => {
+  throw new MockerConfigError(message, flag);
+};
 
 /**
  * `--extra-engine-args` file content → CLI arguments appended after the real ones (last one wins,

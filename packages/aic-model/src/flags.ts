@@ -75,3 +75,23 @@ export function aicModelFromFlags(f: AicFlags, readText?: ReadText): AicModel {
     attentionDpSize: f.aicAttentionDpSize ?? null,
   });
 }
+
+/**
+ * `--aic-perf-model` of the mocker and `pnpm replay`: the engine's pass timing for a model given by
+ * `--model-path` (a local config.json first, then a built-in id). Problems go to `fail(message, flag)`
+ * (the caller's error type), named `--aic-perf-model` with the model path in place of `--aic-model-path`.
+ */
+export function aicEngineTimingFromFlag(
+  t: { backend: string; system: string; model: string },
+  totalKvTokens: number,
+  readText: ReadText,
+  fail: (message: string, flag: string) => never,
+): { prefillMs(x: number): number; decodeMs(u: number): number } {
+  try {
+    const model = resolveAicModel(t.model, readText);
+    return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
+  } catch (e) {
+    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
+    return fail(`--aic-perf-model: ${msg}`, '--aic-perf-model');
+  }
+}

@@ -3,7 +3,7 @@
  * the trace and the synthetic generator. Each parser names the flag it rejects.
  */
 import { checkValue, flagsFor } from '@kvrouter/config';
-import { DEFAULT_ENGINE_CONFIG, type EngineConfig, type EngineType, type ReasoningConfig } from '@kvrouter/engine-sim';
+import { DEFAULT_ENGINE_CONFIG, reasoningFromFlag, type EngineConfig, type EngineType, type ReasoningConfig } from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
 import { DEFAULT_SIM_CONFIG, PRESETS, parseDist, type SimConfig, type SyntheticSpec } from '@kvrouter/sim';
 import { Option, type Command } from 'commander';
@@ -43,31 +43,11 @@ function mockerArg<T>(flag: string, convert: (v: string) => T) {
 /** engine-sim's own cap on the budget (the table's u32 allows more); named here so the error names the flag. */
 const MAX_SGLANG_PREFILL_TOKENS = 1 << 30;
 
-/**
- * `--reasoning` as upstream spells it (`{"start_thinking_token_id", "end_thinking_token_id",
- * "thinking_ratio"}`), with the mocker's messages. The mocker app has the same check
- * (apps/mocker/src/options.ts `reasoningOf`); tools may not import apps.
- */
+/** `--reasoning` as upstream spells it, with the mocker's messages (engine-sim's shared check). */
 export function reasoningOf(v: unknown): ReasoningConfig | null {
-  if (v === null) return null;
-  const fail = (m: string): never => {
-    throw new KvrError('invalid_argument', `--reasoning: ${m}`, 400, { flag: '--reasoning' });
-  };
-  if (typeof v !== 'object' || Array.isArray(v)) fail('expected a JSON object');
-  const o = v as Record<string, unknown>;
-  const keys = ['start_thinking_token_id', 'end_thinking_token_id', 'thinking_ratio'];
-  for (const k of Object.keys(o)) if (!keys.includes(k)) fail(`unknown field ${k} (expected ${keys.join(', ')})`);
-  const id = (k: string): number => {
-    const x = o[k];
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) fail(`${k}: expected a token id (u32), got ${JSON.stringify(x)}`);
-    return x as number;
-  };
-  const start = id('start_thinking_token_id');
-  const end = id('end_thinking_token_id');
-  if (start === end) fail('start_thinking_token_id and end_thinking_token_id must differ');
-  const r = o.thinking_ratio;
-  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) fail(`thinking_ratio: expected a number in [0, 1], got ${JSON.stringify(r)}`);
-  return { startThinkingTokenId: start, endThinkingTokenId: end, thinkingRatio: r as number };
+  return reasoningFromFlag(v, (message, flag) => {
+    throw new KvrError('invalid_argument', message, 400, { flag });
+  });
 }
 
 export function addEngineOptions(cmd: Command): Command {

@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
-import { AicModel, resolveAicModel } from '@kvrouter/aic-model';
+import { aicEngineTimingFromFlag } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { DEFAULT_ENGINE_CONFIG, parsePlannerProfile, parsePlannerProfileNpz, profileTiming, type EngineConfig, type TimingModel } from '@kvrouter/engine-sim';
+import { DEFAULT_ENGINE_CONFIG, profileTimingFromFlag, type EngineConfig, type TimingModel } from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
 import {
   buildReport,
@@ -85,31 +85,21 @@ function readCallerFile(path: string, enc?: 'utf8'): string | Uint8Array | null 
   }
 }
 
-const timingError = (message: string, flag: string): KvrError => new KvrError('invalid_argument', message, 400, { flag });
+const replayFail = (message: string, flag: string): never => {
+  throw new KvrError('invalid_argument', message, 400, { flag });
+};
 
 /**
  * The engines' pass-time model for a plan (undefined = the §17 polynomials), with the mocker's
- * messages (apps/mocker/src/options.ts `timingModelOf`, which tools may not import). Files are
- * the caller's (relative to the directory `pnpm replay` was run from).
+ * messages (both use engine-sim's and aic-model's flag helpers). Files are the caller's (relative to
+ * the directory `pnpm replay` was run from).
  */
 export function engineTimingOf(t: EngineTimingPlan, engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>): TimingModel | undefined {
   const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
   if (t.kind === 'polynomial') return undefined;
-  if (t.kind === 'profile') {
-    const content = /\.npz$/i.test(t.path) ? readCallerFile(t.path) : readCallerFile(t.path, 'utf8');
-    if (content === null) throw timingError(`--planner-profile-data ${t.path}: cannot read the file`, '--planner-profile-data');
-    const profile =
-      typeof content === 'string' ? parsePlannerProfile(content, t.path) : parsePlannerProfileNpz(content, t.path, (b) => inflateRawSync(b));
-    return profileTiming(profile, totalKvTokens);
-  }
-  try {
-    // A local `--model-path` directory's config.json first, then aic-model's built-in ids.
-    const model = resolveAicModel(t.model, readModelFile);
-    return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
-  } catch (e) {
-    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
-    throw timingError(`--aic-perf-model: ${msg}`, '--aic-perf-model');
-  }
+  if (t.kind === 'profile')
+    return profileTimingFromFlag(t.path, (p, binary) => (binary ? readCallerFile(p) : readCallerFile(p, 'utf8')), totalKvTokens, replayFail, (b) => inflateRawSync(b));
+  return aicEngineTimingFromFlag(t, totalKvTokens, readModelFile, replayFail);
 }
 
 export interface EngineTiming {
