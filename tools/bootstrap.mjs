@@ -61,7 +61,12 @@ if (job === 'start') {
   try {
     const r = JSON.parse(readFileSync(jsonFile, 'utf8'));
     passed = r.numPassedTests ?? 0;
-    failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites ?? 0);
+    // Failed tests, plus every test file that failed without a failing test (an import or collection
+    // error, a hook). numFailedTestSuites would also count each describe block around a failing test.
+    const brokenFiles = (r.testResults ?? []).filter(
+      (f) => f.status === 'failed' && !(f.assertionResults ?? []).some((a) => a.status === 'failed'),
+    ).length;
+    failed = (r.numFailedTests ?? 0) + brokenFiles;
     skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
   } catch (e) {
     console.error(`bootstrap: could not read the vitest JSON report (${e.message})`);

@@ -295,7 +295,12 @@ describe('standalone HTTP indexer (§7.8)', () => {
       10_000,
       'the new event in the second indexer',
     );
-    expect((await first.call('POST', '/query', q)).json.scores?.['7']?.['0']).toBe(8);
+    // Both indexers subscribe to the engine's PUB on their own sockets; the first may see it a moment later.
+    await eventually(
+      async () => (await first.call('POST', '/query', q)).json.scores?.['7']?.['0'] === 8,
+      10_000,
+      'the new event in the first indexer',
+    );
   }, 60_000);
 
   it('the CLI requires --block-size (exit 2)', () => {

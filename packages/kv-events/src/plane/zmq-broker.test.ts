@@ -75,7 +75,8 @@ describe('ZmqBroker', () => {
     closers.push(() => d.close());
     const b = await ZmqBroker.start({ discovery: d, namespaces: ['ns1', 'ns2'] });
     const key = brokerChannelKey('ns1', d.leaseId);
-    expect(key).toBe(`v1/event_channels/ns1/zmq_broker/broker/${d.leaseId.toString(16).padStart(16, '0')}`);
+    // Ids are unpadded hex, as every §6.1 key (Dynamo's `{:x}`): a lease id with a leading zero nibble has 15 digits.
+    expect(key).toBe(`v1/event_channels/ns1/zmq_broker/broker/${d.leaseId.toString(16)}`);
     expect(parseBrokerChannel((await d.get(key))!)).toEqual(b.endpoints);
     expect(await d.get(brokerChannelKey('ns2', d.leaseId))).not.toBeNull();
     expect(b.url).toBe(`xsub=${b.endpoints.xsub[0]} , xpub=${b.endpoints.xpub[0]}`);
