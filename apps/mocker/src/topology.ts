@@ -1,18 +1,10 @@
 /**
  * The `DYN_TOPOLOGY_*` worker contract (PROTOCOL.md §13) for the mocker: the rules (file → domain,
  * 30 s wait polled every second, FLAGS.md messages) live in `@kvrouter/topology`; this supplies
- * the directory reading and the timers, and turns its errors into `MockerConfigError` (exit 2).
+ * the timers and `@kvrouter/runtime`'s `readTextDir`, and turns its errors into `MockerConfigError` (exit 2).
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import {
-  TopologyConfigError,
-  domainsFromEntries,
-  loadTopology,
-  type TopologyDirEntry,
-  type TopologyIo,
-} from '@kvrouter/topology';
-import type { ModelRuntimeConfig } from '@kvrouter/runtime';
+import { TopologyConfigError, domainsFromEntries, loadTopology, type TopologyIo } from '@kvrouter/topology';
+import { readTextDir, type ModelRuntimeConfig } from '@kvrouter/runtime';
 import { MockerConfigError, type MockerConfig } from './options.js';
 
 export type TopologyConfig = Pick<
@@ -24,32 +16,12 @@ export type TopologyConfig = Pick<
   | 'kvTransferPreferredWeight'
 >;
 
-/** The mount directory's entries; null when it is missing. */
-export function readTopologyDir(dir: string): TopologyDirEntry[] | null {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return null;
-  }
-  return names.map((name) => {
-    const p = join(dir, name);
-    try {
-      const isFile = statSync(p).isFile();
-      return { name, isFile, content: isFile ? readFileSync(p, 'utf8') : null };
-    } catch {
-      // Vanished between listing and reading: absent.
-      return { name, isFile: false, content: null };
-    }
-  });
-}
-
 export function readTopologyDomains(dir: string): Record<string, string> {
-  return domainsFromEntries(readTopologyDir(dir) ?? []);
+  return domainsFromEntries(readTextDir(dir) ?? []);
 }
 
 export const nodeTopologyIo: TopologyIo = {
-  readDir: readTopologyDir,
+  readDir: readTextDir,
   now: () => performance.now(),
   sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
 };

@@ -30,3 +30,4 @@ export {
   type WatchScope,
 } from './registration.js';
 export * from './model-card.js';
+export { readTextDir, type TextDirEntry } from './text-dir.js';
