@@ -6,7 +6,12 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        projectService: { allowDefaultProject: ['vitest.config.ts'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-non-null-assertion': 'off',
@@ -19,9 +24,7 @@ export default tseslint.config(
   },
   {
     // Pure packages: no I/O, no wall clock, no global randomness (ARCHITECTURE.md dependency rule 2).
-    files: [
-      'packages/{protocols,config,core-cost,radix-indexer,topology,aic-model,engine-sim}/src/**/*.ts',
-    ],
+    files: ['packages/{protocols,config,core-cost,radix-indexer,topology,aic-model,engine-sim}/src/**/*.ts'],
     ignores: ['**/*.test.ts', '**/testing/**', 'packages/radix-indexer/src/pool/**'],
     rules: {
       'no-restricted-properties': [
@@ -34,7 +37,10 @@ export default tseslint.config(
         { name: 'setTimeout', message: 'pure package: no timers' },
         { name: 'setInterval', message: 'pure package: no timers' },
       ],
-      'no-restricted-imports': ['error', { patterns: ['node:fs*', 'node:net', 'node:http*', 'node:child_process'] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: ['node:fs*', 'node:net', 'node:http*', 'node:child_process'] },
+      ],
     },
   },
 );

@@ -17,8 +17,14 @@ export default defineConfig({
         extends: true,
         test: { name: 'packages', include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'] },
       },
-      { extends: true, test: { name: 'apps', include: ['apps/*/src/**/*.test.ts', 'apps/*/test/**/*.test.ts'] } },
-      { extends: true, test: { name: 'tools', include: ['tools/*/src/**/*.test.ts', 'benchmarks/src/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'apps', include: ['apps/*/src/**/*.test.ts', 'apps/*/test/**/*.test.ts'] },
+      },
+      {
+        extends: true,
+        test: { name: 'tools', include: ['tools/*/src/**/*.test.ts', 'benchmarks/src/**/*.test.ts'] },
+      },
     ],
   },
 });

@@ -7,7 +7,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const PNPM_VERSION = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).packageManager.split('@')[1];
+const PNPM_VERSION = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).packageManager.split(
+  '@',
+)[1];
 
 function run(cmd, args, opts = {}) {
   const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
@@ -30,8 +32,10 @@ function ensurePnpm() {
 function ensureDeps() {
   const env = { ...process.env, CI: 'true' };
   const hasLock = existsSync(join(root, 'pnpm-lock.yaml'));
-  if (hasLock && run('pnpm', ['install', '--reporter=append-only', '--frozen-lockfile'], { env }) === 0) return;
-  if (hasLock) console.warn('bootstrap: pnpm-lock.yaml does not match the package.json files; resolving again');
+  if (hasLock && run('pnpm', ['install', '--reporter=append-only', '--frozen-lockfile'], { env }) === 0)
+    return;
+  if (hasLock)
+    console.warn('bootstrap: pnpm-lock.yaml does not match the package.json files; resolving again');
   must('pnpm', ['install', '--reporter=append-only', '--no-frozen-lockfile'], { env });
 }
 
@@ -53,7 +57,13 @@ if (job === 'start') {
   mkdirSync(out, { recursive: true });
   const jsonFile = join(out, 'vitest.json');
   const code = run('pnpm', [
-    'exec', 'vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${jsonFile}`, ...rest,
+    'exec',
+    'vitest',
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${jsonFile}`,
+    ...rest,
   ]);
   let passed = 0;
   let failed = 0;

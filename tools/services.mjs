@@ -12,7 +12,10 @@ const NEEDED = [
 ];
 
 function has(bin) {
-  return spawnSync('sh', ['-c', `command -v ${bin} || test -x /usr/sbin/${bin} || test -x /usr/bin/${bin}`]).status === 0;
+  return (
+    spawnSync('sh', ['-c', `command -v ${bin} || test -x /usr/sbin/${bin} || test -x /usr/bin/${bin}`])
+      .status === 0
+  );
 }
 
 const cmd = process.argv[2] ?? 'install';

@@ -88,4 +88,8 @@ export function medianMs(fn: () => void, reps = 5): number {
 }
 
 export const fmt = (v: number, digits = 3): string =>
-  !Number.isFinite(v) ? String(v) : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : v.toPrecision(digits);
+  !Number.isFinite(v)
+    ? String(v)
+    : Math.abs(v) >= 1000
+      ? Math.round(v).toLocaleString('en-US')
+      : v.toPrecision(digits);

@@ -30,7 +30,9 @@ if (suites.length === 0) {
 
 mkdirSync(resultsDir, { recursive: true });
 const machine = machineInfo();
-console.log(`kvrouter benchmarks on ${machine.cpu} x${machine.cores}, node ${machine.node}${quick ? ' (quick)' : ''}`);
+console.log(
+  `kvrouter benchmarks on ${machine.cpu} x${machine.cores}, node ${machine.node}${quick ? ' (quick)' : ''}`,
+);
 const t0 = performance.now();
 let lastProgress = 0;
 for (const [i, suite] of suites.entries()) {
@@ -44,14 +46,17 @@ for (const [i, suite] of suites.entries()) {
       lastProgress = now;
       const width = 24;
       const filled = total > 0 ? Math.round((done / total) * width) : width;
-      process.stdout.write(`  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${label} ${done}/${total}\n`);
+      process.stdout.write(
+        `  [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${label} ${done}/${total}\n`,
+      );
     },
   });
   const seconds = (performance.now() - started) / 1000;
   printTable(rows);
   writeFileSync(
     join(resultsDir, `${suite.name}.json`),
-    JSON.stringify({ suite: suite.name, description: suite.description, machine, seconds, rows }, null, 2) + '\n',
+    JSON.stringify({ suite: suite.name, description: suite.description, machine, seconds, rows }, null, 2) +
+      '\n',
   );
   console.log(`  (${seconds.toFixed(1)} s; results/${suite.name}.json)`);
 }
@@ -70,7 +75,8 @@ function printTable(rows: Row[]): void {
     }),
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...body.map((b) => b[c].length)));
-  const line = (cells: string[]) => '  ' + cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]) : s.padStart(widths[c]))).join('  ');
+  const line = (cells: string[]) =>
+    '  ' + cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]) : s.padStart(widths[c]))).join('  ');
   console.log(line(header));
   console.log('  ' + widths.map((w) => '-'.repeat(w)).join('  '));
   for (const b of body) console.log(line(b));

@@ -19,6 +19,9 @@ export function readTextFile(path: string): string | null {
 }
 
 /** Throws at startup with a message naming the offending `--aic-*` flag. */
-export function buildAicPredictor(config: AicFlags, readText: (path: string) => string | null = readTextFile): PrefillDurationPredictor {
+export function buildAicPredictor(
+  config: AicFlags,
+  readText: (path: string) => string | null = readTextFile,
+): PrefillDurationPredictor {
   return aicModelFromFlags(config, readText).predictor();
 }

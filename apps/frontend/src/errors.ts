@@ -56,7 +56,13 @@ export function toOpenAiError(err: unknown): { status: number; body: OpenAiError
   const s = typeof e?.status === 'number' ? e.status : typeof e?.statusCode === 'number' ? e.statusCode : 500;
   if (s >= 400 && s < 500) {
     const msg = typeof e?.message === 'string' ? e.message : 'invalid request';
-    return { status: s, body: { error: { message: msg, type: typeOf(s), code: typeof e?.type === 'string' ? e.type : null } } };
+    return {
+      status: s,
+      body: { error: { message: msg, type: typeOf(s), code: typeof e?.type === 'string' ? e.type : null } },
+    };
   }
-  return { status: 500, body: { error: { message: 'internal server error', type: typeOf(500), code: 'internal' } } };
+  return {
+    status: 500,
+    body: { error: { message: 'internal server error', type: typeOf(500), code: 'internal' } },
+  };
 }

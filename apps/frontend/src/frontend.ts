@@ -99,7 +99,12 @@ export class Frontend {
   get url(): string {
     const a = this.server?.address() as AddressInfo | null;
     if (!a) return '';
-    const host = a.address === '0.0.0.0' || a.address === '::' ? '127.0.0.1' : a.address.includes(':') ? `[${a.address}]` : a.address;
+    const host =
+      a.address === '0.0.0.0' || a.address === '::'
+        ? '127.0.0.1'
+        : a.address.includes(':')
+          ? `[${a.address}]`
+          : a.address;
     return `${this.server instanceof https.Server ? 'https' : 'http'}://${host}:${a.port}`;
   }
 
@@ -178,7 +183,10 @@ export class Frontend {
         const fd = target === '-' ? null : fs.openSync(target, 'a');
         if (fd !== null) cleanup.push(() => fs.closeSync(fd));
         decisionLog = {
-          sink: fd === null ? (line) => void process.stdout.write(`${line}\n`) : (line) => fs.writeSync(fd, `${line}\n`),
+          sink:
+            fd === null
+              ? (line) => void process.stdout.write(`${line}\n`)
+              : (line) => fs.writeSync(fd, `${line}\n`),
           sampleRate: config.decisionLogSample,
         };
       }
@@ -204,7 +212,9 @@ export class Frontend {
       const hasWorkers = registry.allSets().some((s) => s.workers.size > 0);
       if (backend === 'mem' && config.mockerWorkers > 0 && !hasWorkers) {
         const e = opts.embedded ?? {};
-        const modelName = config.modelName ?? (config.modelPath ? path.basename(path.resolve(config.modelPath)) : DEFAULT_EMBEDDED_MODEL);
+        const modelName =
+          config.modelName ??
+          (config.modelPath ? path.basename(path.resolve(config.modelPath)) : DEFAULT_EMBEDDED_MODEL);
         fleet = await SimFleet.start({
           numWorkers: config.mockerWorkers,
           openDiscovery: async () => memHub.connect(),
@@ -224,7 +234,12 @@ export class Frontend {
         });
         const f = fleet;
         cleanup.push(() => f.stop());
-        await waitFor(() => registry.get(modelName) !== null && registry.get(modelName)!.sets.some((s) => s.readyCount === f.workers.length), 10_000);
+        await waitFor(
+          () =>
+            registry.get(modelName) !== null &&
+            registry.get(modelName)!.sets.some((s) => s.readyCount === f.workers.length),
+          10_000,
+        );
         log.info(
           `no workers registered in mem discovery: started ${config.mockerWorkers} embedded simulated workers (--mocker-workers) serving model "${modelName}"`,
         );
@@ -259,7 +274,10 @@ export class Frontend {
         });
         server =
           config.tlsCertPath && config.tlsKeyPath
-            ? https.createServer({ cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) }, app)
+            ? https.createServer(
+                { cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) },
+                app,
+              )
             : http.createServer(app);
         // Long prompts and slow engines: no server-side timeouts on requests.
         server.requestTimeout = 0;
@@ -306,13 +324,17 @@ export class Frontend {
             new Promise<void>((r) => (timer = setTimeout(r, timeoutSecs * 1000))),
           ]);
           clearTimeout(timer);
-          if (this.inflight > 0) this.log.warn(`shutdown: ${this.inflight} requests still running after ${timeoutSecs}s; closing them`);
+          if (this.inflight > 0)
+            this.log.warn(
+              `shutdown: ${this.inflight} requests still running after ${timeoutSecs}s; closing them`,
+            );
         }
         srv.closeAllConnections();
         for (const s of this.sockets) s.destroy();
         await closed;
       }
-      for (const c of [...this.cleanup].reverse()) await Promise.resolve(c()).catch((e: unknown) => this.log.warn(`shutdown: ${(e as Error).message}`));
+      for (const c of [...this.cleanup].reverse())
+        await Promise.resolve(c()).catch((e: unknown) => this.log.warn(`shutdown: ${(e as Error).message}`));
     })();
     return this.closing;
   }
@@ -321,7 +343,8 @@ export class Frontend {
 async function waitFor(cond: () => boolean, timeoutMs: number): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!cond()) {
-    if (Date.now() > end) throw new KvrError('startup_timeout', 'embedded workers did not become routable in time', 500);
+    if (Date.now() > end)
+      throw new KvrError('startup_timeout', 'embedded workers did not become routable in time', 500);
     await new Promise((r) => setTimeout(r, 5));
   }
 }

@@ -1,11 +1,32 @@
-export { Frontend, consoleLogger, DEFAULT_EMBEDDED_MODEL, type FrontendConfig, type FrontendOptions, type EmbeddedOptions } from './frontend.js';
+export {
+  Frontend,
+  consoleLogger,
+  DEFAULT_EMBEDDED_MODEL,
+  type FrontendConfig,
+  type FrontendOptions,
+  type EmbeddedOptions,
+} from './frontend.js';
 export { createApp, type AppDeps } from './http/app.js';
 export { pathsFromConfig, type Paths } from './http/paths.js';
 export { openApiSpec } from './http/docs.js';
 export { ModelRegistry, Model, WorkerSet, type Logger, type ModelRegistryOptions } from './models.js';
-export { InferenceService, Completion, migrationBudget, type Delta, type RequestContext, type Timing } from './service.js';
+export {
+  InferenceService,
+  Completion,
+  migrationBudget,
+  type Delta,
+  type RequestContext,
+  type Timing,
+} from './service.js';
 export { toOpenAiError, type OpenAiErrorBody } from './errors.js';
-export { parseChatRequest, parseCompletionRequest, type ChatMessage, type ChatRequest, type CompletionRequest, type InferenceRequest } from './openai/validate.js';
+export {
+  parseChatRequest,
+  parseCompletionRequest,
+  type ChatMessage,
+  type ChatRequest,
+  type CompletionRequest,
+  type InferenceRequest,
+} from './openai/validate.js';
 export { PromptEncoder } from './tokenizer/encoder.js';
 export { DecodeStream } from './tokenizer/detok.js';
 export { loadTokenizer, specFor, type LoadedTokenizer } from './tokenizer/load.js';

@@ -9,7 +9,12 @@ import type { Frontend } from './frontend.js';
 import type { ChatMessage } from './openai/validate.js';
 import { parseChatRequest } from './openai/validate.js';
 
-export async function runInteractive(fe: Frontend, input: Readable, output: Writable, maxTokens = 128): Promise<void> {
+export async function runInteractive(
+  fe: Frontend,
+  input: Readable,
+  output: Writable,
+  maxTokens = 128,
+): Promise<void> {
   const model = fe.registry.list()[0]?.id;
   if (!model) {
     output.write('no model is being served (no workers in discovery)\n');

@@ -17,7 +17,10 @@ const argv = process.argv.slice(2);
 if (argv[0] === '--') argv.shift();
 
 const { config } = parseAppConfig('frontend', argv, process.env, {
-  info: { name: 'kvrouter-frontend', description: 'KV-cache-aware OpenAI-compatible frontend with an embedded router' },
+  info: {
+    name: 'kvrouter-frontend',
+    description: 'KV-cache-aware OpenAI-compatible frontend with an embedded router',
+  },
   isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
   writeFile: (p, text) => fs.writeFileSync(p, text),
 });
@@ -38,7 +41,9 @@ if (config.interactive) {
 
 const model = fe.registry.list()[0]?.id ?? '<model>';
 const url = fe.url;
-consoleLogger.info(`kvrouter frontend listening on ${url} (router mode ${config.routerMode}, discovery ${config.discoveryBackend})`);
+consoleLogger.info(
+  `kvrouter frontend listening on ${url} (router mode ${config.routerMode}, discovery ${config.discoveryBackend})`,
+);
 console.log(`
 Try it:
 
@@ -51,7 +56,9 @@ Models: ${url}/v1/models   Metrics: ${url}${config.httpSvcMetricsPath}   API doc
 let signals = 0;
 const stop = (sig: string) => {
   if (++signals > 1) process.exit(1);
-  consoleLogger.info(`${sig}: shutting down (up to ${config.httpGracefulShutdownTimeoutSecs}s for in-flight requests)`);
+  consoleLogger.info(
+    `${sig}: shutting down (up to ${config.httpGracefulShutdownTimeoutSecs}s for in-flight requests)`,
+  );
   fe.close().then(
     () => process.exit(0),
     (e: unknown) => {

@@ -5,13 +5,7 @@
  * KvRouter with the card's block size, its own index fed by the KV event subscriber, its own
  * `ActiveLoad` subscription. A model is served while one of its worker sets has a worker.
  */
-import {
-  GENERATE_ENDPOINT,
-  KvrError,
-  parseDiscoveryKey,
-  u64ToHex,
-  type WorkerId,
-} from '@kvrouter/protocols';
+import { GENERATE_ENDPOINT, KvrError, parseDiscoveryKey, u64ToHex, type WorkerId } from '@kvrouter/protocols';
 import {
   KvEventSubscriber,
   LoadChannel,
@@ -151,27 +145,30 @@ export class WorkerSet {
       ...(replica ? { publishActiveSequenceEvent: (ev) => replica.publish(ev) } : {}),
       sessionRpc: (worker, payload) => {
         const w = this.workers.get(worker.worker_id);
-        if (!w?.transport) return Promise.reject(new KvrError('cannot_connect', `worker ${worker.worker_id} is gone`, 503));
+        if (!w?.transport)
+          return Promise.reject(new KvrError('cannot_connect', `worker ${worker.worker_id} is gone`, 503));
         return o.client.unary(w.transport, 'session_control', payload).then((r) => {
           const err = (r as { error?: unknown } | null)?.error;
           if (typeof err === 'string') throw new KvrError('session_open_failed', err, 503);
           return r;
         });
       },
-      onError: (e, ctx) => o.log.warn(`router ${model} (${namespace}/${component}): ${ctx}: ${(e as Error).message}`),
+      onError: (e, ctx) =>
+        o.log.warn(`router ${model} (${namespace}/${component}): ${ctx}: ${(e as Error).message}`),
     };
     const ro = role === 'prefill' ? prefillRouterOptions(routerOptions) : routerOptions;
     this.router = remote ? new RemoteIndexedKvRouter({ ...ro, remote: remote.indexer }) : new KvRouter(ro);
     this.lifecycle = o.metrics.lifecycle({ namespace, component, endpoint });
     // The model's config gauges describe its decode (or aggregated) workers.
-    if (role === 'decode') o.metrics.frontend.setModelConfig(model, {
-      total_kv_blocks: card.runtime_config.total_kv_blocks,
-      max_num_seqs: card.runtime_config.max_num_seqs,
-      max_num_batched_tokens: card.runtime_config.max_num_batched_tokens,
-      context_length: card.context_length,
-      kv_cache_block_size: this.blockSize,
-      migration_limit: card.migration_limit,
-    });
+    if (role === 'decode')
+      o.metrics.frontend.setModelConfig(model, {
+        total_kv_blocks: card.runtime_config.total_kv_blocks,
+        max_num_seqs: card.runtime_config.max_num_seqs,
+        max_num_batched_tokens: card.runtime_config.max_num_batched_tokens,
+        context_length: card.context_length,
+        kv_cache_block_size: this.blockSize,
+        migration_limit: card.migration_limit,
+      });
     if (plane) {
       if (this.indexer && p.index.kind === 'events') this.subscribeEvents(plane, this.indexer);
       // Worker-published loads feed the busy monitor in every mode (§11).
@@ -193,10 +190,16 @@ export class WorkerSet {
       query: requestPlaneQueryClient(o.client, {
         resolve: discoveryTransportResolver(o.discovery, this.namespace, this.component),
       }),
-      onError: (e, ctx) => o.log.warn(`kv events ${this.namespace}/${this.component}: ${ctx}: ${(e as Error).message}`),
+      onError: (e, ctx) =>
+        o.log.warn(`kv events ${this.namespace}/${this.component}: ${ctx}: ${(e as Error).message}`),
     });
     sub.start(() => plane.subscribe(kvEventsTopic(this.namespace, this.component)));
-    const watch = watchWorkers({ discovery: o.discovery, namespace: this.namespace, component: this.component, subscriber: sub });
+    const watch = watchWorkers({
+      discovery: o.discovery,
+      namespace: this.namespace,
+      component: this.component,
+      subscriber: sub,
+    });
     this.closers.push(
       () => watch.close(),
       () => sub.close(),
@@ -237,7 +240,9 @@ export class WorkerSet {
         topologyDomains: rc.topology_domains,
       });
       w.routed = true;
-      this.o.log.info(`worker ${u64ToHex(w.id)} serves model ${this.model} (${this.namespace}/${this.component})`);
+      this.o.log.info(
+        `worker ${u64ToHex(w.id)} serves model ${this.model} (${this.namespace}/${this.component})`,
+      );
     } else if (!ready && w.routed) {
       this.router.removeWorker(w.id);
       this.o.metrics.workers.removeWorker(w.id);
@@ -255,7 +260,9 @@ export class WorkerSet {
     const w = this.workers.get(id);
     if (!w || w.down) return;
     w.down = true;
-    this.o.log.warn(`worker ${u64ToHex(w.id)} of ${this.model} is unreachable; not routing to it until it re-registers`);
+    this.o.log.warn(
+      `worker ${u64ToHex(w.id)} of ${this.model} is unreachable; not routing to it until it re-registers`,
+    );
     this.sync(w);
   }
 
@@ -277,8 +284,15 @@ function buildIndexer(p: RouterParams, now: () => number, o: ModelRegistryOption
         onError: (e) => o.log.warn(`index: ${e.message}`),
       });
     case 'approximate': {
-      const approx = { ttlSecs: plan.ttlSecs, maxTreeSize: plan.maxTreeSize, pruneTargetRatio: plan.pruneTargetRatio, now };
-      return plan.eventThreads > 1 ? createKvIndexer({ threads: plan.eventThreads, approximate: approx }) : new ApproxIndexer(approx);
+      const approx = {
+        ttlSecs: plan.ttlSecs,
+        maxTreeSize: plan.maxTreeSize,
+        pruneTargetRatio: plan.pruneTargetRatio,
+        now,
+      };
+      return plan.eventThreads > 1
+        ? createKvIndexer({ threads: plan.eventThreads, approximate: approx })
+        : new ApproxIndexer(approx);
     }
     case 'remote':
       // Built by the worker set (createRemoteIndex): it needs the set's namespace and component.
@@ -377,7 +391,13 @@ export class ModelRegistry {
     if (set) {
       let w = set.workers.get(id);
       if (!w) {
-        w = this.pending.get(key)?.get(id) ?? { id: id as WorkerId, card: null, transport: null, routed: false, down: false };
+        w = this.pending.get(key)?.get(id) ?? {
+          id: id as WorkerId,
+          card: null,
+          transport: null,
+          routed: false,
+          down: false,
+        };
         this.pending.get(key)?.delete(id);
         set.workers.set(id, w);
       }
@@ -456,7 +476,15 @@ export class ModelRegistry {
       if (this.failedSets.has(key)) return;
       const model = this.o.modelName ?? card.display_name;
       try {
-        set = new WorkerSet(model, parts.namespace, parts.component, parts.endpoint, card, this.o, prefill ? 'prefill' : 'decode');
+        set = new WorkerSet(
+          model,
+          parts.namespace,
+          parts.component,
+          parts.endpoint,
+          card,
+          this.o,
+          prefill ? 'prefill' : 'decode',
+        );
       } catch (e) {
         this.failedSets.add(key);
         this.o.log.error(`model ${model}: cannot build its router: ${(e as Error).message}`);
@@ -507,7 +535,8 @@ export class ModelRegistry {
   /** Models with at least one ready worker, for `/v1/models`. */
   list(): { id: string; created: number }[] {
     const out: { id: string; created: number }[] = [];
-    for (const [name, m] of this.models) if (m.ready) out.push({ id: name, created: this.created.get(name) ?? 0 });
+    for (const [name, m] of this.models)
+      if (m.ready) out.push({ id: name, created: this.created.get(name) ?? 0 });
     return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
@@ -536,4 +565,3 @@ export class ModelRegistry {
     await Promise.all([...this.sets.keys()].map((k) => this.dropSet(k)));
   }
 }
-

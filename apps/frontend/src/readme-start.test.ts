@@ -40,7 +40,11 @@ describe('README start command', () => {
           const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ model: 'mock-model', messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 8 }),
+            body: JSON.stringify({
+              model: 'mock-model',
+              messages: [{ role: 'user', content: 'Hello!' }],
+              max_tokens: 8,
+            }),
           });
           if (r.status === 200) answer = (await r.json()) as typeof answer;
         } catch {

@@ -6,7 +6,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { KvrError, isQueryOnly, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { RequestLifecycleMetrics, errorTypeOf, type FrontendMetricSet, type RequestTracker } from '@kvrouter/metrics';
+import {
+  RequestLifecycleMetrics,
+  errorTypeOf,
+  type FrontendMetricSet,
+  type RequestTracker,
+} from '@kvrouter/metrics';
 import type { RoutingDecision } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
 import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
@@ -165,7 +170,9 @@ export class Completion {
     let finished: FinishReason | null = null;
     let error: unknown = null;
     const tracker = this.tracker;
-    const stopIds = req.ignoreEos ? req.stopTokenIds : [...req.stopTokenIds, ...svc.encoder.tokenizer.eosTokenIds];
+    const stopIds = req.ignoreEos
+      ? req.stopTokenIds
+      : [...req.stopTokenIds, ...svc.encoder.tokenizer.eosTokenIds];
     try {
       for (;;) {
         const prompt = generated.length === 0 ? this.tokens : concat(this.tokens, generated);
@@ -173,8 +180,21 @@ export class Completion {
         const disagg = svc.o.registry.models.get(this.model)?.disagg;
         const leg = disagg
           ? await runPrefillLeg({
-              ...{ state: disagg, decodeSet: set, requestId: this.id, model: this.model, tokens: prompt, nvext: req.nvext },
-              ...{ prefillHeader: this.ctx.prefillHeader, signal, client: svc.o.client, registry: svc.o.metrics.registry, log: svc.o.log },
+              ...{
+                state: disagg,
+                decodeSet: set,
+                requestId: this.id,
+                model: this.model,
+                tokens: prompt,
+                nvext: req.nvext,
+              },
+              ...{
+                prefillHeader: this.ctx.prefillHeader,
+                signal,
+                client: svc.o.client,
+                registry: svc.o.metrics.registry,
+                log: svc.o.log,
+              },
               onTransferSeconds: (s) => tracker.observeKvTransferEstimate(s),
             })
           : null;
@@ -205,7 +225,8 @@ export class Completion {
         let gotItems = false;
         try {
           const transport = set.transportOf(d.workerId);
-          if (!transport) throw new KvrError('cannot_connect', `worker ${d.workerId} has no known transport`, 503);
+          if (!transport)
+            throw new KvrError('cannot_connect', `worker ${d.workerId} has no known transport`, 503);
           const payload: GenerateRequest = {
             request_id: this.id,
             model: this.model,
@@ -219,7 +240,9 @@ export class Completion {
               ignore_eos: req.ignoreEos,
             },
             sampling_options: { ...req.sampling },
-            ...(req.nvext.agent_hints?.priority !== undefined ? { priority: req.nvext.agent_hints.priority } : {}),
+            ...(req.nvext.agent_hints?.priority !== undefined
+              ? { priority: req.nvext.agent_hints.priority }
+              : {}),
             ...(leg?.disagg ? { disagg: leg.disagg } : {}),
           };
           const dispatchedAt = performance.now();
@@ -254,8 +277,10 @@ export class Completion {
             let reason: FinishReason | null = null;
             if (item.finish_reason === 'length') reason = 'length';
             else if (item.finish_reason === 'stop') reason = 'stop';
-            else if (item.finish_reason === 'error') throw new KvrError('engine_error', 'the engine failed the request', 502);
-            else if (item.finish_reason === 'cancelled') throw new KvrError('cancelled', 'the engine cancelled the request', 499);
+            else if (item.finish_reason === 'error')
+              throw new KvrError('engine_error', 'the engine failed the request', 502);
+            else if (item.finish_reason === 'cancelled')
+              throw new KvrError('cancelled', 'the engine cancelled the request', 499);
             if (reason) text += detok.flush();
             if (maxStop > 0) {
               held += text;
@@ -288,7 +313,8 @@ export class Completion {
         } catch (e) {
           if (signal.aborted) throw new KvrError('cancelled', 'client disconnected', 499);
           const code = (e as KvrError).code;
-          if (code === 'cannot_connect' || code === 'disconnected' || code === 'connection_timeout') set.markDown(d.workerId);
+          if (code === 'cannot_connect' || code === 'disconnected' || code === 'connection_timeout')
+            set.markDown(d.workerId);
           if (!isMigratable(e) || migrations >= budget) throw e;
           const seqLen = this.tokens.length + generated.length;
           if (svc.o.migrationMaxSeqLen !== null && seqLen > svc.o.migrationMaxSeqLen) {
@@ -297,7 +323,10 @@ export class Completion {
           }
           migrations++;
           this.timing.migrations = migrations;
-          svc.o.metrics.frontend.migration(this.model, gotItems || generated.length > 0 ? 'ongoing_request' : 'new_request');
+          svc.o.metrics.frontend.migration(
+            this.model,
+            gotItems || generated.length > 0 ? 'ongoing_request' : 'new_request',
+          );
           svc.o.log.warn(
             `request ${this.id}: worker ${d.workerId} failed (${(e as KvrError).code}); migrating with ${generated.length} tokens (${migrations}/${budget})`,
           );
@@ -343,8 +372,16 @@ export class InferenceService {
   }
 
   /** Counts a request rejected before `start` could (bad body with a model name, unknown model). */
-  countRejected(model: string, endpoint: string, stream: boolean, err: unknown, at: number = performance.now()): void {
-    this.unrouted.start({ model, endpoint, requestType: stream ? 'stream' : 'unary' }, at).end(errorTypeOf(err));
+  countRejected(
+    model: string,
+    endpoint: string,
+    stream: boolean,
+    err: unknown,
+    at: number = performance.now(),
+  ): void {
+    this.unrouted
+      .start({ model, endpoint, requestType: stream ? 'stream' : 'unary' }, at)
+      .end(errorTypeOf(err));
   }
 
   get encoder(): PromptEncoder {
@@ -380,7 +417,11 @@ export class InferenceService {
     );
     try {
       const tokens = await this.tokenize(req);
-      if (tokens.length === 0) throw badRequest(req.kind === 'chat' ? 'messages' : 'prompt', 'the prompt is empty after tokenization');
+      if (tokens.length === 0)
+        throw badRequest(
+          req.kind === 'chat' ? 'messages' : 'prompt',
+          'the prompt is empty after tokenization',
+        );
       const ctxLen = set.contextLength;
       if (tokens.length >= ctxLen)
         throw badRequest(

@@ -30,7 +30,11 @@ export interface TestFrontendOptions extends Omit<FrontendOptions, 'embedded'> {
 export const FAST_ENGINE = { speedupRatio: 20, numGpuBlocks: 4096, blockSize: 16 };
 
 export async function startFrontend(argv: string[] = [], o: TestFrontendOptions = {}): Promise<Frontend> {
-  const { config } = resolveConfig('frontend', ['--http-host', '127.0.0.1', '--http-port', '0', ...argv], o.env ?? {});
+  const { config } = resolveConfig(
+    'frontend',
+    ['--http-host', '127.0.0.1', '--http-port', '0', ...argv],
+    o.env ?? {},
+  );
   return Frontend.start(config, {
     log: quietLog,
     memHub: o.memHub ?? new MemDiscoveryHub(),
@@ -57,7 +61,8 @@ export function routerIdle(fe: Frontend): boolean {
     for (const w of s.workers.values()) {
       if (s.router.inflight(w.id) !== 0) return false;
       const l = s.router.rankLoad({ worker_id: w.id, dp_rank: 0 });
-      if (l.active_requests !== 0 || l.active_prefill_tokens !== 0 || l.active_decode_blocks !== 0) return false;
+      if (l.active_requests !== 0 || l.active_prefill_tokens !== 0 || l.active_decode_blocks !== 0)
+        return false;
     }
   }
   return true;
@@ -70,7 +75,9 @@ const ALLOWED_LINT = new Set([
   `dynamo_component_kv_cache_events_applied ${NO_TOTAL}`,
   `dynamo_frontend_disconnected_clients ${NO_TOTAL}`,
   `dynamo_frontend_tokenizer_latency_ms ${ABBREV}`,
-  ...['block_hashing', 'seq_hashing', 'indexer_find_matches', 'scheduling', 'total'].map((p) => `dynamo_router_overhead_${p}_ms ${ABBREV}`),
+  ...['block_hashing', 'seq_hashing', 'indexer_find_matches', 'scheduling', 'total'].map(
+    (p) => `dynamo_router_overhead_${p}_ms ${ABBREV}`,
+  ),
 ]);
 
 /**
@@ -91,7 +98,11 @@ export function promtoolProblems(text: string): string[] {
 
 /** Reads a streaming response body as text pieces. */
 export function bodyReader(r: Response): { read(): Promise<string | null>; cancel(): Promise<void> } {
-  const reader = (r.body as unknown as { getReader(): { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(): Promise<void> } }).getReader();
+  const reader = (
+    r.body as unknown as {
+      getReader(): { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(): Promise<void> };
+    }
+  ).getReader();
   const dec = new TextDecoder();
   return {
     async read() {

@@ -14,7 +14,12 @@ const w = await SimWorker.start({
   modelName: 'mock-model',
   requestPlane: { kind: 'tcp', host: '127.0.0.1' },
   eventPlane: null,
-  engine: { speedupRatio: Number(process.env.SPEEDUP ?? '1'), numGpuBlocks: 4096, blockSize: 16, vocabSize: 100256 },
+  engine: {
+    speedupRatio: Number(process.env.SPEEDUP ?? '1'),
+    numGpuBlocks: 4096,
+    blockSize: 16,
+    vocabSize: 100256,
+  },
 });
 console.log(JSON.stringify({ id: w.instanceId.toString() }));
 process.on('SIGTERM', () => void w.stop().then(() => process.exit(0)));

@@ -50,8 +50,13 @@ function mocker(kv: string, brokerUrl: string): Promise<void> {
 }
 
 function storedOk(metrics: string): number {
-  const m = /dynamo_component_kv_cache_events_applied\{[^}]*status="ok"[^}]*event_type="stored"[^}]*\} (\d+)/.exec(metrics)
-    ?? /dynamo_component_kv_cache_events_applied\{[^}]*event_type="stored"[^}]*status="ok"[^}]*\} (\d+)/.exec(metrics);
+  const m =
+    /dynamo_component_kv_cache_events_applied\{[^}]*status="ok"[^}]*event_type="stored"[^}]*\} (\d+)/.exec(
+      metrics,
+    ) ??
+    /dynamo_component_kv_cache_events_applied\{[^}]*event_type="stored"[^}]*status="ok"[^}]*\} (\d+)/.exec(
+      metrics,
+    );
   return m ? Number(m[1]) : 0;
 }
 
@@ -62,9 +67,12 @@ describe('frontend event plane over a ZMQ broker', () => {
     const kv = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-fkv-'));
     tmp.push(kv);
     await mocker(kv, url);
-    const fe = await startFrontend(['--discovery-backend', 'file', '--event-plane', 'zmq', '--router-mode', 'kv'], {
-      env: { DYN_FILE_KV: kv, DYN_ZMQ_BROKER_URL: url },
-    });
+    const fe = await startFrontend(
+      ['--discovery-backend', 'file', '--event-plane', 'zmq', '--router-mode', 'kv'],
+      {
+        env: { DYN_FILE_KV: kv, DYN_ZMQ_BROKER_URL: url },
+      },
+    );
     try {
       await eventually(
         () => (fe.registry.models.get('mock-model')?.sets.reduce((a, s) => a + s.readyCount, 0) ?? 0) === 1,
@@ -93,7 +101,9 @@ describe('frontend event plane over a ZMQ broker', () => {
           await new Promise((res) => setTimeout(res, 50));
           now = await metrics();
         }
-        expect(now, `request ${i}: Stored events applied before ${before}, after ${now}`).toBeGreaterThan(before);
+        expect(now, `request ${i}: Stored events applied before ${before}, after ${now}`).toBeGreaterThan(
+          before,
+        );
       }
     } finally {
       await fe.close(0);

@@ -9,9 +9,20 @@ describe('mocker: engine-model flags end to end (tcp request plane)', () => {
     const c = resolveConfig(
       'mocker',
       [
-        '--model-path', 'm', '--endpoint', 'dyn://emtest.backend.generate', '--speedup-ratio', '20', '--block-size', '16',
-        '--num-gpu-blocks-override', '256', '--engine-type', 'sglang',
-        '--reasoning', '{"start_thinking_token_id":151667,"end_thinking_token_id":151668,"thinking_ratio":0.5}',
+        '--model-path',
+        'm',
+        '--endpoint',
+        'dyn://emtest.backend.generate',
+        '--speedup-ratio',
+        '20',
+        '--block-size',
+        '16',
+        '--num-gpu-blocks-override',
+        '256',
+        '--engine-type',
+        'sglang',
+        '--reasoning',
+        '{"start_thinking_token_id":151667,"end_thinking_token_id":151668,"thinking_ratio":0.5}',
       ],
       {},
     ).config;

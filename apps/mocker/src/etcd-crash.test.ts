@@ -29,7 +29,11 @@ afterAll(async () => {
 describe('mocker child process on etcd', () => {
   it('serves generate, and its instance disappears within the lease TTL after kill -9', async () => {
     const observer = await EtcdDiscovery.connect({ endpoints: etcd.url });
-    const watch = watchInstances(observer, { namespace: 'crashtest', component: 'backend', endpoint: 'generate' });
+    const watch = watchInstances(observer, {
+      namespace: 'crashtest',
+      component: 'backend',
+      endpoint: 'generate',
+    });
     try {
       const c = spawn(
         process.execPath,
@@ -38,15 +42,26 @@ describe('mocker child process on etcd', () => {
           '--import',
           'tsx',
           'apps/mocker/src/main.ts',
-          '--model-path', 'mock-model',
-          '--discovery-backend', 'etcd',
-          '--event-plane', 'zmq',
-          '--endpoint', 'dyn://crashtest.backend.generate',
-          '--speedup-ratio', '10',
-          '--block-size', '16',
-          '--num-gpu-blocks-override', '1024',
+          '--model-path',
+          'mock-model',
+          '--discovery-backend',
+          'etcd',
+          '--event-plane',
+          'zmq',
+          '--endpoint',
+          'dyn://crashtest.backend.generate',
+          '--speedup-ratio',
+          '10',
+          '--block-size',
+          '16',
+          '--num-gpu-blocks-override',
+          '1024',
         ],
-        { cwd: root, env: { ...process.env, ETCD_ENDPOINTS: etcd.url, DYN_TCP_RPC_PORT: '' }, stdio: ['ignore', 'ignore', 'pipe'] },
+        {
+          cwd: root,
+          env: { ...process.env, ETCD_ENDPOINTS: etcd.url, DYN_TCP_RPC_PORT: '' },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
       );
       child = c;
       c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
@@ -63,12 +78,16 @@ describe('mocker child process on etcd', () => {
       const client = new TcpRequestClient();
       const tokens: number[] = [];
       let finish: string | undefined;
-      for await (const item of client.stream<{ token_ids: number[]; finish_reason?: string }>(inst!.transport, 'generate', {
-        request_id: 'x1',
-        model: 'mock-model',
-        token_ids: Array.from({ length: 40 }, (_, i) => i + 1),
-        stop_conditions: { max_tokens: 5 },
-      })) {
+      for await (const item of client.stream<{ token_ids: number[]; finish_reason?: string }>(
+        inst!.transport,
+        'generate',
+        {
+          request_id: 'x1',
+          model: 'mock-model',
+          token_ids: Array.from({ length: 40 }, (_, i) => i + 1),
+          stop_conditions: { max_tokens: 5 },
+        },
+      )) {
         tokens.push(...item.token_ids);
         finish = item.finish_reason ?? finish;
       }

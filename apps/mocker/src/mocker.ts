@@ -9,10 +9,22 @@ import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
 import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
-import { JetStreamEventSink, brokerSetting, createEventPlane, type RouterEventSink } from '@kvrouter/kv-events';
+import {
+  JetStreamEventSink,
+  brokerSetting,
+  createEventPlane,
+  type RouterEventSink,
+} from '@kvrouter/kv-events';
 import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
-import { MockerConfigError, extraArgsToArgv, planFromConfig, timingModelOf, type MockerConfig, type MockerPlan } from './options.js';
+import {
+  MockerConfigError,
+  extraArgsToArgv,
+  planFromConfig,
+  timingModelOf,
+  type MockerConfig,
+  type MockerPlan,
+} from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
 import { resolveDisagg } from './disagg.js';
 
@@ -58,7 +70,11 @@ const isDirectory = (p: string): boolean => statSync(p, { throwIfNoEntry: false 
  * the command line (so they override flags) and the whole is resolved once more; any problem ends
  * the process with `error: <message>` and exit code 2.
  */
-export function resolveMockerConfig(argv: readonly string[], env: Record<string, string | undefined>, io: MockerIo): MockerConfig {
+export function resolveMockerConfig(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  io: MockerIo,
+): MockerConfig {
   const exit = io.exit ?? ((code: number) => process.exit(code));
   let full = [...argv];
   let path: string | null = null;
@@ -89,16 +105,21 @@ export function resolveMockerConfig(argv: readonly string[], env: Record<string,
 export async function startMocker(config: MockerConfig, io: MockerIo): Promise<RunningMocker> {
   const plan = planFromConfig(config);
   for (const w of plan.warnings) io.log(`warning: ${w}`);
-  const timing = timingModelOf(plan.timing, { numGpuBlocks: config.numGpuBlocksOverride, blockSize: config.blockSize }, readTextOrNull, {
-    readBytes: (path) => {
-      try {
-        return readFileSync(path);
-      } catch {
-        return null;
-      }
+  const timing = timingModelOf(
+    plan.timing,
+    { numGpuBlocks: config.numGpuBlocksOverride, blockSize: config.blockSize },
+    readTextOrNull,
+    {
+      readBytes: (path) => {
+        try {
+          return readFileSync(path);
+        } catch {
+          return null;
+        }
+      },
+      inflateRaw: (b) => inflateRawSync(b),
     },
-    inflateRaw: (b) => inflateRawSync(b),
-  });
+  );
   const runtimeConfig = await topologyRuntimeConfig(config);
   const disagg = plan.disagg ? resolveDisagg(plan.disagg, config.modelPath, readModelConfig, io.log) : null;
   const needNats = plan.requestPlane === 'nats' || plan.eventPlane === 'nats';
@@ -106,7 +127,9 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
   let durable: JetStreamEventSink | null = null;
   try {
     if (plan.durableKvEvents) {
-      io.log('warning: --durable-kv-events is deprecated; KV events go to JetStream instead of the event plane');
+      io.log(
+        'warning: --durable-kv-events is deprecated; KV events go to JetStream instead of the event plane',
+      );
       durable = await JetStreamEventSink.create(nc!, plan.path.namespace, plan.path.component, {
         streamMaxAgeSec: Number(config.natsStreamMaxAge),
         onError: (e) => io.log(`kv events: JetStream publish failed: ${errText(e)}`),
@@ -125,7 +148,10 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
           fileRoot: config.fileKv ?? undefined,
         });
         d.onLeaseLost((e) =>
-          (io.onLeaseLost ?? ((id, err) => io.log(`lease of worker ${u64ToHex(id)} lost: ${errText(err)}`)))(d.leaseId, e),
+          (io.onLeaseLost ?? ((id, err) => io.log(`lease of worker ${u64ToHex(id)} lost: ${errText(err)}`)))(
+            d.leaseId,
+            e,
+          ),
         );
         return d;
       },
@@ -188,12 +214,19 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
   }
 }
 
-function traceEvents(io: MockerIo, id: bigint, evs: readonly { event_id: number; dp_rank: number; data: RouterEvent['event']['data'] }[]): void {
+function traceEvents(
+  io: MockerIo,
+  id: bigint,
+  evs: readonly { event_id: number; dp_rank: number; data: RouterEvent['event']['data'] }[],
+): void {
   for (const ev of evs) {
     const d = ev.data;
     const kind = d === 'cleared' ? 'cleared' : 'stored' in d ? 'stored' : 'removed';
-    const blocks = d === 'cleared' ? 0 : 'stored' in d ? d.stored.blocks.length : d.removed.block_hashes.length;
-    io.log(`kv-cache-trace worker=${u64ToHex(id)} dp_rank=${ev.dp_rank} seq=${ev.event_id} ${kind} blocks=${blocks}`);
+    const blocks =
+      d === 'cleared' ? 0 : 'stored' in d ? d.stored.blocks.length : d.removed.block_hashes.length;
+    io.log(
+      `kv-cache-trace worker=${u64ToHex(id)} dp_rank=${ev.dp_rank} seq=${ev.event_id} ${kind} blocks=${blocks}`,
+    );
   }
 }
 

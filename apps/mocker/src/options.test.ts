@@ -5,7 +5,14 @@ import { inflateRawSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
 import { AicModel, builtinModel } from '@kvrouter/aic-model';
-import { MockerConfigError, extraArgsToArgv, parseEndpoint, planFromConfig, timingModelOf, type MockerConfig } from './options.js';
+import {
+  MockerConfigError,
+  extraArgsToArgv,
+  parseEndpoint,
+  planFromConfig,
+  timingModelOf,
+  type MockerConfig,
+} from './options.js';
 import { readTopologyDomains, topologyRuntimeConfig } from './topology.js';
 
 const cfg = (...argv: string[]): MockerConfig =>
@@ -23,12 +30,18 @@ describe('parseEndpoint', () => {
       component: 'backend',
       endpoint: 'generate',
     });
-    expect(parseEndpoint('dyn://team.a.mocker.gen')).toEqual({ namespace: 'team.a', component: 'mocker', endpoint: 'gen' });
+    expect(parseEndpoint('dyn://team.a.mocker.gen')).toEqual({
+      namespace: 'team.a',
+      component: 'mocker',
+      endpoint: 'gen',
+    });
   });
 
   it('refuses anything else, naming the flag', () => {
     for (const bad of ['dynamo.backend.generate', 'dyn://a.b', 'dyn://a..c', 'dyn://a b.c.d', 'http://a.b.c'])
-      expect(() => parseEndpoint(bad), bad).toThrow(expect.objectContaining({ detail: { flag: '--endpoint' } }));
+      expect(() => parseEndpoint(bad), bad).toThrow(
+        expect.objectContaining({ detail: { flag: '--endpoint' } }),
+      );
   });
 });
 
@@ -65,10 +78,36 @@ describe('planFromConfig', () => {
   it('passes every engine flag through and converts seconds to ms', () => {
     const p = planFromConfig(
       cfg(
-        '--num-gpu-blocks-override', '900', '--block-size', '16', '--max-num-seqs', '8', '--max-num-batched-tokens', '512',
-        '--no-enable-prefix-caching', '--no-enable-chunked-prefill', '--preemption-mode', 'fifo', '--speedup-ratio', '10',
-        '--decode-speedup-ratio', '2', '--data-parallel-size', '2', '--num-workers', '3', '--startup-time', '1.5',
-        '--stagger-delay', '0.25', '--model-name', 'mock', '--endpoint', 'dyn://ns.comp.ep', '--discovery-backend', 'etcd',
+        '--num-gpu-blocks-override',
+        '900',
+        '--block-size',
+        '16',
+        '--max-num-seqs',
+        '8',
+        '--max-num-batched-tokens',
+        '512',
+        '--no-enable-prefix-caching',
+        '--no-enable-chunked-prefill',
+        '--preemption-mode',
+        'fifo',
+        '--speedup-ratio',
+        '10',
+        '--decode-speedup-ratio',
+        '2',
+        '--data-parallel-size',
+        '2',
+        '--num-workers',
+        '3',
+        '--startup-time',
+        '1.5',
+        '--stagger-delay',
+        '0.25',
+        '--model-name',
+        'mock',
+        '--endpoint',
+        'dyn://ns.comp.ep',
+        '--discovery-backend',
+        'etcd',
       ),
     );
     expect(p.engine).toEqual({
@@ -123,24 +162,45 @@ describe('planFromConfig', () => {
 
   it('maps the engine-model flags: sglang flavour, reasoning, pass timing', () => {
     const p = planFromConfig(
-      cfg('--engine-type', 'sglang', '--sglang-max-prefill-tokens', '4096', '--reasoning',
-        '{"start_thinking_token_id":151667,"end_thinking_token_id":151668,"thinking_ratio":0.25}', '--aic-perf-model', '--aic-system', 'b200_sxm'),
+      cfg(
+        '--engine-type',
+        'sglang',
+        '--sglang-max-prefill-tokens',
+        '4096',
+        '--reasoning',
+        '{"start_thinking_token_id":151667,"end_thinking_token_id":151668,"thinking_ratio":0.25}',
+        '--aic-perf-model',
+        '--aic-system',
+        'b200_sxm',
+      ),
     );
     expect(p.engine).toMatchObject({
       engineType: 'sglang',
       sglangMaxPrefillTokens: 4096,
       reasoning: { startThinkingTokenId: 151667, endThinkingTokenId: 151668, thinkingRatio: 0.25 },
     });
-    expect(p.timing).toEqual({ kind: 'aic', backend: 'sglang', system: 'b200_sxm', model: 'Qwen/Qwen3-0.6B' });
+    expect(p.timing).toEqual({
+      kind: 'aic',
+      backend: 'sglang',
+      system: 'b200_sxm',
+      model: 'Qwen/Qwen3-0.6B',
+    });
     expect(p.warnings.join('\n')).not.toMatch(/not modelled/);
-    expect(planFromConfig(cfg('--planner-profile-data', '/data/p.json')).timing).toEqual({ kind: 'profile', path: '/data/p.json' });
+    expect(planFromConfig(cfg('--planner-profile-data', '/data/p.json')).timing).toEqual({
+      kind: 'profile',
+      path: '/data/p.json',
+    });
     // Upstream's default system; a stray --aic-system is pointed out.
     const d = planFromConfig(cfg('--aic-perf-model'));
     expect(d.timing).toMatchObject({ kind: 'aic', backend: 'vllm', system: 'h200_sxm' });
     expect(d.warnings.join('\n')).toContain('--aic-perf-model without --aic-system');
-    expect(planFromConfig(cfg('--aic-system', 'h100_sxm')).warnings.join('\n')).toContain('--aic-system has no effect');
+    expect(planFromConfig(cfg('--aic-system', 'h100_sxm')).warnings.join('\n')).toContain(
+      '--aic-system has no effect',
+    );
     // Still accepted but not modelled in aggregated mode.
-    expect(planFromConfig(cfg('--bootstrap-ports', '1,2')).warnings.join('\n')).toContain('--bootstrap-ports');
+    expect(planFromConfig(cfg('--bootstrap-ports', '1,2')).warnings.join('\n')).toContain(
+      '--bootstrap-ports',
+    );
   });
 
   it('refuses bad --reasoning JSON and two timing sources, naming the flag', () => {
@@ -156,15 +216,23 @@ describe('planFromConfig', () => {
     for (const [json, want] of [
       ['[1]', 'expected a JSON object'],
       ['{"start_thinking_token_id":1,"end_thinking_token_id":2,"thinking_ratio":2}', 'thinking_ratio'],
-      ['{"start_thinking_token_id":-1,"end_thinking_token_id":2,"thinking_ratio":0.5}', 'start_thinking_token_id'],
+      [
+        '{"start_thinking_token_id":-1,"end_thinking_token_id":2,"thinking_ratio":0.5}',
+        'start_thinking_token_id',
+      ],
       ['{"start_thinking_token_id":3,"end_thinking_token_id":3,"thinking_ratio":0.5}', 'must differ'],
-      ['{"start_thinking_token_id":1,"end_thinking_token_id":2,"thinking_ratio":0.5,"ratio":1}', 'unknown field ratio'],
+      [
+        '{"start_thinking_token_id":1,"end_thinking_token_id":2,"thinking_ratio":0.5,"ratio":1}',
+        'unknown field ratio',
+      ],
     ]) {
       const e = err(() => planFromConfig(cfg('--reasoning', json)));
       expect(e.detail).toEqual({ flag: '--reasoning' });
       expect(e.message).toContain(want);
     }
-    expect(err(() => planFromConfig(cfg('--aic-perf-model', '--planner-profile-data', '/p'))).detail).toEqual({ flag: '--aic-perf-model' });
+    expect(err(() => planFromConfig(cfg('--aic-perf-model', '--planner-profile-data', '/p'))).detail).toEqual(
+      { flag: '--aic-perf-model' },
+    );
   });
 });
 
@@ -201,14 +269,20 @@ describe('timingModelOf', () => {
     })();
     expect(missing).toBeInstanceOf(MockerConfigError);
     expect(missing!.message).toBe('--planner-profile-data /nope.json: cannot read the file');
-    expect(() => timingModelOf({ kind: 'profile', path: '/bad' }, engine, () => '{"prefill_isl": [2, 1]}')).toThrow(
-      /--planner-profile-data \/bad: prefill_isl\[1\]/,
-    );
+    expect(() =>
+      timingModelOf({ kind: 'profile', path: '/bad' }, engine, () => '{"prefill_isl": [2, 1]}'),
+    ).toThrow(/--planner-profile-data \/bad: prefill_isl\[1\]/);
   });
 
   it('profile: an upstream .npz (deflated members) through the binary reader', () => {
-    const fixture = new URL('../../../packages/engine-sim/src/testdata/profile-compressed.npz', import.meta.url);
-    const bin = { readBytes: (p: string) => (p === '/p.npz' ? readFileSync(fixture) : null), inflateRaw: (b: Uint8Array) => inflateRawSync(b) };
+    const fixture = new URL(
+      '../../../packages/engine-sim/src/testdata/profile-compressed.npz',
+      import.meta.url,
+    );
+    const bin = {
+      readBytes: (p: string) => (p === '/p.npz' ? readFileSync(fixture) : null),
+      inflateRaw: (b: Uint8Array) => inflateRawSync(b),
+    };
     const t = timingModelOf({ kind: 'profile', path: '/p.npz' }, engine, () => null, bin)!;
     // prefill_isl [100, 1100], prefill_ttft_ms [20, 70]: 600 → 20 + 0.5 · 50 = 45.
     expect(t.prefillMs(600)).toBeCloseTo(45, 12);
@@ -218,32 +292,70 @@ describe('timingModelOf', () => {
   });
 
   it('aic: the AIC engine timing of the model, system and backend', () => {
-    const t = timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'Qwen/Qwen3-0.6B' }, engine, () => null)!;
+    const t = timingModelOf(
+      { kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'Qwen/Qwen3-0.6B' },
+      engine,
+      () => null,
+    )!;
     // Wiring check against aic-model itself (its own tests check the roofline by hand).
-    const want = new AicModel({ backend: 'vllm', system: 'h200_sxm', model: builtinModel('Qwen/Qwen3-0.6B')! }).engineTiming(1000);
+    const want = new AicModel({
+      backend: 'vllm',
+      system: 'h200_sxm',
+      model: builtinModel('Qwen/Qwen3-0.6B')!,
+    }).engineTiming(1000);
     expect(t.prefillMs(2048)).toBe(want.prefillMs(2048));
     expect(t.decodeMs(0.3)).toBe(want.decodeMs(0.3));
     // A local config.json is read before the built-in ids (an incomplete one is refused, not skipped).
     const local = JSON.stringify({ architectures: ['LlamaForCausalLM'], hidden_size: 4096 });
-    expect(() => timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: '/m' }, engine, (p) => (p === '/m/config.json' ? local : null))).toThrow(
-      MockerConfigError,
-    );
-    expect(() => timingModelOf({ kind: 'aic', backend: 'sglang', system: 'tpu', model: 'Qwen/Qwen3-0.6B' }, engine, () => null)).toThrow(/--aic-perf-model: .*--aic-system/);
-    expect(() => timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'no/such-model' }, engine, () => null)).toThrow(
-      /--aic-perf-model: --model-path "no\/such-model": /,
-    );
+    expect(() =>
+      timingModelOf({ kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: '/m' }, engine, (p) =>
+        p === '/m/config.json' ? local : null,
+      ),
+    ).toThrow(MockerConfigError);
+    expect(() =>
+      timingModelOf(
+        { kind: 'aic', backend: 'sglang', system: 'tpu', model: 'Qwen/Qwen3-0.6B' },
+        engine,
+        () => null,
+      ),
+    ).toThrow(/--aic-perf-model: .*--aic-system/);
+    expect(() =>
+      timingModelOf(
+        { kind: 'aic', backend: 'vllm', system: 'h200_sxm', model: 'no/such-model' },
+        engine,
+        () => null,
+      ),
+    ).toThrow(/--aic-perf-model: --model-path "no\/such-model": /);
   });
 });
 
 describe('extraArgsToArgv (--extra-engine-args)', () => {
   it('turns a JSON object into flags that override the command line', () => {
     const extra = extraArgsToArgv(
-      JSON.stringify({ block_size: 16, 'num-gpu-blocks-override': 100, enable_prefix_caching: false, aic_perf_model: true, bootstrap_ports: [1, 2], startup_time: null, reasoning: { x: 1 } }),
+      JSON.stringify({
+        block_size: 16,
+        'num-gpu-blocks-override': 100,
+        enable_prefix_caching: false,
+        aic_perf_model: true,
+        bootstrap_ports: [1, 2],
+        startup_time: null,
+        reasoning: { x: 1 },
+      }),
       'f.json',
     );
     expect(extra).toEqual([
-      '--block-size', '16', '--num-gpu-blocks-override', '100', '--no-enable-prefix-caching', '--aic-perf-model',
-      '--bootstrap-ports', '1,2', '--startup-time', 'None', '--reasoning', '{"x":1}',
+      '--block-size',
+      '16',
+      '--num-gpu-blocks-override',
+      '100',
+      '--no-enable-prefix-caching',
+      '--aic-perf-model',
+      '--bootstrap-ports',
+      '1,2',
+      '--startup-time',
+      'None',
+      '--reasoning',
+      '{"x":1}',
     ]);
     const c = resolveConfig('mocker', ['--model-path', 'm', '--block-size', '32', ...extra], {}).config;
     expect(c.blockSize).toBe(16);

@@ -6,7 +6,13 @@
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError } from '@kvrouter/protocols';
 import { aicEngineTimingFromFlag } from '@kvrouter/aic-model';
-import { profileTimingFromFlag, reasoningFromFlag, type EngineConfig, type InflateRaw, type TimingModel } from '@kvrouter/engine-sim';
+import {
+  profileTimingFromFlag,
+  reasoningFromFlag,
+  type EngineConfig,
+  type InflateRaw,
+  type TimingModel,
+} from '@kvrouter/engine-sim';
 import { autoStaggerMs } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
@@ -78,7 +84,8 @@ export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>
 export function planFromConfig(c: MockerConfig): MockerPlan {
   const warnings: string[] = [];
   const vllmZmq = zmqPortsPlan(c);
-  const eventPlane = c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+  const eventPlane =
+    c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
   if (c.durableKvEvents && eventPlane !== 'nats')
     throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
   const timing = timingPlan(c, warnings);
@@ -138,11 +145,20 @@ export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
 
 function timingPlan(c: MockerConfig, warnings: string[]): TimingPlan {
   if (c.aicPerfModel && c.plannerProfileData !== null)
-    throw new MockerConfigError('--aic-perf-model and --planner-profile-data both set pass times; choose one', '--aic-perf-model');
+    throw new MockerConfigError(
+      '--aic-perf-model and --planner-profile-data both set pass times; choose one',
+      '--aic-perf-model',
+    );
   if (c.plannerProfileData !== null) return { kind: 'profile', path: c.plannerProfileData };
   if (c.aicPerfModel) {
-    if (c.aicSystem === null) warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
-    return { kind: 'aic', backend: c.engineType, system: c.aicSystem ?? DEFAULT_AIC_SYSTEM, model: c.modelPath ?? '' };
+    if (c.aicSystem === null)
+      warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
+    return {
+      kind: 'aic',
+      backend: c.engineType,
+      system: c.aicSystem ?? DEFAULT_AIC_SYSTEM,
+      model: c.modelPath ?? '',
+    };
   }
   if (c.aicSystem !== null) warnings.push('--aic-system has no effect without --aic-perf-model');
   return { kind: 'polynomial' };
@@ -168,7 +184,13 @@ export function timingModelOf(
   const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
   if (t.kind === 'polynomial') return undefined;
   if (t.kind === 'profile')
-    return profileTimingFromFlag(t.path, (p, binary) => (binary ? (bin?.readBytes(p) ?? null) : readText(p)), totalKvTokens, mockerFail, bin?.inflateRaw);
+    return profileTimingFromFlag(
+      t.path,
+      (p, binary) => (binary ? (bin?.readBytes(p) ?? null) : readText(p)),
+      totalKvTokens,
+      mockerFail,
+      bin?.inflateRaw,
+    );
   return aicEngineTimingFromFlag(t, totalKvTokens, readText, mockerFail);
 }
 
@@ -193,12 +215,18 @@ export function extraArgsToArgv(json: string, path: string): string[] {
     );
   }
   if (typeof o !== 'object' || o === null || Array.isArray(o))
-    throw new MockerConfigError(`--extra-engine-args ${path}: expected a JSON object of flag values`, '--extra-engine-args');
+    throw new MockerConfigError(
+      `--extra-engine-args ${path}: expected a JSON object of flag values`,
+      '--extra-engine-args',
+    );
   const argv: string[] = [];
   for (const [k, v] of Object.entries(o as Record<string, unknown>)) {
     const name = k.replace(/^-+/, '').replace(/_/g, '-');
     if (name === 'extra-engine-args')
-      throw new MockerConfigError(`--extra-engine-args ${path}: must not name another file`, '--extra-engine-args');
+      throw new MockerConfigError(
+        `--extra-engine-args ${path}: must not name another file`,
+        '--extra-engine-args',
+      );
     if (v === true) argv.push(`--${name}`);
     else if (v === false) argv.push(`--no-${name}`);
     else if (v === null) argv.push(`--${name}`, 'None');
@@ -220,7 +248,10 @@ export interface ZmqPortsPlan {
 export function zmqPortsPlan(c: MockerConfig): ZmqPortsPlan | null {
   const perWorker = (v: readonly number[] | null, flag: string): readonly number[] | null => {
     if (v !== null && v.length !== c.numWorkers)
-      throw new MockerConfigError(`${flag} needs one port per worker (--num-workers ${c.numWorkers}), got ${v.length}`, flag);
+      throw new MockerConfigError(
+        `${flag} needs one port per worker (--num-workers ${c.numWorkers}), got ${v.length}`,
+        flag,
+      );
     return v;
   };
   const kv = perWorker(c.zmqKvEventsPorts, '--zmq-kv-events-ports');

@@ -87,9 +87,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function service(
-  peers: string[] = [],
-): Promise<
+async function service(peers: string[] = []): Promise<
   IndexerService & {
     call(method: string, path: string, body?: unknown): Promise<{ status: number; json: Body }>;
   }

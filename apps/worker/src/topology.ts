@@ -18,7 +18,11 @@ export async function topologyRuntimeConfig(c: WorkerConfig): Promise<Partial<Mo
         enforcement: c.kvTransferEnforcement,
         preferredWeight: c.kvTransferPreferredWeight,
       },
-      { readDir: readTextDir, now: () => performance.now(), sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+      {
+        readDir: readTextDir,
+        now: () => performance.now(),
+        sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      },
     );
     return f ? { ...f } : {};
   } catch (e) {

@@ -18,22 +18,40 @@
  */
 import { resolveConfig } from '@kvrouter/config';
 import { DEFAULT_ENGINE_CONFIG, POLYNOMIAL_TIMING } from '@kvrouter/engine-sim';
-import { buildReport, generateSynthetic, kvRouterPolicy, parseDist, runSimulation, type KvPolicyOptions } from '@kvrouter/sim';
+import {
+  buildReport,
+  generateSynthetic,
+  kvRouterPolicy,
+  parseDist,
+  runSimulation,
+  type KvPolicyOptions,
+} from '@kvrouter/sim';
 import type { Row, Suite } from '../harness.js';
 
-const AIC = ['--router-prefill-load-model', 'aic', '--aic-backend', 'vllm', '--aic-system', 'h200_sxm', '--aic-model-path', 'nvidia/Llama-3.1-8B-Instruct-FP8'];
+const AIC = [
+  '--router-prefill-load-model',
+  'aic',
+  '--aic-backend',
+  'vllm',
+  '--aic-system',
+  'h200_sxm',
+  '--aic-model-path',
+  'nvidia/Llama-3.1-8B-Instruct-FP8',
+];
 
 /** Prefill of the uncached tokens alone on an idle engine: passes of at most max_num_batched_tokens. */
 function engineMatched(q: { isl: number; prefixTokens: number }): number {
   const chunk = DEFAULT_ENGINE_CONFIG.maxNumBatchedTokens;
   let t = 0;
-  for (let left = q.isl - Math.min(q.prefixTokens, q.isl); left > 0; left -= chunk) t += POLYNOMIAL_TIMING.prefillMs(Math.min(left, chunk));
+  for (let left = q.isl - Math.min(q.prefixTokens, q.isl); left > 0; left -= chunk)
+    t += POLYNOMIAL_TIMING.prefillMs(Math.min(left, chunk));
   return t;
 }
 
 export const suite: Suite = {
   name: 'aic-replay',
-  description: 'TTFT with static vs AIC-decayed prefill load: prefill-heavy trace, 8 simulated workers near capacity',
+  description:
+    'TTFT with static vs AIC-decayed prefill load: prefill-heavy trace, 8 simulated workers near capacity',
   async run(ctx) {
     const sessions = ctx.quick ? 1500 : 6000;
     const rows = generateSynthetic(

@@ -172,7 +172,11 @@ export const suite: Suite = {
     const fams = Array.from({ length: 16 }, (_, f) => chain(50_000 + f, 2048));
     for (let i = 0; i < ranks; i++)
       for (let k = 0; k < 4; k++)
-        big.addRequest(rank(i), { requestId: `g${i}-${k}`, isl: 1024 * 16, seqHashes: fams[(i + k) % 16].subarray(0, 2048) }, 0);
+        big.addRequest(
+          rank(i),
+          { requestId: `g${i}-${k}`, isl: 1024 * 16, seqHashes: fams[(i + k) % 16].subarray(0, 2048) },
+          0,
+        );
     const bigPrompts = Array.from({ length: 64 }, (_, k) => {
       const p = fams[k % 16].slice();
       p.set(chain(60_000 + k, 512), 2 * 1536);
@@ -181,7 +185,11 @@ export const suite: Suite = {
     const bigNs = medianNs(
       (i) => {
         const id = `big${i}`;
-        big.addRequest(rank((i * 37) & 255), { requestId: id, isl: 2048 * 16, seqHashes: bigPrompts[i & 63] }, 1);
+        big.addRequest(
+          rank((i * 37) & 255),
+          { requestId: id, isl: 2048 * 16, seqHashes: bigPrompts[i & 63] },
+          1,
+        );
         big.free(id, 1);
       },
       ctx.quick ? 200 : 2000,

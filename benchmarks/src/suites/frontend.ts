@@ -16,7 +16,9 @@ import type { Row, Suite } from '../harness.js';
 
 const dir = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
 const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
-  spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], { stdio: [stdin, 'pipe', 'inherit'] });
+  spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], {
+    stdio: [stdin, 'pipe', 'inherit'],
+  });
 
 /** Successive stdout lines of a child, failing if it exits first. */
 function lines(child: ReturnType<typeof spawn>): () => Promise<string> {
@@ -81,16 +83,43 @@ function rows(name: string, r: LoadResult, s: ServerStats): Row[] {
       name: `${name}: throughput`,
       value: r.rps,
       unit: 'req/s',
-      extra: { requests: r.requests, errors: r.errors, isl_p50: r.isl.p50, ...(r.errors > 0 ? { first_error: r.firstError.slice(0, 120) } : {}) },
+      extra: {
+        requests: r.requests,
+        errors: r.errors,
+        isl_p50: r.isl.p50,
+        ...(r.errors > 0 ? { first_error: r.firstError.slice(0, 120) } : {}),
+      },
     },
-    { name: `${name}: received → dispatched`, value: r.dispatch.p50, unit: 'ms p50', extra: { p90: r.dispatch.p90, p99: r.dispatch.p99, max: r.dispatch.max } },
-    { name: `${name}: end-to-end − engine`, value: r2(r.added.p50), unit: 'ms p50', extra: { p90: r2(r.added.p90), p99: r2(r.added.p99), max: r2(r.added.max) } },
-    { name: `${name}: end-to-end`, value: r2(r.e2e.p50), unit: 'ms p50', extra: { p90: r2(r.e2e.p90), p99: r2(r.e2e.p99) } },
+    {
+      name: `${name}: received → dispatched`,
+      value: r.dispatch.p50,
+      unit: 'ms p50',
+      extra: { p90: r.dispatch.p90, p99: r.dispatch.p99, max: r.dispatch.max },
+    },
+    {
+      name: `${name}: end-to-end − engine`,
+      value: r2(r.added.p50),
+      unit: 'ms p50',
+      extra: { p90: r2(r.added.p90), p99: r2(r.added.p99), max: r2(r.added.max) },
+    },
+    {
+      name: `${name}: end-to-end`,
+      value: r2(r.e2e.p50),
+      unit: 'ms p50',
+      extra: { p90: r2(r.e2e.p90), p99: r2(r.e2e.p99) },
+    },
     {
       name: `${name}: server event-loop delay`,
       value: s.p99,
       unit: 'ms p99',
-      extra: { max: s.max, gc_ms: s.gcMs, gc_max_ms: s.gcMaxMs, cpu_ms_per_req: r2(s.cpuMs / Math.max(1, r.sent)), cores: s.cores, client_eld_p99: r2(r.clientEld.p99) },
+      extra: {
+        max: s.max,
+        gc_ms: s.gcMs,
+        gc_max_ms: s.gcMaxMs,
+        cpu_ms_per_req: r2(s.cpuMs / Math.max(1, r.sent)),
+        cores: s.cores,
+        client_eld_p99: r2(r.clientEld.p99),
+      },
     },
   ];
 }
@@ -102,30 +131,60 @@ function promtool(text: string | null): string {
   const findings = `${r.stdout}${r.stderr}`.split('\n').filter((l) => l.trim() !== '');
   // Lint findings for names PROTOCOL §16 fixes (`_ms` units, two counters without `_total`) are expected.
   const other = findings.filter(
-    (f) => !/(_ms metric names should not contain abbreviated units|(events_applied|disconnected_clients) counter metrics should have "_total" suffix)$/.test(f),
+    (f) =>
+      !/(_ms metric names should not contain abbreviated units|(events_applied|disconnected_clients) counter metrics should have "_total" suffix)$/.test(
+        f,
+      ),
   );
-  return (r.status === 0 || r.status === 3) && other.length === 0 ? 'pass' : `FAIL (exit ${r.status}): ${other.join('; ')}`;
+  return (r.status === 0 || r.status === 3) && other.length === 0
+    ? 'pass'
+    : `FAIL (exit ${r.status}): ${other.join('; ')}`;
 }
 
 export const suite: Suite = {
   name: 'frontend',
-  description: 'HTTP frontend vs a plain express proxy: ~8k-token multi-turn chat, fast simulated engines (mocker process), open and closed loop',
+  description:
+    'HTTP frontend vs a plain express proxy: ~8k-token multi-turn chat, fast simulated engines (mocker process), open and closed loop',
   async run(ctx) {
-    const o = { concurrency: 32, seconds: ctx.quick ? 4 : 15, warmupS: ctx.quick ? 1 : 3, maxTokens: 8, sessions: 64 };
+    const o = {
+      concurrency: 32,
+      seconds: ctx.quick ? 4 : 15,
+      warmupS: ctx.quick ? 1 : 3,
+      maxTokens: 8,
+      sessions: 64,
+    };
     const RATE = 300;
-    const server = tsNode('server.ts', ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'], 'pipe');
+    const server = tsNode(
+      'server.ts',
+      ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
+      'pipe',
+    );
     const next = lines(server);
     const serverStats = async (): Promise<ServerStats> => {
       server.stdin!.write('eld\n');
       return JSON.parse(await next()) as ServerStats;
     };
     try {
-      const { frontend, proxy, model } = JSON.parse(await next()) as { frontend: string; proxy: string; model: string };
-      const run = async (url: string, label: string, scrape: boolean, rate?: number, warm = false): Promise<[LoadResult, ServerStats]> => {
+      const { frontend, proxy, model } = JSON.parse(await next()) as {
+        frontend: string;
+        proxy: string;
+        model: string;
+      };
+      const run = async (
+        url: string,
+        label: string,
+        scrape: boolean,
+        rate?: number,
+        warm = false,
+      ): Promise<[LoadResult, ServerStats]> => {
         ctx.progress(label, 0, 1);
         const opts = warm ? { ...o, seconds: 2, warmupS: 0 } : o;
         await serverStats();
-        const c = tsNode('load.ts', [url, model, JSON.stringify({ ...opts, scrape, ...(rate ? { rate } : {}) })]);
+        const c = tsNode('load.ts', [
+          url,
+          model,
+          JSON.stringify({ ...opts, scrape, ...(rate ? { rate } : {}) }),
+        ]);
         const r = JSON.parse(await firstLine(c)) as LoadResult;
         const s = await serverStats();
         ctx.progress(label, 1, 1);
@@ -145,7 +204,12 @@ export const suite: Suite = {
         ...rows(`plain proxy @${RATE}/s`, pxRate, pxRateS),
         ...rows('frontend, 32 clients', feMax, feMaxS).filter((_, i) => i === 0 || i === 4),
         ...rows('plain proxy, 32 clients', pxMax, pxMaxS).filter((_, i) => i === 0 || i === 4),
-        { name: 'promtool check metrics, scrape under load', value: check === 'pass' ? 1 : 0, unit: 'pass', extra: { result: check } },
+        {
+          name: 'promtool check metrics, scrape under load',
+          value: check === 'pass' ? 1 : 0,
+          unit: 'pass',
+          extra: { result: check },
+        },
       ];
     } finally {
       server.kill('SIGTERM');

@@ -54,7 +54,8 @@ type Side = { name: string; wasm: boolean; fn: (i: number) => void };
 
 export const suite: Suite = {
   name: 'hashing',
-  description: 'local block + sequence hashes per prompt: JS XXH3 vs WebAssembly XXH3 vs @node-rs/xxhash per block',
+  description:
+    'local block + sequence hashes per prompt: JS XXH3 vs WebAssembly XXH3 vs @node-rs/xxhash per block',
   run(ctx: SuiteContext): Promise<Row[]> {
     if (!wasmHashingAvailable()) throw new Error('hashing: the WebAssembly path did not load on this host');
     const rng = new Rng(42);
@@ -85,11 +86,15 @@ export const suite: Suite = {
         const theirs = oracle(prompts[0], bs, pair, pairBytes);
         for (const wasm of [false, true]) {
           configureWasmHashing({ enabled: wasm });
-          const ours = pairsToU64s(computeSequenceHashes(computeLocalBlockHashes(prompts[0], bs, undefined, local), seq));
+          const ours = pairsToU64s(
+            computeSequenceHashes(computeLocalBlockHashes(prompts[0], bs, undefined, local), seq),
+          );
           computeBlockAndSequenceHashes(prompts[0], bs, undefined, local, seq);
           const fused = pairsToU64s(seq);
           if (ours.length !== theirs.length || ours.some((v, i) => v !== theirs[i] || v !== fused[i])) {
-            throw new Error(`hashing: ${wasm ? 'wasm' : 'JS'} and oracle sequence hashes differ for len=${len} bs=${bs}`);
+            throw new Error(
+              `hashing: ${wasm ? 'wasm' : 'JS'} and oracle sequence hashes differ for len=${len} bs=${bs}`,
+            );
           }
         }
         const iters = Math.max(4, Math.round((ctx.quick ? 2e6 : 8e6) / len));
@@ -99,12 +104,28 @@ export const suite: Suite = {
         const sides: Side[] = [
           { name: 'JS', wasm: false, fn: both },
           { name: 'wasm', wasm: true, fn: both },
-          { name: 'wasm fused', wasm: true, fn: (i) => computeBlockAndSequenceHashes(prompts[i % PROMPTS], bs, undefined, local, seq) },
-          { name: 'JS local only', wasm: false, fn: (i) => computeLocalBlockHashes(prompts[i % PROMPTS], bs, undefined, local) },
-          { name: 'wasm local only', wasm: true, fn: (i) => computeLocalBlockHashes(prompts[i % PROMPTS], bs, undefined, local) },
+          {
+            name: 'wasm fused',
+            wasm: true,
+            fn: (i) => computeBlockAndSequenceHashes(prompts[i % PROMPTS], bs, undefined, local, seq),
+          },
+          {
+            name: 'JS local only',
+            wasm: false,
+            fn: (i) => computeLocalBlockHashes(prompts[i % PROMPTS], bs, undefined, local),
+          },
+          {
+            name: 'wasm local only',
+            wasm: true,
+            fn: (i) => computeLocalBlockHashes(prompts[i % PROMPTS], bs, undefined, local),
+          },
           { name: 'JS seq only', wasm: false, fn: (i) => computeSequenceHashes(locals[i % PROMPTS], seq) },
           { name: 'wasm seq only', wasm: true, fn: (i) => computeSequenceHashes(locals[i % PROMPTS], seq) },
-          { name: '@node-rs/xxhash', wasm: false, fn: (i) => oracle(prompts[i % PROMPTS], bs, pair, pairBytes) },
+          {
+            name: '@node-rs/xxhash',
+            wasm: false,
+            fn: (i) => oracle(prompts[i % PROMPTS], bs, pair, pairBytes),
+          },
         ];
         const run = (s: Side): number => {
           configureWasmHashing({ enabled: s.wasm });
@@ -121,11 +142,21 @@ export const suite: Suite = {
         const label = `${len / 1024}k tokens bs=${bs} (${n} blocks)`;
         sides.forEach((s, k) => {
           const v = median(t[k]);
-          rows.push({ name: `${s.name} ${label}`, value: v, unit: 'ns/prompt', extra: { 'ns/block': v / n } });
+          rows.push({
+            name: `${s.name} ${label}`,
+            value: v,
+            unit: 'ns/prompt',
+            extra: { 'ns/block': v / n },
+          });
         });
         const ratio = (num: number, den: number, name: string, target?: number) => {
           const rs = t[num].map((v, r) => v / t[den][r]);
-          rows.push({ name: `ratio ${name} ${label}`, value: median(rs), unit: 'x', extra: target === undefined ? { min: Math.min(...rs) } : { min: Math.min(...rs), target } });
+          rows.push({
+            name: `ratio ${name} ${label}`,
+            value: median(rs),
+            unit: 'x',
+            extra: target === undefined ? { min: Math.min(...rs) } : { min: Math.min(...rs), target },
+          });
         };
         ratio(7, 0, 'oracle/JS', 1.3);
         ratio(0, 1, 'JS/wasm');

@@ -38,11 +38,16 @@ function build(chainsPerWorker: number, seed: number): Built {
       let parent: bigint | null = null;
       for (let s = 0; s < CHAIN; s += EVENT_BLOCKS) {
         const bl = [];
-        for (let i = s; i < s + EVENT_BLOCKS; i++) bl.push({ block_hash: ext++, tokens_hash: local[i], mm_extra_info: null });
+        for (let i = s; i < s + EVENT_BLOCKS; i++)
+          bl.push({ block_hash: ext++, tokens_hash: local[i], mm_extra_info: null });
         events.push({
           worker_id: worker,
           storage_tier: 'device',
-          event: { event_id: BigInt(events.length + 1), dp_rank: 0, data: { stored: { parent_hash: parent, start_position: null, blocks: bl } } },
+          event: {
+            event_id: BigInt(events.length + 1),
+            dp_rank: 0,
+            data: { stored: { parent_hash: parent, start_position: null, blocks: bl } },
+          },
         } as unknown as RouterEvent);
         parent = bl[bl.length - 1].block_hash;
         blocks += bl.length;
@@ -57,7 +62,12 @@ export const suite: Suite = {
   description: 'single-threaded KV index: apply throughput and findMatches latency (64 workers)',
   run(ctx) {
     const rows: Row[] = [];
-    const scales = ctx.quick ? [{ label: '100k', chains: 3 }] : [{ label: '100k', chains: 3 }, { label: '1M', chains: 32 }];
+    const scales = ctx.quick
+      ? [{ label: '100k', chains: 3 }]
+      : [
+          { label: '100k', chains: 3 },
+          { label: '1M', chains: 32 },
+        ];
     for (const scale of scales) {
       ctx.progress(`building ${scale.label} workload`, 0, 1);
       const { events, blocks, chains } = build(scale.chains, 42);
@@ -73,7 +83,12 @@ export const suite: Suite = {
         const t0 = performance.now();
         for (let i = 0; i < events.length; i++) {
           ix.applyEvent(events[i]);
-          if ((i & 8191) === 0) ctx.progress(`apply ${scale.label} ${rep < 0 ? 'warm-up' : `rep ${rep + 1}/3`}`, i, events.length);
+          if ((i & 8191) === 0)
+            ctx.progress(
+              `apply ${scale.label} ${rep < 0 ? 'warm-up' : `rep ${rep + 1}/3`}`,
+              i,
+              events.length,
+            );
         }
         const ms = performance.now() - t0;
         if (rep >= 0) rates.push(blocks / (ms / 1000));
@@ -84,12 +99,19 @@ export const suite: Suite = {
         name: `applyEvent ${scale.label} pairs (${EVENT_BLOCKS}-block Stored)`,
         value: rates[1],
         unit: 'block-events/s',
-        extra: { pairs: ix.totalPairs(), events_ok: ok, MiB: Math.round(ix.bytes() / 2 ** 20), bytes_per_pair: Math.round(ix.bytes() / ix.totalPairs()) },
+        extra: {
+          pairs: ix.totalPairs(),
+          events_ok: ok,
+          MiB: Math.round(ix.bytes() / 2 ** 20),
+          bytes_per_pair: Math.round(ix.bytes() / ix.totalPairs()),
+        },
       });
       for (const depth of [32, 128, 512]) {
         // Precompute queries: prefixes of stored chains (seq pairs, as the router holds them).
         const rng = new Rng(depth);
-        const qs = Array.from({ length: 256 }, () => computeSequenceHashes(u64sToPairs(rng.pick(chains).slice(0, depth))));
+        const qs = Array.from({ length: 256 }, () =>
+          computeSequenceHashes(u64sToPairs(rng.pick(chains).slice(0, depth))),
+        );
         const iters = ctx.quick ? 5000 : 20000;
         const hot = measureLatencyUs((i) => {
           ix.matchSeq(qs[i & 255]);

@@ -13,12 +13,7 @@
 import { fork } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import {
-  decodeEnvelope,
-  decodeRouterEvent,
-  encodeRouterEvent,
-  type RouterEvent,
-} from '@kvrouter/protocols';
+import { decodeEnvelope, decodeRouterEvent, encodeRouterEvent, type RouterEvent } from '@kvrouter/protocols';
 import { RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
 import {
   EnvelopeBuilder,
@@ -71,8 +66,11 @@ function buildWorkload(chainsPerWorker: number, seed: number): Workload {
       const chain: bigint[] = [];
       for (let s = 0; s < CHAIN; s += EVENT_BLOCKS) {
         const blocks = [];
-        for (let i = 0; i < EVENT_BLOCKS; i++) blocks.push({ block_hash: ext++, tokens_hash: rng.u64(), mm_extra_info: null });
-        events.push(ev(worker, (ids[w] += 1n), { stored: { parent_hash: parent, start_position: null, blocks } }));
+        for (let i = 0; i < EVENT_BLOCKS; i++)
+          blocks.push({ block_hash: ext++, tokens_hash: rng.u64(), mm_extra_info: null });
+        events.push(
+          ev(worker, (ids[w] += 1n), { stored: { parent_hash: parent, start_position: null, blocks } }),
+        );
         parent = blocks[blocks.length - 1].block_hash;
         for (const b of blocks) chain.push(b.block_hash);
         blockEvents += EVENT_BLOCKS;
@@ -81,7 +79,9 @@ function buildWorkload(chainsPerWorker: number, seed: number): Workload {
       if (live[w].length > WINDOW) {
         const old = live[w].shift()!;
         for (let s = 0; s < old.length; s += REMOVE_BATCH) {
-          events.push(ev(worker, (ids[w] += 1n), { removed: { block_hashes: old.slice(s, s + REMOVE_BATCH) } }));
+          events.push(
+            ev(worker, (ids[w] += 1n), { removed: { block_hashes: old.slice(s, s + REMOVE_BATCH) } }),
+          );
           blockEvents += Math.min(REMOVE_BATCH, old.length - s);
         }
       }
@@ -91,7 +91,11 @@ function buildWorkload(chainsPerWorker: number, seed: number): Workload {
 }
 
 function ev(worker: bigint, id: bigint, data: unknown): RouterEvent {
-  return { worker_id: worker, storage_tier: 'device', event: { event_id: id, dp_rank: 0, data } } as unknown as RouterEvent;
+  return {
+    worker_id: worker,
+    storage_tier: 'device',
+    event: { event_id: id, dp_rank: 0, data },
+  } as unknown as RouterEvent;
 }
 
 // ---- publisher process ---------------------------------------------------------------------------
@@ -99,7 +103,10 @@ function ev(worker: bigint, id: bigint, data: unknown): RouterEvent {
 const CHILD_ENV = 'KVR_KV_EVENTS_BENCH_PUBLISHER';
 
 async function publisherProcess(): Promise<void> {
-  const { url, chainsPerWorker } = JSON.parse(process.env[CHILD_ENV]!) as { url: string; chainsPerWorker: number };
+  const { url, chainsPerWorker } = JSON.parse(process.env[CHILD_ENV]!) as {
+    url: string;
+    chainsPerWorker: number;
+  };
   const { events } = buildWorkload(chainsPerWorker, 11);
   const env = new EnvelopeBuilder({ publisherId: 1n });
   const frames = events.map((e) => env.encode(TOPIC.subject, encodeRouterEvent(e)));
@@ -127,7 +134,10 @@ if (process.env[CHILD_ENV] && process.send) void publisherProcess();
 
 // ---- suite ---------------------------------------------------------------------------------------
 
-type AnyIndexer = Pick<KvIndexer, 'applyEvent' | 'removeWorker' | 'removeWorkerDpRank' | 'flush' | 'treeSizes' | 'close'>;
+type AnyIndexer = Pick<
+  KvIndexer,
+  'applyEvent' | 'removeWorker' | 'removeWorkerDpRank' | 'flush' | 'treeSizes' | 'close'
+>;
 
 /** One end-to-end run: a fresh publisher process floods nats-server; the router is timed from first event to last applied. */
 async function endToEnd(
@@ -150,7 +160,9 @@ async function endToEnd(
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const exited = new Promise((r) => child.once('exit', r));
-  const ready = await new Promise<{ ready: number; bytes: number }>((r) => child.once('message', (m) => r(m as never)));
+  const ready = await new Promise<{ ready: number; bytes: number }>((r) =>
+    child.once('message', (m) => r(m as never)),
+  );
   child.send({ received: 0 });
   let t0 = 0;
   const total = wl.events.length;
@@ -160,7 +172,8 @@ async function endToEnd(
       const st = sub.stats;
       if (t0 === 0 && st.received > 0) t0 = performance.now();
       if (st.received + st.decodeFailures >= total) return resolve();
-      if (performance.now() > deadline) return reject(new Error(`kv-events bench: ${st.received}/${total} events after 180 s`));
+      if (performance.now() > deadline)
+        return reject(new Error(`kv-events bench: ${st.received}/${total} events after 180 s`));
       progress(st.received, total);
       if (child.connected) child.send({ received: st.received }, () => undefined);
       setTimeout(poll, 2);
@@ -171,14 +184,24 @@ async function endToEnd(
   const s = (performance.now() - t0) / 1000;
   const st = sub.stats;
   const held = [...index.treeSizes().values()].reduce((a, b) => a + b, 0);
-  if (held !== wl.held) throw new Error(`kv-events bench: index holds ${held} blocks, expected ${wl.held} (${JSON.stringify(st)})`);
+  if (held !== wl.held)
+    throw new Error(
+      `kv-events bench: index holds ${held} blocks, expected ${wl.held} (${JSON.stringify(st)})`,
+    );
   await exited;
   await sub.close();
   await plane.close();
   await nc.close();
   return {
     rate: wl.blockEvents / s,
-    extra: { 'msgs/s': Math.round(st.received / s), gaps: st.gaps, stale: st.stale, decodeFailures: st.decodeFailures, MB: Math.round(ready.bytes / 2 ** 20), 'index blocks': held },
+    extra: {
+      'msgs/s': Math.round(st.received / s),
+      gaps: st.gaps,
+      stale: st.stale,
+      decodeFailures: st.decodeFailures,
+      MB: Math.round(ready.bytes / 2 ** 20),
+      'index blocks': held,
+    },
   };
 }
 
@@ -187,7 +210,12 @@ async function endToEnd(
  * the tcp request plane. Each round loses `lost` events, then publishes one more; the clock runs
  * from that publish until the router's cursor has caught up (gap seen, query, reply applied).
  */
-async function recoveryLatency(url: string, rounds: number, lost: number, blocksPerEvent: number): Promise<{ ms: number[]; treeBlocks: number }> {
+async function recoveryLatency(
+  url: string,
+  rounds: number,
+  lost: number,
+  blocksPerEvent: number,
+): Promise<{ ms: number[]; treeBlocks: number }> {
   const ncW = await connectNats(url);
   const ncR = await connectNats(url);
   const server = await TcpRequestServer.listen({ host: '127.0.0.1' });
@@ -199,7 +227,10 @@ async function recoveryLatency(url: string, rounds: number, lost: number, blocks
   serveLocalIndexer(server, pub);
   const index = new RadixIndexer({ maxSlots: 32 });
   const plane = new NatsEventPlane({ publisherId: 78n, nc: ncR });
-  const sub = new KvEventSubscriber({ index, query: requestPlaneQueryClient(client, { resolve: () => server.transport }) });
+  const sub = new KvEventSubscriber({
+    index,
+    query: requestPlaneQueryClient(client, { resolve: () => server.transport }),
+  });
   sub.start(() => plane.subscribe(TOPIC));
   sub.addWorker(77n);
   const rng = new Rng(5);
@@ -208,12 +239,14 @@ async function recoveryLatency(url: string, rounds: number, lost: number, blocks
   // Chains of 64 blocks: the tree grows by `blocksPerEvent` per event, restarting every 64 blocks.
   const next = () => {
     const blocks = [];
-    for (let i = 0; i < blocksPerEvent; i++) blocks.push({ block_hash: ext++ as never, tokens_hash: rng.u64() as never, mm_extra_info: null });
+    for (let i = 0; i < blocksPerEvent; i++)
+      blocks.push({ block_hash: ext++ as never, tokens_hash: rng.u64() as never, mm_extra_info: null });
     pub.engineEvent({ data: { stored: { parent_hash: parent as never, start_position: null, blocks } } });
     parent = ext % 64n < BigInt(blocksPerEvent) ? null : blocks[blocks.length - 1].block_hash;
   };
   const caughtUp = async () => {
-    while (sub.cursor(77n)?.last !== pub.lastEventId(0) || sub.pendingRecoveries > 0) await new Promise<void>((r) => setImmediate(r));
+    while (sub.cursor(77n)?.last !== pub.lastEventId(0) || sub.pendingRecoveries > 0)
+      await new Promise<void>((r) => setImmediate(r));
   };
   await new Promise((r) => setTimeout(r, 150));
   next();
@@ -242,7 +275,8 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 export const suite: Suite = {
   name: 'kv-events',
-  description: 'KV events from nats-server into the index: block-events/s sustained, and the decode/apply halves',
+  description:
+    'KV events from nats-server into the index: block-events/s sustained, and the decode/apply halves',
   async run(ctx) {
     const rows: Row[] = [];
     const chainsPerWorker = ctx.quick ? 48 : 128;
@@ -268,22 +302,35 @@ export const suite: Suite = {
       applyRate = wl.blockEvents / ((performance.now() - t0) / 1000);
       ctx.progress('decode and apply alone', pass + 1, 2);
     }
-    rows.push({ name: 'decode only (envelope + RouterEvent msgpack)', value: decodeRate, unit: 'block-events/s', extra: { 'msgs/s': Math.round((decodeRate / wl.blockEvents) * frames.length) } });
-    rows.push({ name: 'apply only (RadixIndexer at its steady-state size)', value: applyRate, unit: 'block-events/s' });
+    rows.push({
+      name: 'decode only (envelope + RouterEvent msgpack)',
+      value: decodeRate,
+      unit: 'block-events/s',
+      extra: { 'msgs/s': Math.round((decodeRate / wl.blockEvents) * frames.length) },
+    });
+    rows.push({
+      name: 'apply only (RadixIndexer at its steady-state size)',
+      value: applyRate,
+      unit: 'block-events/s',
+    });
 
     const nats = await startNats({ jetstream: false });
     try {
       const reps = ctx.quick ? 1 : 3;
       // The pool (`--router-event-threads` > 1) is left out: at the time of writing its flush()
       // resolves before every submitted event is applied, so the end of a run cannot be timed.
-      const variants: Array<[string, () => AnyIndexer]> = [['RadixIndexer', () => new RadixIndexer({ maxSlots: 32, initialCapacity: steadyCapacity })]];
+      const variants: Array<[string, () => AnyIndexer]> = [
+        ['RadixIndexer', () => new RadixIndexer({ maxSlots: 32, initialCapacity: steadyCapacity })],
+      ];
       for (const [label, make] of variants) {
         const rates: number[] = [];
         let extra: Record<string, number | string> = {};
         for (let rep = 0; rep < reps; rep++) {
           const index = make();
           try {
-            const r = await endToEnd(nats.url, chainsPerWorker, wl, index, (d, t) => ctx.progress(`nats -> ${label}, rep ${rep + 1}`, d, t));
+            const r = await endToEnd(nats.url, chainsPerWorker, wl, index, (d, t) =>
+              ctx.progress(`nats -> ${label}, rep ${rep + 1}`, d, t),
+            );
             rates.push(r.rate);
             extra = r.extra;
           } finally {
@@ -295,7 +342,11 @@ export const suite: Suite = {
           name: `nats-server -> NatsEventPlane -> KvEventSubscriber -> ${label} (${WORKERS} workers, ${EVENT_BLOCKS}-block Stored, ${REMOVE_BATCH}-hash Removed)`,
           value: rate,
           unit: 'block-events/s',
-          extra: { ...extra, 'target 500k': rate >= 500_000 ? 'met' : 'missed', 'load avg': Number(loadavg()[0].toFixed(1)) },
+          extra: {
+            ...extra,
+            'target 500k': rate >= 500_000 ? 'met' : 'missed',
+            'load avg': Number(loadavg()[0].toFixed(1)),
+          },
         });
       }
       for (const [label, lost, rounds] of [
@@ -308,7 +359,12 @@ export const suite: Suite = {
           name: `reconverge after a ${label} (tcp query, NATS live path)`,
           value: st.p50,
           unit: 'ms p50',
-          extra: { p90: Number(st.p90.toFixed(2)), max: Number(st.max.toFixed(2)), rounds, 'tree blocks': r.treeBlocks },
+          extra: {
+            p90: Number(st.p90.toFixed(2)),
+            max: Number(st.max.toFixed(2)),
+            rounds,
+            'tree blocks': r.treeBlocks,
+          },
         });
         ctx.progress('recovery latency', rounds, rounds);
       }

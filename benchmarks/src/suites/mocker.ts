@@ -114,12 +114,24 @@ async function runScenario(name: string, plan: Plan[], ctx: SuiteContext): Promi
         const p = plan[idx++];
         const tokens = new Uint32Array(p.isl);
         for (let k = 0; k < p.isl; k++) tokens[k] = 1 + rng.int(0, 31997);
-        const s: Sent = { id: `r${idx}`, worker: p.worker, t: performance.now(), tokens, maxTokens: p.osl, got: [] };
+        const s: Sent = {
+          id: `r${idx}`,
+          worker: p.worker,
+          t: performance.now(),
+          tokens,
+          maxTokens: p.osl,
+          got: [],
+        };
         sent.push(s);
         const w = fleet.workers[p.worker];
         streams.push(
           (async () => {
-            const payload = { request_id: s.id, model: 'mock', token_ids: tokens, stop_conditions: { max_tokens: p.osl } };
+            const payload = {
+              request_id: s.id,
+              model: 'mock',
+              token_ids: tokens,
+              stop_conditions: { max_tokens: p.osl },
+            };
             for await (const item of client.stream<GenerateItem>(w.instance.transport, 'generate', payload)) {
               const at = performance.now();
               for (let k = 0; k < item.token_ids.length; k++) s.got.push(at);
@@ -177,17 +189,36 @@ async function runScenario(name: string, plan: Plan[], ctx: SuiteContext): Promi
       name: `${label}, end-to-end latency error vs model`,
       value: se.p50,
       unit: '% p50',
-      extra: { p90: se.p90, p99: se.p99, within5pct: `${((within5 / Math.max(1, sameCount)) * 100).toFixed(1)}%` },
+      extra: {
+        p90: se.p90,
+        p99: se.p99,
+        within5pct: `${((within5 / Math.max(1, sameCount)) * 100).toFixed(1)}%`,
+      },
     },
-    { name: `${label}, TTFT error vs model`, value: st.p50, unit: '% p50', extra: { p90: st.p90, p99: st.p99 } },
-    { name: `${label}, mean ITL error vs model`, value: si.p50, unit: '% p50', extra: { p90: si.p90, p99: si.p99 } },
+    {
+      name: `${label}, TTFT error vs model`,
+      value: st.p50,
+      unit: '% p50',
+      extra: { p90: st.p90, p99: st.p99 },
+    },
+    {
+      name: `${label}, mean ITL error vs model`,
+      value: si.p50,
+      unit: '% p50',
+      extra: { p90: si.p90, p99: si.p99 },
+    },
     {
       name: `${label}, token lateness vs model`,
       value: sl.p50,
       unit: 'ms p50',
       extra: { mean: sl.mean, p90: sl.p90, p99: sl.p99, tokens: lateness.length, lagResets },
     },
-    { name: `${label}, |token time − model|`, value: sa.p50, unit: 'ms p50', extra: { p90: sa.p90, p99: sa.p99 } },
+    {
+      name: `${label}, |token time − model|`,
+      value: sa.p50,
+      unit: 'ms p50',
+      extra: { p90: sa.p90, p99: sa.p99 },
+    },
     { name: `${label}, event loop utilisation (workers + client)`, value: elu.utilization * 100, unit: '%' },
   ];
 }

@@ -50,7 +50,12 @@ export function syntheticMooncake(n: number, rate: number, seed: number): TraceR
       sessions.push(ids);
       if (sessions.length > 400) sessions.shift();
     }
-    rows.push({ timestamp: Math.round(t), input_length: ids.length * 512 - rng.int(0, 511), output_length: rng.int(20, 400), hash_ids: ids });
+    rows.push({
+      timestamp: Math.round(t),
+      input_length: ids.length * 512 - rng.int(0, 511),
+      output_length: rng.int(20, 400),
+      hash_ids: ids,
+    });
   }
   return rows;
 }
@@ -114,7 +119,11 @@ class LruEngine {
           blocks++;
         }
         if (pending.length === 0) pendingParent = parent;
-        pending.push({ block_hash: h, tokens_hash: (BigInt(local[2 * i + 1]!) << 32n) | BigInt(local[2 * i]!), mm_extra_info: null });
+        pending.push({
+          block_hash: h,
+          tokens_hash: (BigInt(local[2 * i + 1]!) << 32n) | BigInt(local[2 * i]!),
+          mm_extra_info: null,
+        });
         this.lru.set(h, true);
       }
       parent = h;
@@ -124,7 +133,11 @@ class LruEngine {
   }
 
   private ev(data: unknown): RouterEvent {
-    return { worker_id: this.id, storage_tier: 'device', event: { event_id: ++this.eventId, dp_rank: 0, data } } as unknown as RouterEvent;
+    return {
+      worker_id: this.id,
+      storage_tier: 'device',
+      event: { event_id: ++this.eventId, dp_rank: 0, data },
+    } as unknown as RouterEvent;
   }
 }
 
@@ -150,7 +163,8 @@ function record(K: number, seqs: Uint32Array[], locals: Uint32Array[], rng: Rng)
     ops.push({ q: seq });
     const m = ix.matchSeq(seq);
     depth.fill(0);
-    for (let i = 0; i < m.count; i++) depth[Number(ix.slots.workers[m.slots[i]!]!.worker_id) - 1] = m.depths[i]!;
+    for (let i = 0; i < m.count; i++)
+      depth[Number(ix.slots.workers[m.slots[i]!]!.worker_id) - 1] = m.depths[i]!;
     let best = rng.int(0, K - 1);
     let bestCost = n - depth[best]! + load[best]!;
     for (let e = 0; e < K; e++) {
@@ -176,7 +190,8 @@ function record(K: number, seqs: Uint32Array[], locals: Uint32Array[], rng: Rng)
 
 export const suite: Suite = {
   name: 'mooncake',
-  description: 'Mooncake-shaped replay into the concurrent index: achieved vs offered ops/s, query latency (K = 8, 64)',
+  description:
+    'Mooncake-shaped replay into the concurrent index: achieved vs offered ops/s, query latency (K = 8, 64)',
   async run(ctx) {
     const rows: Row[] = [];
     const n = ctx.quick ? 3000 : 20000;
@@ -217,7 +232,10 @@ export const suite: Suite = {
         const op = ops[i]!;
         if ('ev' in op) {
           pool.applyEvent(op.ev);
-          const d = op.ev.event.data as { stored?: { blocks: unknown[] }; removed?: { block_hashes: unknown[] } };
+          const d = op.ev.event.data as {
+            stored?: { blocks: unknown[] };
+            removed?: { block_hashes: unknown[] };
+          };
           measuredBlocks += d.stored ? d.stored.blocks.length : (d.removed?.block_hashes.length ?? 0);
         } else {
           const q0 = process.hrtime.bigint();

@@ -6,7 +6,12 @@
  * 64 workers, chains of 512 blocks in 16-block Stored events, the first 64 blocks of each chain
  * one of 8 shared prefixes (so ~1.04 holders per block); memory is also given without sharing.
  */
-import { computeLocalBlockHashes, computeSequenceHashes, u64sToPairs, type RouterEvent } from '@kvrouter/protocols';
+import {
+  computeLocalBlockHashes,
+  computeSequenceHashes,
+  u64sToPairs,
+  type RouterEvent,
+} from '@kvrouter/protocols';
 import { PoolIndexer } from '@kvrouter/radix-indexer/pool';
 import { Rng } from '@kvrouter/testkit';
 import { stats, type Row, type Suite } from '../harness.js';
@@ -32,11 +37,16 @@ export function buildWorkload(chainsPerWorker: number, seed: number, extBase = 1
       let parent: bigint | null = null;
       for (let s = 0; s < CHAIN; s += EVENT_BLOCKS) {
         const bl = [];
-        for (let i = s; i < s + EVENT_BLOCKS; i++) bl.push({ block_hash: ext++, tokens_hash: local[i]!, mm_extra_info: null });
+        for (let i = s; i < s + EVENT_BLOCKS; i++)
+          bl.push({ block_hash: ext++, tokens_hash: local[i]!, mm_extra_info: null });
         events.push({
           worker_id: 1000n + BigInt(w),
           storage_tier: 'device',
-          event: { event_id: 1n, dp_rank: 0, data: { stored: { parent_hash: parent, start_position: null, blocks: bl } } },
+          event: {
+            event_id: 1n,
+            dp_rank: 0,
+            data: { stored: { parent_hash: parent, start_position: null, blocks: bl } },
+          },
         } as unknown as RouterEvent);
         parent = bl[bl.length - 1]!.block_hash;
         blocks += bl.length;
@@ -46,10 +56,10 @@ export function buildWorkload(chainsPerWorker: number, seed: number, extBase = 1
   return { events, blocks, chains };
 }
 
-
 export const suite: Suite = {
   name: 'pool',
-  description: 'concurrent index: apply throughput by writer threads, findMatches while ingesting, bytes per pair',
+  description:
+    'concurrent index: apply throughput by writer threads, findMatches while ingesting, bytes per pair',
   async run(ctx) {
     const rows: Row[] = [];
     const chainsPerWorker = ctx.quick ? 4 : 32; // 32 -> 1,048,576 (block, worker) pairs
@@ -71,10 +81,18 @@ export const suite: Suite = {
     for (const scale of scales) {
       // Rounds interleave the thread counts (1, 2, 4, 1, 2, 4, ...) so a burst of load on the
       // shared machine does not land on one configuration only; the median of each is reported.
-      const samples = new Map<number, number[]>([[1, []], [2, []], [4, []]]);
+      const samples = new Map<number, number[]>([
+        [1, []],
+        [2, []],
+        [4, []],
+      ]);
       for (let rep = 0; rep < scale.reps; rep++) {
         for (const threads of [1, 2, 4]) {
-          const pool = PoolIndexer.create({ threads, initialCapacity: 2 * scale.wl.blocks + 2 * warm.blocks, maxSlots: 64 });
+          const pool = PoolIndexer.create({
+            threads,
+            initialCapacity: 2 * scale.wl.blocks + 2 * warm.blocks,
+            maxSlots: 64,
+          });
           writerKind = pool.writerKind;
           for (const ev of warm.events) pool.applyEvent(ev);
           await pool.flush();
@@ -90,7 +108,11 @@ export const suite: Suite = {
           await pool.flush();
           const ms = performance.now() - t0;
           samples.get(threads)!.push(scale.wl.blocks / (ms / 1000));
-          ctx.progress(`apply ${scale.label}, round ${rep + 1}/${scale.reps}, ${threads} writer thread(s)`, rep * 3 + Math.log2(threads) + 1, scale.reps * 3);
+          ctx.progress(
+            `apply ${scale.label}, round ${rep + 1}/${scale.reps}, ${threads} writer thread(s)`,
+            rep * 3 + Math.log2(threads) + 1,
+            scale.reps * 3,
+          );
           await pool.close();
         }
       }
@@ -113,7 +135,12 @@ export const suite: Suite = {
       const per: number[] = [];
       let last = { pairs: 0, table: 0, ext: 0, entries: 0 };
       for (let part = 1; part <= 16; part++) {
-        for (let i = Math.floor(((part - 1) * evs.length) / 16); i < Math.floor((part * evs.length) / 16); i++) pool.applyEvent(evs[i]!);
+        for (
+          let i = Math.floor(((part - 1) * evs.length) / 16);
+          i < Math.floor((part * evs.length) / 16);
+          i++
+        )
+          pool.applyEvent(evs[i]!);
         await pool.flush();
         const ext = await pool.writerBytes();
         last = { pairs: pool.totalPairs(), table: pool.bytes(), ext, entries: pool.reader.table.occupied };
@@ -142,7 +169,13 @@ export const suite: Suite = {
         name: `apply ${label} pairs, ${threads} writer thread(s), main idle`,
         value: r,
         unit: 'block-events/s',
-        extra: { 'x vs 1 thread': r / rates.get(`${label}/1`)!, min: xs[0]!, max: xs[xs.length - 1]!, rounds: xs.length, writer: writerKind },
+        extra: {
+          'x vs 1 thread': r / rates.get(`${label}/1`)!,
+          min: xs[0]!,
+          max: xs[xs.length - 1]!,
+          rounds: xs.length,
+          writer: writerKind,
+        },
       });
     }
 
@@ -160,7 +193,9 @@ export const suite: Suite = {
     let next = 0;
     for (const depth of [64, 512]) {
       const rng = new Rng(depth);
-      const qs = Array.from({ length: 256 }, () => computeSequenceHashes(u64sToPairs(rng.pick(chains).slice(0, depth))));
+      const qs = Array.from({ length: 256 }, () =>
+        computeSequenceHashes(u64sToPairs(rng.pick(chains).slice(0, depth))),
+      );
       const lat: number[] = [];
       let applied = 0;
       const start = performance.now();
@@ -241,11 +276,20 @@ async function wideQuery(quick: boolean): Promise<Row> {
   let ext = 1n;
   const store = (w: number, local: Uint32Array, n: number) => {
     const blocks = [];
-    for (let i = 0; i < n; i++) blocks.push({ block_hash: ext++, tokens_hash: (BigInt(local[2 * i + 1]!) << 32n) | BigInt(local[2 * i]!), mm_extra_info: null });
+    for (let i = 0; i < n; i++)
+      blocks.push({
+        block_hash: ext++,
+        tokens_hash: (BigInt(local[2 * i + 1]!) << 32n) | BigInt(local[2 * i]!),
+        mm_extra_info: null,
+      });
     pool.applyEvent({
       worker_id: BigInt(1000 + w),
       storage_tier: 'device',
-      event: { event_id: 1n, dp_rank: 0, data: { stored: { parent_hash: null, start_position: null, blocks } } },
+      event: {
+        event_id: 1n,
+        dp_rank: 0,
+        data: { stored: { parent_hash: null, start_position: null, blocks } },
+      },
     } as unknown as RouterEvent);
   };
   for (let w = 0; w < workers; w++) {

@@ -10,7 +10,8 @@ import type { Row, Suite } from '../harness.js';
 
 export const suite: Suite = {
   name: 'replay',
-  description: 'deterministic simulation: multi-turn workload, 8 workers, kv router, wall time per simulated hour',
+  description:
+    'deterministic simulation: multi-turn workload, 8 workers, kv router, wall time per simulated hour',
   async run(ctx) {
     const preset = PRESETS['multi-turn']!;
     const traceS = ctx.quick ? 600 : 3600;
@@ -28,7 +29,12 @@ export const suite: Suite = {
     const wall = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const t1 = performance.now();
-    const o = oracleBounds(rows, { blockSize: 64, capacityBlocks: 8 * 16384, traceBlockSize: 512, vocabSize: 32000 });
+    const o = oracleBounds(rows, {
+      blockSize: 64,
+      capacityBlocks: 8 * 16384,
+      traceBlockSize: 512,
+      vocabSize: 32000,
+    });
     const oracleWall = (performance.now() - t1) / 1000;
     let prompt = 0;
     for (const u of res.units) prompt += u.promptTokens;

@@ -18,7 +18,14 @@
  *
  * `KVR_BENCH_CASES=8192/16/64,32768/16/256` runs only the listed tokens/bs/workers cases.
  */
-import { computeLocalBlockHashes, pairsToU64s, type ExternalSequenceBlockHash, type LocalBlockHash, type RouterEvent, type WorkerId } from '@kvrouter/protocols';
+import {
+  computeLocalBlockHashes,
+  pairsToU64s,
+  type ExternalSequenceBlockHash,
+  type LocalBlockHash,
+  type RouterEvent,
+  type WorkerId,
+} from '@kvrouter/protocols';
 import { RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
 import { KvRouter, type Clock, type RouterOverhead } from '@kvrouter/router';
 import { Rng } from '@kvrouter/testkit';
@@ -32,7 +39,11 @@ const TARGETS: Record<string, number> = {
 };
 
 /** Timers never fire in the bench: the queue and the 30 s maintenance are not exercised. */
-const benchClock: Clock = { now: () => performance.now(), setTimeout: () => ({}), clearTimeout: () => undefined };
+const benchClock: Clock = {
+  now: () => performance.now(),
+  setTimeout: () => ({}),
+  clearTimeout: () => undefined,
+};
 
 function randomTokens(rng: Rng, n: number): Uint32Array {
   const t = new Uint32Array(n);
@@ -80,7 +91,12 @@ export interface CaseResult {
   phases: Record<'hash' | 'seq' | 'find' | 'sched', number>;
 }
 
-export async function runCase(c: Case, makeIndexer: IndexerFactory, iters: number, seed: number): Promise<CaseResult> {
+export async function runCase(
+  c: Case,
+  makeIndexer: IndexerFactory,
+  iters: number,
+  seed: number,
+): Promise<CaseResult> {
   const rng = new Rng(seed);
   const families = Array.from({ length: FAMILIES }, () => randomTokens(rng, c.tokens));
   const familyLocal = families.map((t) => pairsToU64s(computeLocalBlockHashes(t, c.bs)));
@@ -91,8 +107,17 @@ export async function runCase(c: Case, makeIndexer: IndexerFactory, iters: numbe
   for (let w = 0; w < c.workers; w++) {
     const id = 1000 + w;
     // A long prefix (50–100 %) of one family and a short one (up to 25 %) of another.
-    indexer.applyEvent(stored(id, familyLocal[w % FAMILIES], Math.max(1, Math.floor(blocks * (0.5 + 0.5 * rng.next()))), ext));
-    indexer.applyEvent(stored(id, familyLocal[(w * 7 + 3) % FAMILIES], Math.max(1, Math.floor(blocks * 0.25 * rng.next())), ext));
+    indexer.applyEvent(
+      stored(id, familyLocal[w % FAMILIES], Math.max(1, Math.floor(blocks * (0.5 + 0.5 * rng.next()))), ext),
+    );
+    indexer.applyEvent(
+      stored(
+        id,
+        familyLocal[(w * 7 + 3) % FAMILIES],
+        Math.max(1, Math.floor(blocks * 0.25 * rng.next())),
+        ext,
+      ),
+    );
   }
   await indexer.flush();
 
@@ -108,13 +133,18 @@ export async function runCase(c: Case, makeIndexer: IndexerFactory, iters: numbe
       if (record) phases.push(o);
     },
   });
-  for (let w = 0; w < c.workers; w++) router.addWorker({ workerId: 1000 + w, totalKvBlocks: 65_536, maxNumBatchedTokens: 8192 });
+  for (let w = 0; w < c.workers; w++)
+    router.addWorker({ workerId: 1000 + w, totalKvBlocks: 65_536, maxNumBatchedTokens: 8192 });
   // Long-lived load: prompts sharing family prefixes, so prefix depths are non-trivial.
   for (let w = 0; w < c.workers; w++) {
     for (let k = 0; k < c.background; k++) {
       const f = families[(w + k) % FAMILIES];
       const tokens = new Uint32Array(f.subarray(0, Math.floor(c.tokens / 2)));
-      void router.route({ requestId: `bg-${w}-${k}`, tokens, nvext: { backend_instance_id: BigInt(1000 + w) as WorkerId } });
+      void router.route({
+        requestId: `bg-${w}-${k}`,
+        tokens,
+        nvext: { backend_instance_id: BigInt(1000 + w) as WorkerId },
+      });
     }
   }
 
@@ -158,7 +188,12 @@ export async function runCase(c: Case, makeIndexer: IndexerFactory, iters: numbe
     p99: s.p99,
     bestThirdP99: Math.min(...repP99),
     cpuUs: (cpu.user + cpu.system) / iters,
-    phases: { hash: ph('block_hashing'), seq: ph('seq_hashing'), find: ph('indexer_find_matches'), sched: ph('scheduling') },
+    phases: {
+      hash: ph('block_hashing'),
+      seq: ph('seq_hashing'),
+      find: ph('indexer_find_matches'),
+      sched: ph('scheduling'),
+    },
   };
 }
 
@@ -205,9 +240,13 @@ export function routerSuite(makeIndexer: IndexerFactory, name = 'router', label 
       const rows: Row[] = [];
       const cases: Case[] = [];
       for (const tokens of [1024, 8192, 32768])
-        for (const bs of [16, 64]) for (const workers of [8, 64, 256]) cases.push({ tokens, bs, workers, background: 4 });
+        for (const bs of [16, 64])
+          for (const workers of [8, 64, 256]) cases.push({ tokens, bs, workers, background: 4 });
       // The two target cases once more without live load: the load snapshot's share of the cost.
-      cases.push({ tokens: 8192, bs: 16, workers: 64, background: 0 }, { tokens: 32768, bs: 16, workers: 256, background: 0 });
+      cases.push(
+        { tokens: 8192, bs: 16, workers: 64, background: 0 },
+        { tokens: 32768, bs: 16, workers: 256, background: 0 },
+      );
       const only = process.env.KVR_BENCH_CASES?.split(',').map((k) => k.trim());
       const todo = only ? cases.filter((c) => only.includes(caseKey(c))) : cases;
       // Target cases: median over rounds (each round a fresh index, router and seed).
@@ -220,7 +259,11 @@ export function routerSuite(makeIndexer: IndexerFactory, name = 'router', label 
         const iters = Math.max(300, Math.min(5000, Math.round((ctx.quick ? 1e5 : 5e5) / perDecisionUs)));
         const runs: CaseResult[] = [];
         for (let r = 0; r < rounds(c); r++) {
-          ctx.progress(`${caseKey(c)}${c.background === 0 ? ' idle' : ''} round ${r + 1}/${rounds(c)}`, done, total);
+          ctx.progress(
+            `${caseKey(c)}${c.background === 0 ? ' idle' : ''} round ${r + 1}/${rounds(c)}`,
+            done,
+            total,
+          );
           runs.push(await runCase(c, makeIndexer, iters, 42 + ci + 1000 * r));
           done++;
         }
@@ -232,4 +275,6 @@ export function routerSuite(makeIndexer: IndexerFactory, name = 'router', label 
   };
 }
 
-export const suite: Suite = routerSuite((workers) => new RadixIndexer({ maxSlots: Math.max(64, workers), initialCapacity: 1 << 18 }));
+export const suite: Suite = routerSuite(
+  (workers) => new RadixIndexer({ maxSlots: Math.max(64, workers), initialCapacity: 1 << 18 }),
+);

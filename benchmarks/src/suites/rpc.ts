@@ -93,7 +93,11 @@ export const suite: Suite = {
       );
       sec = Number(process.hrtime.bigint() - t0) / 1e9;
       const total = counts.reduce((a, b) => a + b, 0);
-      rows.push({ name: `${p.name} 200 streams x 100 items`, value: Math.round(total / sec), unit: 'items/s' });
+      rows.push({
+        name: `${p.name} 200 streams x 100 items`,
+        value: Math.round(total / sec),
+        unit: 'items/s',
+      });
       await p.close();
     }
     return rows;

@@ -24,9 +24,33 @@ export interface BackendSpec {
 const be = (b: BackendSpec): BackendSpec => Object.freeze(b);
 
 export const BACKENDS: Readonly<Record<string, BackendSpec>> = Object.freeze({
-  vllm: be({ id: 'vllm', gemmEff: 0.5, attnEff: 0.45, memEff: 0.75, linkEff: 0.7, overheadMs: 8, defaultVersion: '0.10' }),
-  sglang: be({ id: 'sglang', gemmEff: 0.55, attnEff: 0.5, memEff: 0.78, linkEff: 0.75, overheadMs: 6, defaultVersion: '0.5' }),
-  trtllm: be({ id: 'trtllm', gemmEff: 0.6, attnEff: 0.55, memEff: 0.8, linkEff: 0.8, overheadMs: 4, defaultVersion: '1.0' }),
+  vllm: be({
+    id: 'vllm',
+    gemmEff: 0.5,
+    attnEff: 0.45,
+    memEff: 0.75,
+    linkEff: 0.7,
+    overheadMs: 8,
+    defaultVersion: '0.10',
+  }),
+  sglang: be({
+    id: 'sglang',
+    gemmEff: 0.55,
+    attnEff: 0.5,
+    memEff: 0.78,
+    linkEff: 0.75,
+    overheadMs: 6,
+    defaultVersion: '0.5',
+  }),
+  trtllm: be({
+    id: 'trtllm',
+    gemmEff: 0.6,
+    attnEff: 0.55,
+    memEff: 0.8,
+    linkEff: 0.8,
+    overheadMs: 4,
+    defaultVersion: '1.0',
+  }),
 });
 
 export const BACKEND_IDS: readonly string[] = Object.freeze(Object.keys(BACKENDS));
@@ -35,9 +59,14 @@ export const BACKEND_IDS: readonly string[] = Object.freeze(Object.keys(BACKENDS
 export function backendSpec(id: string): BackendSpec {
   const b = Object.hasOwn(BACKENDS, id) ? BACKENDS[id] : undefined;
   if (!b) {
-    throw new KvrError('invalid_argument', `--aic-backend: unknown backend '${id}' (choose from ${BACKEND_IDS.join(', ')})`, 400, {
-      flag: '--aic-backend',
-    });
+    throw new KvrError(
+      'invalid_argument',
+      `--aic-backend: unknown backend '${id}' (choose from ${BACKEND_IDS.join(', ')})`,
+      400,
+      {
+        flag: '--aic-backend',
+      },
+    );
   }
   return b;
 }

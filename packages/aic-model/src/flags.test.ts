@@ -6,7 +6,12 @@ const base = { aicBackend: 'vllm', aicSystem: 'h200_sxm', aicModelPath: 'nvidia/
 describe('aicModelFromFlags', () => {
   it('builds from the seed example (vllm, h200_sxm, nvidia/Llama-3.1-8B-Instruct-FP8)', () => {
     const m = aicModelFromFlags(base);
-    expect([m.backend.id, m.system.id, m.model.id, m.tp]).toEqual(['vllm', 'h200_sxm', 'nvidia/Llama-3.1-8B-Instruct-FP8', 1]);
+    expect([m.backend.id, m.system.id, m.model.id, m.tp]).toEqual([
+      'vllm',
+      'h200_sxm',
+      'nvidia/Llama-3.1-8B-Instruct-FP8',
+      1,
+    ]);
     expect(m.backendVersion).toBe('0.10');
   });
 
@@ -14,14 +19,22 @@ describe('aicModelFromFlags', () => {
     expect(() => aicModelFromFlags({ aicBackend: null, aicSystem: null, aicModelPath: null })).toThrow(
       '--router-prefill-load-model=aic requires --aic-backend, --aic-system, --aic-model-path',
     );
-    expect(() => aicModelFromFlags({ ...base, aicSystem: null })).toThrow(/^--router-prefill-load-model=aic requires --aic-system$/);
+    expect(() => aicModelFromFlags({ ...base, aicSystem: null })).toThrow(
+      /^--router-prefill-load-model=aic requires --aic-system$/,
+    );
   });
 
   it('passes the parallel sizes through to the model checks', () => {
-    expect(() => aicModelFromFlags({ ...base, aicModelPath: 'Qwen/Qwen3-30B-A3B', aicTpSize: 2, aicMoeEpSize: 4 })).toThrow(
-      '(got 2 * 1 != 1 * 4)',
-    );
-    const m = aicModelFromFlags({ ...base, aicModelPath: 'Qwen/Qwen3-30B-A3B', aicTpSize: 2, aicAttentionDpSize: 2, aicMoeEpSize: 4 });
+    expect(() =>
+      aicModelFromFlags({ ...base, aicModelPath: 'Qwen/Qwen3-30B-A3B', aicTpSize: 2, aicMoeEpSize: 4 }),
+    ).toThrow('(got 2 * 1 != 1 * 4)');
+    const m = aicModelFromFlags({
+      ...base,
+      aicModelPath: 'Qwen/Qwen3-30B-A3B',
+      aicTpSize: 2,
+      aicAttentionDpSize: 2,
+      aicMoeEpSize: 4,
+    });
     expect([m.moeTp, m.moeEp, m.attentionDp]).toEqual([1, 4, 2]);
   });
 });
@@ -56,7 +69,9 @@ describe('resolveAicModel', () => {
   });
 
   it('errors name the flag: bad JSON, and neither a file nor a built-in', () => {
-    expect(() => resolveAicModel('/models/broken', read)).toThrow(/^--aic-model-path: \/models\/broken\/config\.json is not valid JSON/);
+    expect(() => resolveAicModel('/models/broken', read)).toThrow(
+      /^--aic-model-path: \/models\/broken\/config\.json is not valid JSON/,
+    );
     expect(() => resolveAicModel('/nowhere', read)).toThrow(
       "--aic-model-path: '/nowhere' is neither a readable config.json (/nowhere/config.json) nor a built-in model id (meta-llama/Llama-3.1-8B-Instruct,",
     );

@@ -34,9 +34,14 @@ export function resolveAicModel(pathOrId: string, readText?: ReadText): ModelSha
     try {
       obj = JSON.parse(text);
     } catch (e) {
-      throw new KvrError('invalid_argument', `--aic-model-path: ${file} is not valid JSON (${(e as Error).message})`, 400, {
-        flag: '--aic-model-path',
-      });
+      throw new KvrError(
+        'invalid_argument',
+        `--aic-model-path: ${file} is not valid JSON (${(e as Error).message})`,
+        400,
+        {
+          flag: '--aic-model-path',
+        },
+      );
     }
     return parseHfConfig(obj, p);
   }
@@ -62,7 +67,12 @@ export function aicModelFromFlags(f: AicFlags, readText?: ReadText): AicModel {
     .filter(([v]) => v === null || v === undefined || v === '')
     .map(([, flag]) => flag);
   if (missing.length > 0) {
-    throw new KvrError('invalid_argument', `--router-prefill-load-model=aic requires ${missing.join(', ')}`, 400, { flag: missing[0] });
+    throw new KvrError(
+      'invalid_argument',
+      `--router-prefill-load-model=aic requires ${missing.join(', ')}`,
+      400,
+      { flag: missing[0] },
+    );
   }
   return new AicModel({
     backend: f.aicBackend!,
@@ -91,7 +101,10 @@ export function aicEngineTimingFromFlag(
     const model = resolveAicModel(t.model, readText);
     return new AicModel({ backend: t.backend, system: t.system, model }).engineTiming(totalKvTokens);
   } catch (e) {
-    const msg = (e instanceof Error ? e.message : String(e)).replace(/^--aic-model-path: /, `--model-path ${JSON.stringify(t.model)}: `);
+    const msg = (e instanceof Error ? e.message : String(e)).replace(
+      /^--aic-model-path: /,
+      `--model-path ${JSON.stringify(t.model)}: `,
+    );
     return fail(`--aic-perf-model: ${msg}`, '--aic-perf-model');
   }
 }

@@ -72,28 +72,43 @@ describe('parseHfConfig', () => {
 
   it('missing and bad fields are named', () => {
     const { hidden_size: _h, ...noHidden } = base;
-    expect(() => parseHfConfig(noHidden, 'x')).toThrow("--aic-model-path: x: config.json field 'hidden_size' is missing");
+    expect(() => parseHfConfig(noHidden, 'x')).toThrow(
+      "--aic-model-path: x: config.json field 'hidden_size' is missing",
+    );
     expect(() => parseHfConfig({ ...base, num_hidden_layers: 0 }, 'x')).toThrow(
       "config.json field 'num_hidden_layers' must be a positive integer, got 0",
     );
-    expect(() => parseHfConfig({ ...base, num_key_value_heads: 3 }, 'x')).toThrow("'num_key_value_heads' (3) must divide num_attention_heads (16)");
-    expect(() => parseHfConfig([], 'x')).toThrow('config.json must be a JSON object');
-    expect(() => parseHfConfig({ ...base, torch_dtype: 'int8' }, 'x')).toThrow("'torch_dtype' is not one of bfloat16, float16, float32");
-    expect(() => parseHfConfig({ ...base, quantization_config: { quant_method: 'bitsandbytes' } }, 'x')).toThrow(
-      "unsupported quant_method 'bitsandbytes'",
+    expect(() => parseHfConfig({ ...base, num_key_value_heads: 3 }, 'x')).toThrow(
+      "'num_key_value_heads' (3) must divide num_attention_heads (16)",
     );
+    expect(() => parseHfConfig([], 'x')).toThrow('config.json must be a JSON object');
+    expect(() => parseHfConfig({ ...base, torch_dtype: 'int8' }, 'x')).toThrow(
+      "'torch_dtype' is not one of bfloat16, float16, float32",
+    );
+    expect(() =>
+      parseHfConfig({ ...base, quantization_config: { quant_method: 'bitsandbytes' } }, 'x'),
+    ).toThrow("unsupported quant_method 'bitsandbytes'");
   });
 
   it('recognises FP8 and 4-bit quantization configs', () => {
     expect(parseHfConfig({ ...base, quantization_config: { quant_method: 'fp8' } }).weights).toBe('fp8');
-    const ct = { quant_method: 'compressed-tensors', config_groups: { g: { weights: { num_bits: 8, type: 'float' } } } };
+    const ct = {
+      quant_method: 'compressed-tensors',
+      config_groups: { g: { weights: { num_bits: 8, type: 'float' } } },
+    };
     expect(parseHfConfig({ ...base, quantization_config: ct }).weights).toBe('fp8');
     expect(parseHfConfig({ ...base, quantization_config: { quant_method: 'awq' } }).weightBytes).toBe(0.5);
   });
 
   it('Qwen-MoE sparse-step and MLP-only layers', () => {
     // 4 layers, step 2: layers 1 and 3 are sparse ((i+1) % 2 == 0); layer 3 forced dense -> 1 MoE layer.
-    const m = parseHfConfig({ ...base, num_experts: 8, num_experts_per_tok: 2, decoder_sparse_step: 2, mlp_only_layers: [3] });
+    const m = parseHfConfig({
+      ...base,
+      num_experts: 8,
+      num_experts_per_tok: 2,
+      decoder_sparse_step: 2,
+      mlp_only_layers: [3],
+    });
     expect(m.moe?.layers).toBe(1);
     expect(() => parseHfConfig({ ...base, num_experts: 8, num_experts_per_tok: 9 })).toThrow(
       "'num_experts_per_tok' (9) exceeds the number of experts (8)",

@@ -56,7 +56,8 @@ function posInt(c: Json, id: string, field: string, fallback?: number): number {
     if (fallback !== undefined) return fallback;
     throw bad(id, field, 'is missing');
   }
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(id, field, `must be a positive integer, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+    throw bad(id, field, `must be a positive integer, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -80,7 +81,11 @@ function weightFormat(c: Json, id: string): WeightFormat {
       if (/"num_bits":\s*4/.test(text)) return 'int4';
     }
     if (method === 'awq' || method === 'gptq') return 'int4';
-    throw bad(id, 'quantization_config', `has an unsupported quant_method '${method}'${algo ? ` / quant_algo '${algo}'` : ''} (supported: fp8, modelopt FP8, compressed-tensors FP8/INT4, awq, gptq)`);
+    throw bad(
+      id,
+      'quantization_config',
+      `has an unsupported quant_method '${method}'${algo ? ` / quant_algo '${algo}'` : ''} (supported: fp8, modelopt FP8, compressed-tensors FP8/INT4, awq, gptq)`,
+    );
   }
   const dt = c.torch_dtype ?? c.dtype ?? 'bfloat16';
   if (dt === 'bfloat16' || dt === 'float16') return 'bf16';
@@ -97,7 +102,12 @@ const BYTES: Record<WeightFormat, number> = { bf16: 2, fp8: 1, int4: 0.5, fp32: 
  */
 export function parseHfConfig(raw: unknown, id = 'config.json'): ModelShape {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new KvrError('invalid_argument', `--aic-model-path: ${id}: config.json must be a JSON object`, 400, { flag: '--aic-model-path' });
+    throw new KvrError(
+      'invalid_argument',
+      `--aic-model-path: ${id}: config.json must be a JSON object`,
+      400,
+      { flag: '--aic-model-path' },
+    );
   }
   const c = raw as Json;
   const hidden = posInt(c, id, 'hidden_size');
@@ -120,7 +130,8 @@ export function parseHfConfig(raw: unknown, id = 'config.json'): ModelShape {
     const qLora = optInt(c, id, 'q_lora_rank');
     const qDim = numHeads * (nope + rope);
     const qParams = qLora === undefined ? hidden * qDim : hidden * qLora + qLora * qDim;
-    attnParams = qParams + hidden * (kvLora + rope) + kvLora * numHeads * (nope + vDim) + numHeads * vDim * hidden;
+    attnParams =
+      qParams + hidden * (kvLora + rope) + kvLora * numHeads * (nope + vDim) + numHeads * vDim * hidden;
     attnFlopsPerPair = 2 * numHeads * (nope + rope + vDim);
     kvElemsPerToken = kvLora + rope;
     kvSplitsByTp = false;
@@ -128,24 +139,34 @@ export function parseHfConfig(raw: unknown, id = 'config.json'): ModelShape {
   } else {
     numKvHeads = posInt(c, id, 'num_key_value_heads', numHeads);
     const headDim = posInt(c, id, 'head_dim', Math.floor(hidden / numHeads));
-    if (numHeads % numKvHeads !== 0) throw bad(id, 'num_key_value_heads', `(${numKvHeads}) must divide num_attention_heads (${numHeads})`);
+    if (numHeads % numKvHeads !== 0)
+      throw bad(id, 'num_key_value_heads', `(${numKvHeads}) must divide num_attention_heads (${numHeads})`);
     attnParams = hidden * numHeads * headDim * 2 + hidden * numKvHeads * headDim * 2;
     attnFlopsPerPair = 4 * numHeads * headDim;
     kvElemsPerToken = 2 * numKvHeads * headDim;
     kvSplitsByTp = true;
   }
 
-  const experts = optInt(c, id, 'num_experts') ?? optInt(c, id, 'n_routed_experts') ?? optInt(c, id, 'num_local_experts');
+  const experts =
+    optInt(c, id, 'num_experts') ?? optInt(c, id, 'n_routed_experts') ?? optInt(c, id, 'num_local_experts');
   let moe: MoeShape | null = null;
   if (experts !== undefined && experts > 1) {
     const topK = posInt(c, id, 'num_experts_per_tok');
-    if (topK > experts) throw bad(id, 'num_experts_per_tok', `(${topK}) exceeds the number of experts (${experts})`);
+    if (topK > experts)
+      throw bad(id, 'num_experts_per_tok', `(${topK}) exceeds the number of experts (${experts})`);
     const expertInter = optInt(c, id, 'moe_intermediate_size') ?? intermediate;
-    const sharedInter = optInt(c, id, 'shared_expert_intermediate_size') ?? (optInt(c, id, 'n_shared_experts') ?? 0) * expertInter;
+    const sharedInter =
+      optInt(c, id, 'shared_expert_intermediate_size') ??
+      (optInt(c, id, 'n_shared_experts') ?? 0) * expertInter;
     let moeLayers: number;
     const firstDense = c.first_k_dense_replace;
     if (firstDense !== undefined && firstDense !== null) {
-      if (typeof firstDense !== 'number' || !Number.isSafeInteger(firstDense) || firstDense < 0 || firstDense > layers)
+      if (
+        typeof firstDense !== 'number' ||
+        !Number.isSafeInteger(firstDense) ||
+        firstDense < 0 ||
+        firstDense > layers
+      )
         throw bad(id, 'first_k_dense_replace', `must be an integer in [0, ${layers}]`);
       moeLayers = layers - firstDense;
     } else {
@@ -155,7 +176,13 @@ export function parseHfConfig(raw: unknown, id = 'config.json'): ModelShape {
       // Qwen-MoE's rule: layer i is sparse when it is not MLP-only and (i + 1) % step == 0.
       for (let i = 0; i < layers; i++) if (!only.has(i) && (i + 1) % step === 0) moeLayers++;
     }
-    moe = { layers: moeLayers, experts, topK, expertParams: 3 * hidden * expertInter, sharedParams: 3 * hidden * sharedInter };
+    moe = {
+      layers: moeLayers,
+      experts,
+      topK,
+      expertParams: 3 * hidden * expertInter,
+      sharedParams: 3 * hidden * sharedInter,
+    };
   }
   const weights = weightFormat(c, id);
   return {
@@ -179,7 +206,9 @@ export function parseHfConfig(raw: unknown, id = 'config.json'): ModelShape {
 /** Total parameters of the linear layers plus embeddings (for sanity checks against model cards). */
 export function totalParams(m: ModelShape, tiedEmbeddings = false): number {
   const dense = m.layers - (m.moe?.layers ?? 0);
-  const moe = m.moe ? m.moe.layers * (m.moe.experts * m.moe.expertParams + m.moe.sharedParams + m.hidden * m.moe.experts) : 0;
+  const moe = m.moe
+    ? m.moe.layers * (m.moe.experts * m.moe.expertParams + m.moe.sharedParams + m.hidden * m.moe.experts)
+    : 0;
   return m.layers * m.attnParams + dense * m.mlpParams + moe + m.vocab * m.hidden * (tiedEmbeddings ? 1 : 2);
 }
 

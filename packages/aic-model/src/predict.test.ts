@@ -57,7 +57,9 @@ describe('AicModel roofline, worked by hand', () => {
   it('TP 2 adds two ring all-reduces per layer', () => {
     // activations 1000·1024·2 = 2 048 000 B; ring moves 2·(2−1)/2 of them = 2 048 000 B / 360e6 =
     // 0.0056889 ms + 0.008 ms latency = 0.0136889; 2 per layer · 2 layers = 0.0547556 ms
-    const b = new AicModel({ backend: 'trtllm', system: 'h100_sxm', model: TINY, tpSize: 2 }).breakdown({ isl: 1000 });
+    const b = new AicModel({ backend: 'trtllm', system: 'h100_sxm', model: TINY, tpSize: 2 }).breakdown({
+      isl: 1000,
+    });
     expect(b.commMs).toBeCloseTo(0.0547556, 6);
   });
 
@@ -97,7 +99,9 @@ describe('monotonicity', () => {
     for (const system of SYSTEM_IDS) {
       for (const backend of BACKEND_IDS) {
         const m = model(id);
-        const tp = [1, 2, 4, 8].find((t) => m.numHeads % t === 0 && weightBytesPerGpu(m, t, t) / 1e9 <= SYSTEMS[system]!.memGB);
+        const tp = [1, 2, 4, 8].find(
+          (t) => m.numHeads % t === 0 && weightBytesPerGpu(m, t, t) / 1e9 <= SYSTEMS[system]!.memGB,
+        );
         if (tp !== undefined) cases.push(new AicModel({ backend, system, model: m, tpSize: tp }));
       }
     }
@@ -110,7 +114,10 @@ describe('monotonicity', () => {
   it('strictly increases with prompt length (no cache)', () => {
     for (const c of cases) {
       for (let i = 1; i < isls.length; i++) {
-        expect(c.prefillMs(isls[i]!), `${c.model.id} ${c.system.id} ${c.backend.id} ${isls[i]}`).toBeGreaterThan(c.prefillMs(isls[i - 1]!));
+        expect(
+          c.prefillMs(isls[i]!),
+          `${c.model.id} ${c.system.id} ${c.backend.id} ${isls[i]}`,
+        ).toBeGreaterThan(c.prefillMs(isls[i - 1]!));
       }
     }
   });
@@ -132,7 +139,12 @@ describe('monotonicity', () => {
   });
 
   it('faster systems are faster: b200 < h200 <= h100 < a100 for the same work', () => {
-    const t = (s: string) => new AicModel({ backend: 'vllm', system: s, model: model('meta-llama/Llama-3.1-8B-Instruct') }).prefillMs(8192);
+    const t = (s: string) =>
+      new AicModel({
+        backend: 'vllm',
+        system: s,
+        model: model('meta-llama/Llama-3.1-8B-Instruct'),
+      }).prefillMs(8192);
     expect(t('b200_sxm')).toBeLessThan(t('h200_sxm'));
     expect(t('h200_sxm')).toBeLessThanOrEqual(t('h100_sxm'));
     expect(t('h100_sxm')).toBeLessThan(t('a100_sxm'));
@@ -148,13 +160,22 @@ describe('sane magnitudes against published TTFT at concurrency 1 (within 2x)', 
   };
 
   it('NIM 1.8.0 Llama-3.3-70B FP8 TP2 on 2x H100: ISL 5000 -> 406.77 ms, ISL 500 -> 47.77 ms', () => {
-    const m = new AicModel({ backend: 'trtllm', system: 'h100_sxm', model: model('nvidia/Llama-3.3-70B-Instruct-FP8'), tpSize: 2 });
+    const m = new AicModel({
+      backend: 'trtllm',
+      system: 'h100_sxm',
+      model: model('nvidia/Llama-3.3-70B-Instruct-FP8'),
+      tpSize: 2,
+    });
     within2x(m.prefillMs(5000), 406.77);
     within2x(m.prefillMs(500), 47.77);
   });
 
   it('NIM Llama-3.1 8B (Safety Guard) BF16 on A100 80GB SXM: ISL 500 -> 48.3 ms', () => {
-    const m = new AicModel({ backend: 'vllm', system: 'a100_sxm', model: model('meta-llama/Llama-3.1-8B-Instruct') });
+    const m = new AicModel({
+      backend: 'vllm',
+      system: 'a100_sxm',
+      model: model('meta-llama/Llama-3.1-8B-Instruct'),
+    });
     within2x(m.prefillMs(500), 48.3);
   });
 });
@@ -173,16 +194,30 @@ describe('validation', () => {
   });
 
   it('sizes below 1 use the FLAGS.md message', () => {
-    expect(() => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: m8, tpSize: 0 })).toThrow('--aic-tp-size must be >= 1, got 0');
-    expect(() => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: moe, moeEpSize: 0 })).toThrow('--aic-moe-ep-size must be >= 1, got 0');
+    expect(() => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: m8, tpSize: 0 })).toThrow(
+      '--aic-tp-size must be >= 1, got 0',
+    );
+    expect(() => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: moe, moeEpSize: 0 })).toThrow(
+      '--aic-moe-ep-size must be >= 1, got 0',
+    );
   });
 
   it('MoE constraint tp·adp == moe_tp·moe_ep, unset ones counting as 1', () => {
-    expect(() => new AicModel({ backend: 'sglang', system: 'h200_sxm', model: moe, tpSize: 4, moeEpSize: 2 })).toThrow(
+    expect(
+      () => new AicModel({ backend: 'sglang', system: 'h200_sxm', model: moe, tpSize: 4, moeEpSize: 2 }),
+    ).toThrow(
       'AIC MoE parallelism requires aic_tp_size * aic_attention_dp_size == aic_moe_tp_size * aic_moe_ep_size (got 4 * 1 != 1 * 2)',
     );
     // 4·2 = 2·4 holds.
-    const ok = new AicModel({ backend: 'sglang', system: 'h200_sxm', model: moe, tpSize: 4, attentionDpSize: 2, moeTpSize: 2, moeEpSize: 4 });
+    const ok = new AicModel({
+      backend: 'sglang',
+      system: 'h200_sxm',
+      model: moe,
+      tpSize: 4,
+      attentionDpSize: 2,
+      moeTpSize: 2,
+      moeEpSize: 4,
+    });
     expect([ok.moeTp, ok.moeEp, ok.attentionDp]).toEqual([2, 4, 2]);
     // Nothing set: TP-only MoE (Kimi style), moe_tp = tp.
     const tpOnly = new AicModel({ backend: 'sglang', system: 'h200_sxm', model: moe, tpSize: 4 });
@@ -195,12 +230,26 @@ describe('validation', () => {
     );
     // 2·3 = 2·3 satisfies the constraint, but 128 experts do not split over 3 ranks.
     expect(
-      () => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: moe, tpSize: 2, attentionDpSize: 3, moeTpSize: 2, moeEpSize: 3 }),
+      () =>
+        new AicModel({
+          backend: 'vllm',
+          system: 'h100_sxm',
+          model: moe,
+          tpSize: 2,
+          attentionDpSize: 3,
+          moeTpSize: 2,
+          moeEpSize: 3,
+        }),
     ).toThrow("--aic-moe-ep-size 3 must divide Qwen/Qwen3-30B-A3B's number of experts (128)");
     // 70B BF16: 80 layers·856M + embeddings ≈ 141 GB > 80 GB.
-    expect(() => new AicModel({ backend: 'vllm', system: 'a100_sxm', model: model('meta-llama/Llama-3.1-70B-Instruct') })).toThrow(
-      /needs 141\.\d GB of weights per GPU at --aic-tp-size 1, more than the 80 GB of a100_sxm/,
-    );
+    expect(
+      () =>
+        new AicModel({
+          backend: 'vllm',
+          system: 'a100_sxm',
+          model: model('meta-llama/Llama-3.1-70B-Instruct'),
+        }),
+    ).toThrow(/needs 141\.\d GB of weights per GPU at --aic-tp-size 1, more than the 80 GB of a100_sxm/);
   });
 
   it('query checks name the field', () => {

@@ -51,7 +51,8 @@ const KV_BYTES = 2;
 /** Activation bytes per element on the wire (BF16). */
 const ACT_BYTES = 2;
 
-const invalid = (flag: string, message: string): KvrError => new KvrError('invalid_argument', message, 400, { flag });
+const invalid = (flag: string, message: string): KvrError =>
+  new KvrError('invalid_argument', message, 400, { flag });
 
 function size(flag: string, v: number | null | undefined, dflt: number | null): number | null {
   if (v === undefined || v === null) return dflt;
@@ -106,10 +107,16 @@ export class AicModel {
       }
     }
     if (m.numHeads % tp !== 0) {
-      throw invalid('--aic-tp-size', `--aic-tp-size ${tp} must divide ${m.id}'s num_attention_heads (${m.numHeads})`);
+      throw invalid(
+        '--aic-tp-size',
+        `--aic-tp-size ${tp} must divide ${m.id}'s num_attention_heads (${m.numHeads})`,
+      );
     }
     if (m.moe && m.moe.experts % moeEp !== 0) {
-      throw invalid('--aic-moe-ep-size', `--aic-moe-ep-size ${moeEp} must divide ${m.id}'s number of experts (${m.moe.experts})`);
+      throw invalid(
+        '--aic-moe-ep-size',
+        `--aic-moe-ep-size ${moeEp} must divide ${m.id}'s number of experts (${m.moe.experts})`,
+      );
     }
     const perGpuGB = weightBytesPerGpu(m, tp, moeTp * moeEp) / 1e9;
     if (perGpuGB > system.memGB) {
@@ -148,7 +155,10 @@ export class AicModel {
     checkCount('isl', isl, 0);
     checkCount('prefix', prefix, 0);
     checkCount('batch', batch, 1);
-    if (prefix > isl) throw new KvrError('invalid_argument', `prefix (${prefix}) must not exceed isl (${isl})`, 400, { field: 'prefix' });
+    if (prefix > isl)
+      throw new KvrError('invalid_argument', `prefix (${prefix}) must not exceed isl (${isl})`, 400, {
+        field: 'prefix',
+      });
     if (isl === 0) return { gemmMs: 0, attnMs: 0, commMs: 0, overheadMs: 0, totalMs: 0 };
     // A fully cached prompt still runs its last token to produce logits (vLLM / SGLang behaviour).
     const n = Math.max(isl - prefix, 1);
@@ -159,7 +169,8 @@ export class AicModel {
     const wb = m.weightBytes;
 
     const roof = (flops: number, bytes: number, rate: number) => Math.max(flops / rate, bytes / this.memRate);
-    const linear = (params: number, shards: number) => roof((2 * tokens * params) / shards, (params * wb) / shards, this.gemmRate);
+    const linear = (params: number, shards: number) =>
+      roof((2 * tokens * params) / shards, (params * wb) / shards, this.gemmRate);
 
     const dense = m.layers - (m.moe?.layers ?? 0);
     let gemm = m.layers * linear(m.attnParams, tp) + dense * linear(m.mlpParams, tp);
@@ -168,7 +179,11 @@ export class AicModel {
       const gpus = this.moeTp * this.moeEp;
       // Expected distinct experts hit by tokens·topK uniform picks: weights of unused experts are not read.
       const touched = e.experts * (1 - Math.pow(1 - 1 / e.experts, tokens * e.topK));
-      const routed = roof((2 * tokens * e.topK * e.expertParams) / gpus, (touched * e.expertParams * wb) / gpus, this.gemmRate);
+      const routed = roof(
+        (2 * tokens * e.topK * e.expertParams) / gpus,
+        (touched * e.expertParams * wb) / gpus,
+        this.gemmRate,
+      );
       const shared = e.sharedParams > 0 ? linear(e.sharedParams, tp) : 0;
       const gate = linear(m.hidden * e.experts, tp);
       gemm += e.layers * (routed + shared + gate);
@@ -239,5 +254,7 @@ export function weightBytesPerGpu(m: ModelShape, tp: number, expertGpus: number)
     experts = m.moe.layers * m.moe.experts * m.moe.expertParams;
   }
   // Embedding and LM head: BF16, split by TP.
-  return (shared * m.weightBytes) / tp + (experts * m.weightBytes) / expertGpus + (2 * m.vocab * m.hidden * 2) / tp;
+  return (
+    (shared * m.weightBytes) / tp + (experts * m.weightBytes) / expertGpus + (2 * m.vocab * m.hidden * 2) / tp
+  );
 }

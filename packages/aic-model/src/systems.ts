@@ -95,9 +95,14 @@ export const SYSTEM_IDS: readonly string[] = Object.freeze(Object.keys(SYSTEMS))
 export function systemSpec(id: string): SystemSpec {
   const s = Object.hasOwn(SYSTEMS, id) ? SYSTEMS[id] : undefined;
   if (!s) {
-    throw new KvrError('invalid_argument', `--aic-system: unknown system '${id}' (choose from ${SYSTEM_IDS.join(', ')})`, 400, {
-      flag: '--aic-system',
-    });
+    throw new KvrError(
+      'invalid_argument',
+      `--aic-system: unknown system '${id}' (choose from ${SYSTEM_IDS.join(', ')})`,
+      400,
+      {
+        flag: '--aic-system',
+      },
+    );
   }
   return s;
 }

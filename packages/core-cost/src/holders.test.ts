@@ -147,7 +147,9 @@ describe('MultiWorkerSequences.fillLoads prefix depths', () => {
     const m = new MultiWorkerSequences({ blockSize: 16 });
     const ranks = [w(1, 0), w(1, 1), w(2), w(3), w(4)];
     for (const r of ranks) m.addWorker(r.worker_id, r.dp_rank, 1);
-    const fam = Array.from({ length: 3 }, (_, f) => Uint32Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? i / 2 : 100 + f)));
+    const fam = Array.from({ length: 3 }, (_, f) =>
+      Uint32Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? i / 2 : 100 + f)),
+    );
     const live: string[] = [];
     let id = 0;
     const batch = new CandidateBatch(8);
@@ -162,7 +164,16 @@ describe('MultiWorkerSequences.fillLoads prefix depths', () => {
         const r = ranks[rng.int(0, ranks.length - 1)];
         // Half with a predicted prefill duration, so the anchor decays between steps.
         const expectedPrefillDurationMs = rng.bool(0.5) ? rng.int(0, 8) : null;
-        m.addRequest(r, { requestId: rid, isl: 16 * n + rng.int(0, 15), seqHashes: f.subarray(0, 2 * n), expectedPrefillDurationMs }, step);
+        m.addRequest(
+          r,
+          {
+            requestId: rid,
+            isl: 16 * n + rng.int(0, 15),
+            seqHashes: f.subarray(0, 2 * n),
+            expectedPrefillDurationMs,
+          },
+          step,
+        );
         live.push(rid);
       } else if (op < 0.8) {
         m.free(live.splice(rng.int(0, live.length - 1), 1)[0], step);

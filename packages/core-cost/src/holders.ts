@@ -123,7 +123,8 @@ export class HolderTree {
       if (k.alt !== null || k.count !== n.count) return;
       const a = n.bits;
       const b = k.bits;
-      for (let w = 0, end = Math.max(a.length, b.length); w < end; w++) if ((w < a.length ? a[w] : 0) !== (w < b.length ? b[w] : 0)) return;
+      for (let w = 0, end = Math.max(a.length, b.length); w < end; w++)
+        if ((w < a.length ? a[w] : 0) !== (w < b.length ? b[w] : 0)) return;
       // Positions are absolute (a node's `from` is its first block's pair index in a chain that
       // starts at block 0), and k's array holds n's blocks too, since its chain passes through n.
       n.src = k.src;
@@ -190,7 +191,12 @@ export class HolderTree {
       const m = Math.min(c.len, (to - pos) >> 1);
       const s = c.src;
       let k = 1;
-      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      for (
+        let a = c.from + 2, b = pos + 2;
+        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
+        a += 2, b += 2
+      )
+        k++;
       if (k < c.len) this.split(c, k);
       const end = pos + 2 * k;
       if (end > from) {
@@ -269,7 +275,12 @@ export class HolderTree {
       const m = Math.min(c.len, (pairs.length - pos) >> 1);
       const s = c.src;
       let k = 1;
-      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      for (
+        let a = c.from + 2, b = pos + 2;
+        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
+        a += 2, b += 2
+      )
+        k++;
       if (at < pos + 2 * k) return this.has(c, slot);
       if (k < c.len) return false;
       pos += 2 * k;
@@ -297,7 +308,12 @@ export class HolderTree {
       const m = Math.min(c.len, (n - pos) >> 1);
       const s = c.src;
       let k = 1;
-      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === seq[b] && s[a + 1] === seq[b + 1]; a += 2, b += 2) k++;
+      for (
+        let a = c.from + 2, b = pos + 2;
+        k < m && s[a] === seq[b] && s[a + 1] === seq[b + 1];
+        a += 2, b += 2
+      )
+        k++;
       prev = c;
       prevDepth = (pos >> 1) + k;
       if (k < c.len) break;
@@ -306,7 +322,6 @@ export class HolderTree {
     }
     if (prev !== null) assign(prev.bits, EMPTY_BITS, prevDepth, depth);
   }
-
 }
 
 /** depth[s] = d for every slot s in `a` and not in `b` (words past an array's end are 0). */
@@ -324,6 +339,8 @@ function assign(a: Uint32Array, b: Uint32Array, d: number, depth: Int32Array): v
 
 function countNodes(n: GNode): number {
   let c = 1;
-  if (n.kids !== null) for (const head of n.kids.values()) for (let k: GNode | null = head; k !== null; k = k.alt) c += countNodes(k);
+  if (n.kids !== null)
+    for (const head of n.kids.values())
+      for (let k: GNode | null = head; k !== null; k = k.alt) c += countNodes(k);
   return c;
 }

@@ -22,7 +22,14 @@ describe('PrefixTree', () => {
     // B shares 1, 2: only block 4 (pair index 4) is new. unique = {1, 2, 3, 4} = 4
     expect(t.insert(b, b.length)).toBe(4);
     expect(t.size).toBe(4);
-    expect(refcounts(t)).toEqual(new Map([['1:7', 2], ['2:7', 2], ['3:7', 1], ['4:7', 1]]));
+    expect(refcounts(t)).toEqual(
+      new Map([
+        ['1:7', 2],
+        ['2:7', 2],
+        ['3:7', 1],
+        ['4:7', 1],
+      ]),
+    );
     // Freeing A: only block 3 leaves (pair index 4 of A).
     expect(t.remove(a, a.length)).toBe(4);
     expect(t.size).toBe(3);
@@ -36,7 +43,14 @@ describe('PrefixTree', () => {
     const short = chain(1, 2);
     t.insert(long, long.length);
     expect(t.insert(short, short.length)).toBe(short.length);
-    expect(refcounts(t)).toEqual(new Map([['1:7', 2], ['2:7', 2], ['3:7', 1], ['4:7', 1]]));
+    expect(refcounts(t)).toEqual(
+      new Map([
+        ['1:7', 2],
+        ['2:7', 2],
+        ['3:7', 1],
+        ['4:7', 1],
+      ]),
+    );
     expect(t.prefixDepth(chain(1, 2, 3, 9))).toBe(3);
     expect(t.prefixDepth(chain(1, 9))).toBe(1);
     expect(t.prefixDepth(chain(9))).toBe(0);
@@ -156,7 +170,7 @@ describe('PrefixTree', () => {
             const before = model.get(k) ?? 0;
             model.set(k, before + 1);
             // New blocks are exactly the suffix from `fresh`.
-            if ((before === 0) !== (i >= fresh)) wrong++;
+            if ((before === 0) !== i >= fresh) wrong++;
           }
           live.push(c);
         } else {
@@ -167,7 +181,7 @@ describe('PrefixTree', () => {
             const after = model.get(k)! - 1;
             if (after === 0) model.delete(k);
             else model.set(k, after);
-            if ((after === 0) !== (i >= gone)) wrong++;
+            if ((after === 0) !== i >= gone) wrong++;
           }
         }
         expect(t.size).toBe(model.size);

@@ -142,7 +142,12 @@ export class PrefixTree {
       const m = Math.min(c.len, (len - pos) >> 1);
       const s = c.src;
       let k = 1;
-      for (let a = c.from + 2, b = pos + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      for (
+        let a = c.from + 2, b = pos + 2;
+        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
+        a += 2, b += 2
+      )
+        k++;
       // The chain diverges or ends inside c: only c's first k blocks gain the reference.
       if (k < c.len) this.split(c, k);
       c.ref++;
@@ -168,7 +173,11 @@ export class PrefixTree {
       if (--c.ref === 0) {
         // Nothing else passes through c, so below it is only the rest of this chain.
         this.unlink(node, c);
-        for (let x: Node | null = c; x !== null; x = x.kids === null || x.kids.size === 0 ? null : x.kids.values().next().value!) {
+        for (
+          let x: Node | null = c;
+          x !== null;
+          x = x.kids === null || x.kids.size === 0 ? null : x.kids.values().next().value!
+        ) {
           this.nodes--;
           this.size -= x.len;
           if (x.frac === x.frac) {
@@ -218,7 +227,12 @@ export class PrefixTree {
       const m = Math.min(c.len, n - depth);
       const s = c.src;
       let k = 1;
-      for (let a = c.from + 2, b = 2 * depth + 2; k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1]; a += 2, b += 2) k++;
+      for (
+        let a = c.from + 2, b = 2 * depth + 2;
+        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
+        a += 2, b += 2
+      )
+        k++;
       depth += k;
       if (k < c.len) break;
       node = c;
@@ -232,7 +246,9 @@ export class PrefixTree {
     while (stack.length > 0) {
       const n = stack.pop()!;
       for (let i = 0; i < n.len; i++) fn(n.src[n.from + 2 * i], n.src[n.from + 2 * i + 1], n.ref, n.frac);
-      if (n.kids) for (const head of n.kids.values()) for (let c: Node | null = head; c !== null; c = c.alt) stack.push(c);
+      if (n.kids)
+        for (const head of n.kids.values())
+          for (let c: Node | null = head; c !== null; c = c.alt) stack.push(c);
     }
   }
 }

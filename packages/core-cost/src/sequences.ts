@@ -287,7 +287,8 @@ export class ActiveSequences {
       }
       if (plan.reuse) {
         const fresh = this.tree.insert(prompt, prompt.length);
-        if (this.holders !== null && fresh < prompt.length) this.holders.mark(prompt, fresh, prompt.length, this.holderSlot);
+        if (this.holders !== null && fresh < prompt.length)
+          this.holders.mark(prompt, fresh, prompt.length, this.holderSlot);
       } else {
         const t = this.blocks;
         for (let i = 0; i < prompt.length; i += 2) t.inc(prompt[i], prompt[i + 1]);
@@ -736,7 +737,8 @@ export class MultiWorkerSequences {
    */
   fillLoads(batch: CandidateBatch, seqPairs: Uint32Array | null, now: number): CandidateBatch {
     const h = this.holders;
-    if (this.depths.length < h.slotLimit) this.depths = new Int32Array(Math.max(h.slotLimit, 2 * this.depths.length));
+    if (this.depths.length < h.slotLimit)
+      this.depths = new Int32Array(Math.max(h.slotLimit, 2 * this.depths.length));
     const depths = this.depths;
     if (seqPairs && seqPairs.length >= 2) h.prefixDepths(seqPairs, depths);
     else depths.fill(0);
@@ -779,5 +781,4 @@ export class MultiWorkerSequences {
   slotGen(slot: number): number {
     return slot >= 0 && slot < this.loads.gen.length ? this.loads.gen[slot] : 0;
   }
-
 }

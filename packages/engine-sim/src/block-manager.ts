@@ -143,7 +143,8 @@ export class BlockManager {
       if (st === PARTIAL && r !== 1) bad.push(`slot ${s}: partial block shared (${r})`);
       if (st === FULL && this.caching) {
         hashed++;
-        if (this.table.get(this.hashLo[s], this.hashHi[s]) !== s) bad.push(`slot ${s}: not findable by its hash`);
+        if (this.table.get(this.hashLo[s], this.hashHi[s]) !== s)
+          bad.push(`slot ${s}: not findable by its hash`);
       }
     }
     if (hashed !== this.table.size) bad.push(`table holds ${this.table.size} keys, ${hashed} hashed slots`);

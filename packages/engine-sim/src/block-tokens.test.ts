@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { SimEngine } from './engine.js';
 import type { EngineKvEvent } from './types.js';
 
-const blocksOf = (evs: EngineKvEvent[]) => evs.flatMap((e) => ('stored' in e.data ? e.data.stored.blocks : []));
+const blocksOf = (evs: EngineKvEvent[]) =>
+  evs.flatMap((e) => ('stored' in e.data ? e.data.stored.blocks : []));
 
 describe('SimEngine: per-block token ids', () => {
   it('prompt blocks carry tokens [i·bs, (i+1)·bs) and hash to the §2.4 vectors', () => {

@@ -71,14 +71,20 @@ export const DEFAULT_ENGINE_CONFIG: Readonly<EngineConfig> = Object.freeze({
 });
 
 function bad(field: keyof EngineConfig, want: string, got: unknown): never {
-  throw new KvrError('invalid_engine_config', `engine config ${field}: expected ${want}, got ${String(got)}`, 400, {
-    field,
-  });
+  throw new KvrError(
+    'invalid_engine_config',
+    `engine config ${field}: expected ${want}, got ${String(got)}`,
+    400,
+    {
+      field,
+    },
+  );
 }
 
 // Typed arrays indexed by slot/block make 2^31 a hard ceiling; the tighter limits keep memory sane.
 function int(field: keyof EngineConfig, v: unknown, lo: number, hi: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) bad(field, `an integer in [${lo}, ${hi}]`, v);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi)
+    bad(field, `an integer in [${lo}, ${hi}]`, v);
   return v;
 }
 
@@ -103,7 +109,8 @@ export function resolveEngineConfig(partial: Partial<EngineConfig> = {}): Readon
   if (c.preemptionMode !== 'lifo' && c.preemptionMode !== 'fifo') {
     bad('preemptionMode', "'lifo' or 'fifo'", c.preemptionMode);
   }
-  if (c.engineType !== 'vllm' && c.engineType !== 'sglang') bad('engineType', "'vllm' or 'sglang'", c.engineType);
+  if (c.engineType !== 'vllm' && c.engineType !== 'sglang')
+    bad('engineType', "'vllm' or 'sglang'", c.engineType);
   return Object.freeze({
     numGpuBlocks: int('numGpuBlocks', c.numGpuBlocks, 1, 1 << 28),
     blockSize: int('blockSize', c.blockSize, 1, 1 << 16),

@@ -55,7 +55,6 @@ class SimRequest {
   }
 }
 
-
 /**
  * One dp rank of the simulated engine (PROTOCOL.md §17, vLLM flavour): a block manager plus a
  * scheduler driven as a step machine. It never reads a clock: `now` only has to be non-decreasing,
@@ -126,7 +125,9 @@ export class EngineCore {
       req,
       this.cfg,
       (id) => this.byId.has(id),
-      this.cfg.enableChunkedPrefill ? null : { tokens: this.cfg.maxNumBatchedTokens, name: 'max_num_batched_tokens' },
+      this.cfg.enableChunkedPrefill
+        ? null
+        : { tokens: this.cfg.maxNumBatchedTokens, name: 'max_num_batched_tokens' },
     );
     const { id, tokenIds, maxTokens, loraName } = req;
     const seed = this.seedOf(loraName);
@@ -254,13 +255,13 @@ export class EngineCore {
             cfg.decodeSpeedupRatio,
           )
         : passDurationMs(
-          this.timing,
-          prefillTokens,
-          decodeRequests > 0,
-          kvUsage,
-          cfg.speedupRatio,
-          cfg.decodeSpeedupRatio,
-        );
+            this.timing,
+            prefillTokens,
+            decodeRequests > 0,
+            kvUsage,
+            cfg.speedupRatio,
+            cfg.decodeSpeedupRatio,
+          );
 
     // 4. Advance: a request whose computed tokens reach its length emits the next token.
     const emitted: EmittedToken[] = [];
@@ -272,7 +273,10 @@ export class EngineCore {
         r.sched = 0;
         r.numComputed += n;
         if (r.numComputed === r.numTokens) {
-          const tok = this.reasoning === null ? this.rng.nextToken() : this.reasoning.next(this.rng.nextToken(), r.generated, r.maxTokens);
+          const tok =
+            this.reasoning === null
+              ? this.rng.nextToken()
+              : this.reasoning.next(this.rng.nextToken(), r.generated, r.maxTokens);
           r.tokens[r.numTokens++] = tok;
           r.generated++;
           const rec: EmittedToken = { requestId: r.id, tokenIds: [tok] };
@@ -341,7 +345,8 @@ export class EngineCore {
     const check = (r: SimRequest): void => {
       for (let j = 0; j < r.numBlocks; j++) holders[r.blocks[j]]++;
       const want = Math.ceil(r.numComputed / this.bs);
-      if (r.numBlocks !== want) bad.push(`${r.id}: ${r.numBlocks} blocks for ${r.numComputed} computed tokens`);
+      if (r.numBlocks !== want)
+        bad.push(`${r.id}: ${r.numBlocks} blocks for ${r.numComputed} computed tokens`);
       if (r.fullBlocks !== Math.floor(r.numComputed / this.bs)) bad.push(`${r.id}: full block count`);
       for (let j = 0; j < r.numBlocks; j++) {
         const partial = this.bm.state[r.blocks[j]] === PARTIAL;
@@ -496,7 +501,17 @@ export class EngineCore {
     const h = r.hashes;
     const o = 4 * j;
     const tokens = this.blockTokenIds ? r.tokens.slice(j * this.bs, (j + 1) * this.bs) : undefined;
-    this.log.stored(j > 0, j > 0 ? h[o - 2] : 0, j > 0 ? h[o - 1] : 0, h[o + 2], h[o + 3], h[o], h[o + 1], j, tokens);
+    this.log.stored(
+      j > 0,
+      j > 0 ? h[o - 2] : 0,
+      j > 0 ? h[o - 1] : 0,
+      h[o + 2],
+      h[o + 3],
+      h[o],
+      h[o + 1],
+      j,
+      tokens,
+    );
     this.counters.storedBlocks++;
   }
 

@@ -6,7 +6,12 @@ import type { EngineKvEvent, StepResult } from './types.js';
 /** `n` distinct token ids starting at `base`. */
 const prompt = (n: number, base = 1): Uint32Array => Uint32Array.from({ length: n }, (_, i) => base + i);
 
-function stored(e: EngineKvEvent): { parent: bigint | null; start: number | null; blocks: bigint[]; tokens: bigint[] } {
+function stored(e: EngineKvEvent): {
+  parent: bigint | null;
+  start: number | null;
+  blocks: bigint[];
+  tokens: bigint[];
+} {
   if (!('stored' in e.data)) throw new Error(`event ${e.event_id} is not a Stored`);
   const s = e.data.stored;
   return {
@@ -177,7 +182,8 @@ describe('SimEngine: scheduler', () => {
 
   it('max_num_seqs caps the running set; admission is FIFO', () => {
     const eng = new SimEngine({ maxNumSeqs: 2 });
-    for (const id of ['a', 'b', 'c']) eng.enqueue({ id, tokenIds: prompt(8, id.charCodeAt(0) * 100), maxTokens: 2 }, 0);
+    for (const id of ['a', 'b', 'c'])
+      eng.enqueue({ id, tokenIds: prompt(8, id.charCodeAt(0) * 100), maxTokens: 2 }, 0);
     const r1 = eng.step(0);
     expect(r1.emitted.map((e) => e.requestId)).toEqual(['a', 'b']);
     expect(eng.ranks[0].numWaiting).toBe(1);
@@ -205,7 +211,12 @@ describe('SimEngine: scheduler', () => {
     const local = localBlockHashes(Uint32Array.from(tokens.slice(0, 8)), 4);
     const seq = sequenceHashes(local);
     expect(r3.kvEvents).toHaveLength(1);
-    expect(stored(r3.kvEvents[0])).toEqual({ parent: seq[0], start: 1, blocks: [seq[1]], tokens: [local[1]] });
+    expect(stored(r3.kvEvents[0])).toEqual({
+      parent: seq[0],
+      start: 1,
+      blocks: [seq[1]],
+      tokens: [local[1]],
+    });
     expect(r3.kvEvents[0].event_id).toBe(2);
     expectSound(eng);
   });
@@ -301,7 +312,12 @@ describe('SimEngine: preemption', () => {
    * pool (4 blocks) cannot give both their third block.
    */
   function run(mode: 'lifo' | 'fifo'): { eng: SimEngine; passes: StepResult[] } {
-    const eng = new SimEngine({ blockSize: 4, numGpuBlocks: 4, enablePrefixCaching: false, preemptionMode: mode });
+    const eng = new SimEngine({
+      blockSize: 4,
+      numGpuBlocks: 4,
+      enablePrefixCaching: false,
+      preemptionMode: mode,
+    });
     eng.enqueue({ id: 'a', tokenIds: prompt(4, 10), maxTokens: 9 }, 0);
     eng.enqueue({ id: 'b', tokenIds: prompt(4, 20), maxTokens: 9 }, 0);
     const passes: StepResult[] = [];
@@ -346,7 +362,12 @@ describe('SimEngine: preemption', () => {
 
   it('a fifo victim already scheduled in the pass is undone and the scan goes on', () => {
     // bs 4, 2 blocks. a: 2-token prompt, 3 outputs (needs 1 block); b: 4-token prompt, 4 outputs (2 blocks).
-    const eng = new SimEngine({ blockSize: 4, numGpuBlocks: 2, enablePrefixCaching: false, preemptionMode: 'fifo' });
+    const eng = new SimEngine({
+      blockSize: 4,
+      numGpuBlocks: 2,
+      enablePrefixCaching: false,
+      preemptionMode: 'fifo',
+    });
     eng.enqueue({ id: 'a', tokenIds: prompt(2, 10), maxTokens: 3 }, 0);
     eng.enqueue({ id: 'b', tokenIds: prompt(4, 20), maxTokens: 4 }, 0);
     // Pass 1: a block 0 (partial), b block 0 (full): pool full.
@@ -450,7 +471,12 @@ describe('SimEngine: API', () => {
     const r = eng.step(1);
     expect(r.emitted[0].cachedTokens).toBe(0);
     const local = localBlockHashes(p, 4, { loraName: 'my-lora' });
-    expect(stored(r.kvEvents[0])).toEqual({ parent: null, start: 0, blocks: sequenceHashes(local), tokens: local });
+    expect(stored(r.kvEvents[0])).toEqual({
+      parent: null,
+      start: 0,
+      blocks: sequenceHashes(local),
+      tokens: local,
+    });
   });
 
   it('generated tokens are reproducible per seed and lie in [1, vocabSize − 1]', () => {

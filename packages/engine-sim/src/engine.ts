@@ -32,7 +32,8 @@ export class SimEngine {
     const timing = deps.timing ?? POLYNOMIAL_TIMING;
     const ranks: RankCore[] = [];
     const Core = this.config.engineType === 'sglang' ? SglangCore : EngineCore;
-    for (let r = 0; r < this.config.dataParallelSize; r++) ranks.push(new Core(r, this.config, hasher, timing, deps.blockTokenIds === true));
+    for (let r = 0; r < this.config.dataParallelSize; r++)
+      ranks.push(new Core(r, this.config, hasher, timing, deps.blockTokenIds === true));
     this.ranks = ranks;
   }
 
@@ -40,7 +41,9 @@ export class SimEngine {
     const rank = this.rank(req.dpRank ?? 0, 'dpRank');
     for (const core of this.ranks) {
       if (core !== rank && core.has(req.id)) {
-        throw new KvrError('invalid_request', `request id: duplicate live request id ${req.id}`, 400, { field: 'id' });
+        throw new KvrError('invalid_request', `request id: duplicate live request id ${req.id}`, 400, {
+          field: 'id',
+        });
       }
     }
     rank.enqueue(req, now);

@@ -15,7 +15,9 @@ const fail: FlagFail = (m, flag) => {
 
 describe('reasoningFromFlag', () => {
   it('maps upstream field names and passes absent values through', () => {
-    expect(reasoningFromFlag({ start_thinking_token_id: 7, end_thinking_token_id: 8, thinking_ratio: 0.25 }, fail)).toEqual({
+    expect(
+      reasoningFromFlag({ start_thinking_token_id: 7, end_thinking_token_id: 8, thinking_ratio: 0.25 }, fail),
+    ).toEqual({
       startThinkingTokenId: 7,
       endThinkingTokenId: 8,
       thinkingRatio: 0.25,
@@ -27,9 +29,15 @@ describe('reasoningFromFlag', () => {
   it.each([
     [[1], /expected a JSON object/],
     [{ start_thinking_token_id: 1, end_thinking_token_id: 2, thinking_ratio: 0.5, x: 1 }, /unknown field x/],
-    [{ start_thinking_token_id: -1, end_thinking_token_id: 2, thinking_ratio: 0.5 }, /start_thinking_token_id: expected a token id/],
+    [
+      { start_thinking_token_id: -1, end_thinking_token_id: 2, thinking_ratio: 0.5 },
+      /start_thinking_token_id: expected a token id/,
+    ],
     [{ start_thinking_token_id: 3, end_thinking_token_id: 3, thinking_ratio: 0.5 }, /must differ/],
-    [{ start_thinking_token_id: 1, end_thinking_token_id: 2, thinking_ratio: 1.5 }, /thinking_ratio: expected a number in \[0, 1\]/],
+    [
+      { start_thinking_token_id: 1, end_thinking_token_id: 2, thinking_ratio: 1.5 },
+      /thinking_ratio: expected a number in \[0, 1\]/,
+    ],
   ])('refuses %j through the caller’s fail, naming --reasoning', (v, msg) => {
     let err: unknown;
     try {
@@ -51,7 +59,9 @@ describe('profileTimingFromFlag', () => {
       asked.push([p, binary]);
       return null;
     };
-    expect(() => profileTimingFromFlag('/a/p.json', read, 1000, fail)).toThrow('--planner-profile-data /a/p.json: cannot read the file');
+    expect(() => profileTimingFromFlag('/a/p.json', read, 1000, fail)).toThrow(
+      '--planner-profile-data /a/p.json: cannot read the file',
+    );
     expect(() => profileTimingFromFlag('/a/p.NPZ', read, 1000, fail)).toThrow(FlagError);
     expect(asked).toEqual([
       ['/a/p.json', false],

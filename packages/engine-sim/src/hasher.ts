@@ -16,7 +16,14 @@ export interface BlockHasher {
     idx: number,
   ): void;
   /** Sequence hash step `xxh3_64(LE64(prev) ‖ LE64(local), seed 1337)` into `out[idx]`, `out[idx + 1]`. */
-  chain(prevLo: number, prevHi: number, localLo: number, localHi: number, out: Uint32Array, idx: number): void;
+  chain(
+    prevLo: number,
+    prevHi: number,
+    localLo: number,
+    localHi: number,
+    out: Uint32Array,
+    idx: number,
+  ): void;
   /** Seed for a LoRA adapter name; empty or absent = base seed 1337. */
   seedOf(loraName: string | undefined): bigint;
 }

@@ -11,11 +11,24 @@ export { EngineCore } from './engine-core.js';
 export { SglangCore } from './sglang-core.js';
 export { RadixCache, RadixNode } from './radix-cache.js';
 export { ReasoningTokens } from './reasoning.js';
-export { parsePlannerProfile, parsePlannerProfileNpz, profileTiming, interp1, interp2, type PlannerProfile } from './timing-profile.js';
+export {
+  parsePlannerProfile,
+  parsePlannerProfileNpz,
+  profileTiming,
+  interp1,
+  interp2,
+  type PlannerProfile,
+} from './timing-profile.js';
 export { reasoningFromFlag, profileTimingFromFlag, type FlagFail, type ProfileRead } from './flags.js';
 export { parseNpz, parseNpy, NpzError, type NpyArray, type InflateRaw } from './npz.js';
 export { DEFAULT_HASHER, type BlockHasher } from './hasher.js';
-export { POLYNOMIAL_TIMING, passDurationMs, shapedPassDurationMs, type DecodeShape, type TimingModel } from './timing.js';
+export {
+  POLYNOMIAL_TIMING,
+  passDurationMs,
+  shapedPassDurationMs,
+  type DecodeShape,
+  type TimingModel,
+} from './timing.js';
 export type {
   EmittedToken,
   EngineKvEvent,

@@ -23,7 +23,8 @@ class RefIndex {
       if (parent !== null && !this.held.has(parent)) throw new Error(`stored under missing parent ${parent}`);
       for (const b of e.data.stored.blocks) {
         const want = parent === null ? b.tokens_hash : sequenceHashOf(parent, b.tokens_hash);
-        if (b.block_hash !== want) throw new Error(`block ${b.block_hash} is not the chain hash of its parent`);
+        if (b.block_hash !== want)
+          throw new Error(`block ${b.block_hash} is not the chain hash of its parent`);
         if (this.held.has(b.block_hash)) throw new Error(`block ${b.block_hash} stored twice`);
         this.held.set(b.block_hash, { parent, children: 0 });
         if (parent !== null) this.held.get(parent)!.children++;
@@ -155,7 +156,9 @@ function workload(partial: Partial<EngineConfig>, seed: number, ticks: number) {
     const pools = eng.ranks[rank].pools();
     expect(pools.active).toBe(0);
     // vLLM pools count blocks, SGLang's count tokens.
-    expect(pools.inactive + pools.free).toBe(cfg.numGpuBlocks * (cfg.engineType === 'sglang' ? cfg.blockSize : 1));
+    expect(pools.inactive + pools.free).toBe(
+      cfg.numGpuBlocks * (cfg.engineType === 'sglang' ? cfg.blockSize : 1),
+    );
     expect(eng.load(rank).kv_used_blocks).toBe(0);
     check(rank);
   }
@@ -184,15 +187,24 @@ describe('random workloads: block accounting and event replay', () => {
   const cases: [string, Partial<EngineConfig>][] = [
     ['caching, chunked, lifo', { ...tight }],
     ['caching, chunked, fifo', { ...tight, preemptionMode: 'fifo' }],
-    ['caching, unchunked, lifo', { ...tight, enableChunkedPrefill: false, maxNumBatchedTokens: 64, numGpuBlocks: 30 }],
+    [
+      'caching, unchunked, lifo',
+      { ...tight, enableChunkedPrefill: false, maxNumBatchedTokens: 64, numGpuBlocks: 30 },
+    ],
     ['caching, bs 1', { ...tight, blockSize: 1, numGpuBlocks: 24, maxNumBatchedTokens: 16 }],
     ['no caching, chunked, fifo', { ...tight, enablePrefixCaching: false, preemptionMode: 'fifo' }],
     // One possible output token: equal prompts give equal outputs, so filled partial blocks dedup at promotion.
     ['caching, vocab 2', { ...tight, vocabSize: 2 }],
     ['caching, 2 dp ranks', { ...tight, dataParallelSize: 2, numGpuBlocks: 24 }],
     ['sglang: caching, chunked', { ...tight, engineType: 'sglang', sglangMaxPrefillTokens: 40 }],
-    ['sglang: caching, unchunked', { ...tight, engineType: 'sglang', enableChunkedPrefill: false, sglangMaxPrefillTokens: 64 }],
-    ['sglang: caching, bs 1', { ...tight, engineType: 'sglang', blockSize: 1, numGpuBlocks: 24, maxNumBatchedTokens: 16 }],
+    [
+      'sglang: caching, unchunked',
+      { ...tight, engineType: 'sglang', enableChunkedPrefill: false, sglangMaxPrefillTokens: 64 },
+    ],
+    [
+      'sglang: caching, bs 1',
+      { ...tight, engineType: 'sglang', blockSize: 1, numGpuBlocks: 24, maxNumBatchedTokens: 16 },
+    ],
     ['sglang: no caching', { ...tight, engineType: 'sglang', enablePrefixCaching: false }],
     ['sglang: vocab 2', { ...tight, engineType: 'sglang', vocabSize: 2 }],
     ['sglang: 2 dp ranks', { ...tight, engineType: 'sglang', dataParallelSize: 2, numGpuBlocks: 24 }],

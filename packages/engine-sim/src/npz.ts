@@ -16,7 +16,8 @@ export type InflateRaw = (bytes: Uint8Array) => Uint8Array;
 export class NpzError extends Error {}
 
 const u16 = (b: Uint8Array, o: number): number => b[o] | (b[o + 1] << 8);
-const u32 = (b: Uint8Array, o: number): number => (b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)) >>> 0;
+const u32 = (b: Uint8Array, o: number): number =>
+  (b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)) >>> 0;
 const u64 = (b: Uint8Array, o: number): number => u32(b, o) + u32(b, o + 4) * 2 ** 32;
 
 /** Arrays by name (the `.npy` suffix dropped). */
@@ -54,7 +55,7 @@ export function parseNpz(bytes: Uint8Array, inflateRaw?: InflateRaw): Map<string
     let local = u32(bytes, o + 42);
     const name = new TextDecoder().decode(bytes.subarray(o + 46, o + 46 + nameLen));
     // Zip64 extra field (id 1): the 0xffffffff fields, in the order usize, csize, offset.
-    for (let e = o + 46 + nameLen; e < o + 46 + nameLen + extraLen; ) {
+    for (let e = o + 46 + nameLen; e < o + 46 + nameLen + extraLen;) {
       const id = u16(bytes, e);
       const len = u16(bytes, e + 2);
       if (id === 1) {
@@ -101,7 +102,8 @@ const READERS: Record<string, [number, (v: DataView, o: number) => number]> = {
 };
 
 export function parseNpy(b: Uint8Array, name: string): NpyArray {
-  if (b.length < 10 || b[0] !== 0x93 || new TextDecoder().decode(b.subarray(1, 6)) !== 'NUMPY') throw new NpzError(`${name}: not a .npy array`);
+  if (b.length < 10 || b[0] !== 0x93 || new TextDecoder().decode(b.subarray(1, 6)) !== 'NUMPY')
+    throw new NpzError(`${name}: not a .npy array`);
   const major = b[6];
   const hlen = major === 1 ? u16(b, 8) : u32(b, 8);
   const hstart = major === 1 ? 10 : 12;
@@ -109,7 +111,8 @@ export function parseNpy(b: Uint8Array, name: string): NpyArray {
   const descr = /'descr':\s*'([^']+)'/.exec(header)?.[1];
   const fortran = /'fortran_order':\s*True/.test(header);
   const shapeText = /'shape':\s*\(([^)]*)\)/.exec(header)?.[1];
-  if (descr === undefined || shapeText === undefined) throw new NpzError(`${name}: unreadable header ${header.trim()}`);
+  if (descr === undefined || shapeText === undefined)
+    throw new NpzError(`${name}: unreadable header ${header.trim()}`);
   const reader = READERS[descr];
   if (reader === undefined) throw new NpzError(`${name}: dtype ${descr} is not a little-endian number`);
   const shape = shapeText
@@ -120,15 +123,18 @@ export function parseNpy(b: Uint8Array, name: string): NpyArray {
   const n = shape.reduce((a, x) => a * x, 1);
   const [size, read] = reader;
   const off = hstart + hlen;
-  if (b.length - off < n * size) throw new NpzError(`${name}: ${b.length - off} data bytes for ${n} values of ${descr}`);
+  if (b.length - off < n * size)
+    throw new NpzError(`${name}: ${b.length - off} data bytes for ${n} values of ${descr}`);
   const view = new DataView(b.buffer, b.byteOffset + off, n * size);
   const data = new Float64Array(n);
   if (fortran && shape.length === 2) {
     // Column-major on disk: element (i, j) is at j · rows + i.
     const [rows, cols] = shape;
-    for (let j = 0; j < cols; j++) for (let i = 0; i < rows; i++) data[i * cols + j] = read(view, (j * rows + i) * size);
+    for (let j = 0; j < cols; j++)
+      for (let i = 0; i < rows; i++) data[i * cols + j] = read(view, (j * rows + i) * size);
   } else {
-    if (fortran && shape.length > 2) throw new NpzError(`${name}: Fortran-order arrays of rank > 2 are not supported`);
+    if (fortran && shape.length > 2)
+      throw new NpzError(`${name}: Fortran-order arrays of rank > 2 are not supported`);
     for (let k = 0; k < n; k++) data[k] = read(view, k * size);
   }
   return { shape, data };

@@ -139,7 +139,13 @@ export class RadixCache {
       }
       const n = to - pos;
       let target: RadixNode;
-      if (node.parent !== null && node.children.size === 0 && node.lock === 1 && node.buf === tokens && node.off + node.len === pos) {
+      if (
+        node.parent !== null &&
+        node.children.size === 0 &&
+        node.lock === 1 &&
+        node.buf === tokens &&
+        node.off + node.len === pos
+      ) {
         // The request's own leaf that nobody else uses: grow it in place.
         node.len += n;
         this.lockedTokens += n;
@@ -217,9 +223,11 @@ export class RadixCache {
         if (n.lock > 0) locked += n.len;
         if (n.len <= 0) bad.push(`node at ${n.depth}: empty`);
         const want = locks.get(n) ?? 0;
-        if (n.lock !== want) bad.push(`node at ${n.depth} (+${n.len}): lock ${n.lock}, ${want} requests hold it`);
+        if (n.lock !== want)
+          bad.push(`node at ${n.depth} (+${n.len}): lock ${n.lock}, ${want} requests hold it`);
         const nb = Math.floor((n.depth + n.len) / this.bs) - Math.floor(n.depth / this.bs);
-        if (n.blocks.length !== 2 * nb) bad.push(`node at ${n.depth} (+${n.len}): ${n.blocks.length / 2} block hashes, ${nb} block ends`);
+        if (n.blocks.length !== 2 * nb)
+          bad.push(`node at ${n.depth} (+${n.len}): ${n.blocks.length / 2} block hashes, ${nb} block ends`);
       }
       for (const [k, c] of n.children) {
         if (c.parent !== n) bad.push(`node at ${c.depth}: wrong parent`);
@@ -230,7 +238,8 @@ export class RadixCache {
     };
     for (const r of this.roots.values()) walk(r, true);
     if (tree !== this.treeTokens) bad.push(`treeTokens ${this.treeTokens}, nodes hold ${tree}`);
-    if (locked !== this.lockedTokens) bad.push(`lockedTokens ${this.lockedTokens}, locked nodes hold ${locked}`);
+    if (locked !== this.lockedTokens)
+      bad.push(`lockedTokens ${this.lockedTokens}, locked nodes hold ${locked}`);
     if (tree > this.capacity) bad.push(`tree holds ${tree} tokens, capacity ${this.capacity}`);
     return bad;
   }

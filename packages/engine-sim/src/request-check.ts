@@ -34,15 +34,21 @@ export function checkRequest(
     invalid('maxTokens', `expected an integer >= 1, got ${String(maxTokens)}`);
   }
   if (loraName !== undefined && typeof loraName !== 'string') invalid('loraName', 'expected a string');
-  if (req.kvTransferred !== undefined && typeof req.kvTransferred !== 'boolean') invalid('kvTransferred', 'expected a boolean');
+  if (req.kvTransferred !== undefined && typeof req.kvTransferred !== 'boolean')
+    invalid('kvTransferred', 'expected a boolean');
   const bs = cfg.blockSize;
   // The last generated token's KV is never computed, hence the − 1.
   const maxBlocks = Math.ceil((tokenIds.length + maxTokens - 1) / bs);
   if (maxBlocks > cfg.numGpuBlocks) {
     const field = Math.ceil(tokenIds.length / bs) > cfg.numGpuBlocks ? 'tokenIds' : 'maxTokens';
-    throw new KvrError('request_too_large', `request ${field}: needs ${maxBlocks} KV blocks, the engine has ${cfg.numGpuBlocks}`, 400, {
-      field,
-    });
+    throw new KvrError(
+      'request_too_large',
+      `request ${field}: needs ${maxBlocks} KV blocks, the engine has ${cfg.numGpuBlocks}`,
+      400,
+      {
+        field,
+      },
+    );
   }
   if (promptLimit !== null && tokenIds.length > promptLimit.tokens) {
     throw new KvrError(

@@ -170,7 +170,9 @@ export class SglangCore {
       req,
       this.cfg,
       (id) => this.byId.has(id),
-      this.cfg.enableChunkedPrefill ? null : { tokens: this.cfg.sglangMaxPrefillTokens, name: 'sglang_max_prefill_tokens' },
+      this.cfg.enableChunkedPrefill
+        ? null
+        : { tokens: this.cfg.sglangMaxPrefillTokens, name: 'sglang_max_prefill_tokens' },
     );
     const key = req.loraName ?? '';
     let seed = this.seeds.get(key);
@@ -178,7 +180,17 @@ export class SglangCore {
       seed = this.hasher.seedOf(req.loraName);
       this.seeds.set(key, seed);
     }
-    const r = new SglRequest(req.id, req.tokenIds, req.maxTokens, u64Lo(seed), u64Hi(seed), key, maxBlocks, this.hasher, this.bs);
+    const r = new SglRequest(
+      req.id,
+      req.tokenIds,
+      req.maxTokens,
+      u64Lo(seed),
+      u64Hi(seed),
+      key,
+      maxBlocks,
+      this.hasher,
+      this.bs,
+    );
     r.kvTransferred = req.kvTransferred === true;
     this.byId.set(req.id, r);
     this.waiting.pushBack(r);
@@ -224,8 +236,21 @@ export class SglangCore {
     const durationMs = idle
       ? 0
       : this.timing.decodeStepMs !== undefined
-        ? shapedPassDurationMs(this.timing, prefillTokens, { kvUsage, batch: decodeRequests, contextTokens }, cfg.speedupRatio, cfg.decodeSpeedupRatio)
-        : passDurationMs(this.timing, prefillTokens, decodeRequests > 0, kvUsage, cfg.speedupRatio, cfg.decodeSpeedupRatio);
+        ? shapedPassDurationMs(
+            this.timing,
+            prefillTokens,
+            { kvUsage, batch: decodeRequests, contextTokens },
+            cfg.speedupRatio,
+            cfg.decodeSpeedupRatio,
+          )
+        : passDurationMs(
+            this.timing,
+            prefillTokens,
+            decodeRequests > 0,
+            kvUsage,
+            cfg.speedupRatio,
+            cfg.decodeSpeedupRatio,
+          );
 
     if (prefillTokens > 0) {
       // Extend pass: finished prompts emit and join the running set; unfinished chunks wait at the head.
@@ -257,7 +282,10 @@ export class SglangCore {
     }
 
     // SGLang decays the output reservation each pass and resets it on memory pressure.
-    this.newTokenRatio = retracted > 0 ? INIT_NEW_TOKEN_RATIO : Math.max(MIN_NEW_TOKEN_RATIO, this.newTokenRatio - NEW_TOKEN_RATIO_DECAY);
+    this.newTokenRatio =
+      retracted > 0
+        ? INIT_NEW_TOKEN_RATIO
+        : Math.max(MIN_NEW_TOKEN_RATIO, this.newTokenRatio - NEW_TOKEN_RATIO_DECAY);
 
     const c = this.counters;
     c.passes += idle ? 0 : 1;
@@ -269,7 +297,18 @@ export class SglangCore {
     this.lastLoad = load.kv_used_blocks;
     const kvEvents = this.log.drain();
     for (const e of kvEvents) if ('stored' in e.data) c.storedBlocks += e.data.stored.blocks.length;
-    return { dpRank: this.dpRank, durationMs, idle, prefillTokens, decodeRequests, preempted: retracted, emitted, kvEvents, load, loadChanged };
+    return {
+      dpRank: this.dpRank,
+      durationMs,
+      idle,
+      prefillTokens,
+      decodeRequests,
+      preempted: retracted,
+      emitted,
+      kvEvents,
+      load,
+      loadChanged,
+    };
   }
 
   /** Blocks in use: KV tokens held by live requests, rounded up to blocks. */
@@ -288,7 +327,11 @@ export class SglangCore {
 
   /** KV tokens: in use by live requests, cached but evictable, free. */
   pools(): { active: number; inactive: number; free: number } {
-    return { active: this.usedTokens(), inactive: this.cache.evictable, free: this.cache.free - this.privateTokens };
+    return {
+      active: this.usedTokens(),
+      inactive: this.cache.evictable,
+      free: this.cache.free - this.privateTokens,
+    };
   }
 
   audit(): string[] {
@@ -302,12 +345,14 @@ export class SglangCore {
       }
       if (!this.caching) {
         priv += r.privateTokens;
-        if (r.privateTokens !== r.numComputed) bad.push(`${r.id}: ${r.privateTokens} private tokens for ${r.numComputed} computed`);
+        if (r.privateTokens !== r.numComputed)
+          bad.push(`${r.id}: ${r.privateTokens} private tokens for ${r.numComputed} computed`);
         return;
       }
       const end = r.node.depth + r.node.len;
       if (end !== r.numComputed) bad.push(`${r.id}: path ends at ${end}, ${r.numComputed} tokens computed`);
-      for (let n: RadixNode | null = r.node; n !== null && n.parent !== null; n = n.parent) locks.set(n, (locks.get(n) ?? 0) + 1);
+      for (let n: RadixNode | null = r.node; n !== null && n.parent !== null; n = n.parent)
+        locks.set(n, (locks.get(n) ?? 0) + 1);
     };
     for (const r of this.running) check(r);
     for (let k = 0; k < this.waiting.length; k++) check(this.waiting.at(k));
@@ -330,7 +375,8 @@ export class SglangCore {
   private admit(): SglRequest[] {
     const batch: SglRequest[] = [];
     let reserved = 0;
-    for (const r of this.running) reserved += Math.min(r.remainingOutput(), CLIP_MAX_NEW_TOKENS) * this.newTokenRatio;
+    for (const r of this.running)
+      reserved += Math.min(r.remainingOutput(), CLIP_MAX_NEW_TOKENS) * this.newTokenRatio;
     let remTotal = this.room() - reserved;
     let remInput = this.cfg.sglangMaxPrefillTokens;
     let remChunk = this.chunk;
@@ -450,7 +496,8 @@ export class SglangCore {
         continue;
       }
       let v = 0;
-      for (let k = 1; k < this.running.length; k++) if (this.running[k].generated < this.running[v].generated) v = k;
+      for (let k = 1; k < this.running.length; k++)
+        if (this.running[k].generated < this.running[v].generated) v = k;
       const r = this.running[v];
       this.running.splice(v, 1);
       this.releaseKv(r);
@@ -506,7 +553,9 @@ export class SglangCore {
 
   private checkNow(now: number): void {
     if (typeof now !== 'number' || !Number.isFinite(now) || now < this.lastNow) {
-      throw new KvrError('invalid_time', `now: expected a time >= ${this.lastNow}, got ${String(now)}`, 400, { field: 'now' });
+      throw new KvrError('invalid_time', `now: expected a time >= ${this.lastNow}, got ${String(now)}`, 400, {
+        field: 'now',
+      });
     }
     this.lastNow = now;
   }

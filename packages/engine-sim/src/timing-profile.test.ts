@@ -74,13 +74,37 @@ describe('--planner-profile-data', () => {
     ['not JSON', '{', 'not valid JSON'],
     ['an array', '[]', 'expected a JSON object'],
     ['a missing axis', JSON.stringify({ ...upstreamShape, prefill_isl: undefined }), 'prefill_isl'],
-    ['a decreasing axis', JSON.stringify({ ...upstreamShape, prefill_isl: [1100, 100] }), 'prefill_isl[1]: values must increase'],
-    ['a length mismatch', JSON.stringify({ ...upstreamShape, prefill_ttft_ms: [1] }), 'prefill_ttft_ms: expected 2 numbers'],
-    ['a short grid', JSON.stringify({ ...upstreamShape, decode_itl: [[1, 2]] }), 'decode_itl: expected 2 rows'],
-    ['a ragged row', JSON.stringify({ ...upstreamShape, decode_itl: [[1, 2], [3]] }), 'decode_itl[1]: expected 2 numbers'],
+    [
+      'a decreasing axis',
+      JSON.stringify({ ...upstreamShape, prefill_isl: [1100, 100] }),
+      'prefill_isl[1]: values must increase',
+    ],
+    [
+      'a length mismatch',
+      JSON.stringify({ ...upstreamShape, prefill_ttft_ms: [1] }),
+      'prefill_ttft_ms: expected 2 numbers',
+    ],
+    [
+      'a short grid',
+      JSON.stringify({ ...upstreamShape, decode_itl: [[1, 2]] }),
+      'decode_itl: expected 2 rows',
+    ],
+    [
+      'a ragged row',
+      JSON.stringify({ ...upstreamShape, decode_itl: [[1, 2], [3]] }),
+      'decode_itl[1]: expected 2 numbers',
+    ],
     ['a negative time', JSON.stringify({ ...upstreamShape, prefill_ttft_ms: [-1, 2] }), 'prefill_ttft_ms[0]'],
-    ['two x axes', JSON.stringify({ ...upstreamShape, decode_kv_usage: [0, 1] }), 'exactly one of decode_active_kv_tokens, decode_kv_usage'],
-    ['usage over 1', JSON.stringify({ ...upstreamShape, decode_active_kv_tokens: undefined, decode_kv_usage: [0, 2] }), 'fractions in [0, 1]'],
+    [
+      'two x axes',
+      JSON.stringify({ ...upstreamShape, decode_kv_usage: [0, 1] }),
+      'exactly one of decode_active_kv_tokens, decode_kv_usage',
+    ],
+    [
+      'usage over 1',
+      JSON.stringify({ ...upstreamShape, decode_active_kv_tokens: undefined, decode_kv_usage: [0, 2] }),
+      'fractions in [0, 1]',
+    ],
   ];
   it.each(bad)('rejects %s, naming the flag and file', (_name, text, problem) => {
     try {
@@ -120,6 +144,8 @@ describe('--planner-profile-data as upstream .npz', () => {
     expect(() => parsePlannerProfileNpz(npz('profile-compressed.npz'), 'c.npz')).toThrow(
       /--planner-profile-data c.npz: not a readable .npz \(prefill_isl.npy: compressed member, no inflater\)/,
     );
-    expect(() => parsePlannerProfileNpz(new Uint8Array(100), 'z.npz')).toThrow(/--planner-profile-data z.npz: not a readable .npz/);
+    expect(() => parsePlannerProfileNpz(new Uint8Array(100), 'z.npz')).toThrow(
+      /--planner-profile-data z.npz: not a readable .npz/,
+    );
   });
 });

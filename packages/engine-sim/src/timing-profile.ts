@@ -44,8 +44,10 @@ function axis(o: Record<string, unknown>, key: string, source: string, lo: numbe
   const a = new Float64Array(v.length);
   for (let i = 0; i < v.length; i++) {
     const x: unknown = v[i];
-    if (typeof x !== 'number' || !Number.isFinite(x) || x < lo) fail(source, `${key}[${i}]: expected a finite number >= ${lo}, got ${JSON.stringify(x)}`);
-    if (i > 0 && x <= a[i - 1]) fail(source, `${key}[${i}]: values must increase strictly (${a[i - 1]} then ${x})`);
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < lo)
+      fail(source, `${key}[${i}]: expected a finite number >= ${lo}, got ${JSON.stringify(x)}`);
+    if (i > 0 && x <= a[i - 1])
+      fail(source, `${key}[${i}]: values must increase strictly (${a[i - 1]} then ${x})`);
     a[i] = x;
   }
   return a;
@@ -56,7 +58,8 @@ function values(v: unknown, key: string, n: number, source: string): Float64Arra
   const a = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const x: unknown = v[i];
-    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0) fail(source, `${key}[${i}]: expected a finite number >= 0 (ms), got ${JSON.stringify(x)}`);
+    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0)
+      fail(source, `${key}[${i}]: expected a finite number >= 0 (ms), got ${JSON.stringify(x)}`);
     a[i] = x;
   }
   return a;
@@ -64,7 +67,11 @@ function values(v: unknown, key: string, n: number, source: string): Float64Arra
 
 function oneOf<K extends string>(o: Record<string, unknown>, keys: readonly K[], source: string): K {
   const present = keys.filter((k) => k in o);
-  if (present.length !== 1) fail(source, `expected exactly one of ${keys.join(', ')}${present.length > 1 ? `, got ${present.join(' and ')}` : ''}`);
+  if (present.length !== 1)
+    fail(
+      source,
+      `expected exactly one of ${keys.join(', ')}${present.length > 1 ? `, got ${present.join(' and ')}` : ''}`,
+    );
   return present[0];
 }
 
@@ -76,12 +83,17 @@ export function parsePlannerProfile(text: string, source: string): PlannerProfil
   } catch (e) {
     fail(source, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
   }
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) fail(source, 'expected a JSON object of arrays');
+  if (typeof o !== 'object' || o === null || Array.isArray(o))
+    fail(source, 'expected a JSON object of arrays');
   return profileFromArrays(o as Record<string, unknown>, source);
 }
 
 /** The same from upstream's `.npz` itself (`inflateRaw` for `savez_compressed` files). */
-export function parsePlannerProfileNpz(bytes: Uint8Array, source: string, inflateRaw?: InflateRaw): PlannerProfile {
+export function parsePlannerProfileNpz(
+  bytes: Uint8Array,
+  source: string,
+  inflateRaw?: InflateRaw,
+): PlannerProfile {
   let arrays: Map<string, NpyArray>;
   try {
     arrays = parseNpz(bytes, inflateRaw);
@@ -99,19 +111,22 @@ export function parsePlannerProfileNpz(bytes: Uint8Array, source: string, inflat
   return profileFromArrays(o, source);
 }
 
-function profileFromArrays(r: Record<string, unknown>, source: string): PlannerProfile {  const prefillIsl = axis(r, 'prefill_isl', source, 0);
+function profileFromArrays(r: Record<string, unknown>, source: string): PlannerProfile {
+  const prefillIsl = axis(r, 'prefill_isl', source, 0);
   const prefillMs = values(r.prefill_ttft_ms, 'prefill_ttft_ms', prefillIsl.length, source);
   const decodeXAxis = oneOf(r, ['decode_active_kv_tokens', 'decode_kv_usage'] as const, source);
   const decodeYAxis = oneOf(r, ['decode_context_length', 'decode_batch_size'] as const, source);
   const decodeX = axis(r, decodeXAxis, source, 0);
   const decodeY = axis(r, decodeYAxis, source, 0);
-  if (decodeXAxis === 'decode_kv_usage' && decodeX[decodeX.length - 1] > 1) fail(source, 'decode_kv_usage: values are fractions in [0, 1]');
+  if (decodeXAxis === 'decode_kv_usage' && decodeX[decodeX.length - 1] > 1)
+    fail(source, 'decode_kv_usage: values are fractions in [0, 1]');
   const rows = r.decode_itl;
   if (!Array.isArray(rows) || rows.length !== decodeX.length) {
     fail(source, `decode_itl: expected ${decodeX.length} rows (one per ${decodeXAxis} value)`);
   }
   const decodeMs = new Float64Array(decodeX.length * decodeY.length);
-  for (let i = 0; i < decodeX.length; i++) decodeMs.set(values(rows[i], `decode_itl[${i}]`, decodeY.length, source), i * decodeY.length);
+  for (let i = 0; i < decodeX.length; i++)
+    decodeMs.set(values(rows[i], `decode_itl[${i}]`, decodeY.length, source), i * decodeY.length);
   return { prefillIsl, prefillMs, decodeX, decodeXAxis, decodeY, decodeYAxis, decodeMs };
 }
 
@@ -156,7 +171,8 @@ export function profileTiming(p: PlannerProfile, totalKvTokens: number): TimingM
     p.decodeXAxis === 'decode_kv_usage' ? s.kvUsage : Math.min(s.contextTokens, totalKvTokens);
   const shapeY = (s: DecodeShape): number =>
     p.decodeYAxis === 'decode_batch_size' ? s.batch : s.batch > 0 ? s.contextTokens / s.batch : 0;
-  const step = (s: DecodeShape): number => Math.max(1, interp2(p.decodeX, p.decodeY, p.decodeMs, shapeX(s), shapeY(s)));
+  const step = (s: DecodeShape): number =>
+    Math.max(1, interp2(p.decodeX, p.decodeY, p.decodeMs, shapeX(s), shapeY(s)));
   return {
     prefillMs: (x) => interp1(p.prefillIsl, p.prefillMs, x),
     // Without the batch shape, assume one request holding the whole active KV.

@@ -54,6 +54,8 @@ export function shapedPassDurationMs(
 ): number {
   let t = 0;
   if (prefillTokens > 0) t += model.prefillMs(prefillTokens);
-  if (decode.batch > 0) t += (model.decodeStepMs ? model.decodeStepMs(decode) : model.decodeMs(decode.kvUsage)) / decodeSpeedupRatio;
+  if (decode.batch > 0)
+    t +=
+      (model.decodeStepMs ? model.decodeStepMs(decode) : model.decodeMs(decode.kvUsage)) / decodeSpeedupRatio;
   return t / speedupRatio;
 }

@@ -9,7 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEnvelope, type RouterEvent } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { SimEngine } from '@kvrouter/engine-sim';
-import { TcpRequestClient, TcpRequestServer, connectNats, type NatsConnection, type Transport } from '@kvrouter/runtime';
+import {
+  TcpRequestClient,
+  TcpRequestServer,
+  connectNats,
+  type NatsConnection,
+  type Transport,
+} from '@kvrouter/runtime';
 import { Rng, startNats, type ServiceHandle } from '@kvrouter/testkit';
 import { NatsEventPlane } from './plane/nats.js';
 import { kvEventsTopic } from './plane/types.js';
@@ -123,9 +129,11 @@ describe('convergence under faults (nats-server)', () => {
     await nats?.stop();
   });
 
-  it('reconverges to the engines\' cached blocks within 2 s after drops, duplicates, reordering and a NATS restart', async () => {
+  it("reconverges to the engines' cached blocks within 2 s after drops, duplicates, reordering and a NATS restart", async () => {
     const rng = new Rng(20240611);
-    const prefixes = Array.from({ length: 6 }, () => Uint32Array.from({ length: 3 * BS }, () => rng.int(1, 31999)));
+    const prefixes = Array.from({ length: 6 }, () =>
+      Uint32Array.from({ length: 3 * BS }, () => rng.int(1, 31999)),
+    );
     const connect = async () => {
       const c = await connectNats(nats.url, { reconnectWaitMs: 50 });
       conns.push(c);
@@ -192,7 +200,15 @@ describe('convergence under faults (nats-server)', () => {
     await settle(5000);
     // The publisher's own index agrees with its engine too (batching/dedup/local indexer).
     for (const w of workers) {
-      const local = new Set(w.pub.localIndexer(0)!.dump().map((e) => (e.event.data as { stored: { blocks: { block_hash: bigint }[] } }).stored.blocks[0].block_hash));
+      const local = new Set(
+        w.pub
+          .localIndexer(0)!
+          .dump()
+          .map(
+            (e) =>
+              (e.event.data as { stored: { blocks: { block_hash: bigint }[] } }).stored.blocks[0].block_hash,
+          ),
+      );
       expect(local).toEqual(w.eng.cachedBlocks(0));
     }
 
@@ -223,7 +239,13 @@ describe('convergence under faults (nats-server)', () => {
     ncRouter.publish(TOPIC.subject, new Uint8Array([0xc1, 0x00]));
     ncRouter.publish(
       TOPIC.subject,
-      encodeEnvelope({ publisher_id: 1n, sequence: 1n, published_at: 0, topic: TOPIC.subject, payload: new Uint8Array([0x80]) }),
+      encodeEnvelope({
+        publisher_id: 1n,
+        sequence: 1n,
+        published_at: 0,
+        topic: TOPIC.subject,
+        payload: new Uint8Array([0x80]),
+      }),
     );
 
     // Phase C: clean traffic reveals the remaining gaps; time from the end of the fault.

@@ -25,24 +25,58 @@ describe('local-indexer query over the tcp request plane', () => {
     pub.engineEvent({ dp_rank: 1, data: chain(null, [1n, 2n]) });
     const server = await TcpRequestServer.listen({ host: '127.0.0.1' });
     const client = new TcpRequestClient();
-    closers.push(() => client.close(), () => server.close(), () => wd.close(), () => rd.close());
-    expect(serveLocalIndexer(server, pub)).toEqual([workerKvIndexerQueryEndpoint(0), workerKvIndexerQueryEndpoint(1)]);
+    closers.push(
+      () => client.close(),
+      () => server.close(),
+      () => wd.close(),
+      () => rd.close(),
+    );
+    expect(serveLocalIndexer(server, pub)).toEqual([
+      workerKvIndexerQueryEndpoint(0),
+      workerKvIndexerQueryEndpoint(1),
+    ]);
     // Only the generate instance is registered: the resolver falls back to it.
-    await wd.put(instanceKey('ns', 'backend', 'generate', wd.leaseId), JSON.stringify({ transport: server.transport }));
+    await wd.put(
+      instanceKey('ns', 'backend', 'generate', wd.leaseId),
+      JSON.stringify({ transport: server.transport }),
+    );
     const q = requestPlaneQueryClient(client, { resolve: discoveryTransportResolver(rd, 'ns', 'backend') });
     const w = { worker_id: wd.leaseId, dp_rank: 1 };
-    const dump = await q.query(w as never, { worker_id: wd.leaseId as never, start_event_id: null, end_event_id: null });
+    const dump = await q.query(w as never, {
+      worker_id: wd.leaseId as never,
+      start_event_id: null,
+      end_event_id: null,
+    });
     expect('TreeDump' in dump && dump.TreeDump.last_event_id).toBe(1n);
     expect('TreeDump' in dump && dump.TreeDump.events.length).toBe(2);
-    const events = await q.query(w as never, { worker_id: wd.leaseId as never, start_event_id: 1n as never, end_event_id: null });
-    expect(events).toEqual({ Events: { events: [{ worker_id: wd.leaseId, storage_tier: 'device', event: { event_id: 1n, dp_rank: 1, data: chain(null, [1n, 2n]) } }], last_event_id: 1n } });
+    const events = await q.query(w as never, {
+      worker_id: wd.leaseId as never,
+      start_event_id: 1n as never,
+      end_event_id: null,
+    });
+    expect(events).toEqual({
+      Events: {
+        events: [
+          {
+            worker_id: wd.leaseId,
+            storage_tier: 'device',
+            event: { event_id: 1n, dp_rank: 1, data: chain(null, [1n, 2n]) },
+          },
+        ],
+        last_event_id: 1n,
+      },
+    });
     // A malformed request is answered with the §3.5 catch-all.
     const raw = await client.unary(server.transport, workerKvIndexerQueryEndpoint(0), { worker_id: 'seven' });
     expect(raw).toMatchObject({ Error: expect.stringMatching(/bad query: .*worker_id/) as unknown });
     // An unknown worker cannot be resolved: the query fails (the subscriber retries it).
-    await expect(q.query({ worker_id: 99n, dp_rank: 0 } as never, { worker_id: 99n as never, start_event_id: null, end_event_id: null })).rejects.toThrow(
-      /no transport known for worker 99/,
-    );
+    await expect(
+      q.query({ worker_id: 99n, dp_rank: 0 } as never, {
+        worker_id: 99n as never,
+        start_event_id: null,
+        end_event_id: null,
+      }),
+    ).rejects.toThrow(/no transport known for worker 99/);
   });
 });
 
@@ -59,7 +93,9 @@ describe('watchWorkers', () => {
     };
     await worker.put(
       mdcKey('ns', 'backend', 'generate', worker.leaseId),
-      JSON.stringify({ runtime_config: { data_parallel_start_rank: 2, data_parallel_size: 2, enable_local_indexer: false } }),
+      JSON.stringify({
+        runtime_config: { data_parallel_start_rank: 2, data_parallel_size: 2, enable_local_indexer: false },
+      }),
     );
     await worker.put(instanceKey('ns', 'backend', 'generate', worker.leaseId), '{}');
     const w = watchWorkers({ discovery: router, namespace: 'ns', component: 'backend', subscriber });
@@ -76,7 +112,10 @@ describe('watchWorkers', () => {
   it('reads card defaults', () => {
     expect(workerInfoFromCard(null)).toEqual({ dpRanks: [0], localIndexer: true });
     expect(workerInfoFromCard('not json')).toEqual({ dpRanks: [0], localIndexer: true });
-    expect(workerInfoFromCard('{"runtime_config":{"data_parallel_size":3}}')).toEqual({ dpRanks: [0, 1, 2], localIndexer: true });
+    expect(workerInfoFromCard('{"runtime_config":{"data_parallel_size":3}}')).toEqual({
+      dpRanks: [0, 1, 2],
+      localIndexer: true,
+    });
   });
 });
 

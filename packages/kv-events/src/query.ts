@@ -20,7 +20,11 @@ import type { KvEventPublisher } from './publisher/publisher.js';
 
 export interface QueryClient {
   /** Rejects on transport failure; a worker-side refusal is an `{Error}` response. */
-  query(worker: WorkerWithDpRank, req: LocalIndexerQueryRequest, signal?: AbortSignal): Promise<LocalIndexerQueryResponse>;
+  query(
+    worker: WorkerWithDpRank,
+    req: LocalIndexerQueryRequest,
+    signal?: AbortSignal,
+  ): Promise<LocalIndexerQueryResponse>;
 }
 
 /** The part of a request-plane server used to serve the query endpoints. */
@@ -43,11 +47,14 @@ export class InprocQueryHub implements QueryClient {
 
   query(worker: WorkerWithDpRank, req: LocalIndexerQueryRequest): Promise<LocalIndexerQueryResponse> {
     const p = this.publishers.get(worker.worker_id);
-    if (!p) return Promise.reject(new KvrError('cannot_connect', `no in-process worker ${worker.worker_id}`, 503));
+    if (!p)
+      return Promise.reject(new KvrError('cannot_connect', `no in-process worker ${worker.worker_id}`, 503));
     // Through the wire codecs, so this path checks the same shapes a network hop would.
     const wireReq = LocalIndexerQueryRequestCodec.fromValue(LocalIndexerQueryRequestCodec.toValue(req));
     const res = p.handleQuery(worker.dp_rank, wireReq);
-    return Promise.resolve(LocalIndexerQueryResponseCodec.fromValue(LocalIndexerQueryResponseCodec.toValue(res)));
+    return Promise.resolve(
+      LocalIndexerQueryResponseCodec.fromValue(LocalIndexerQueryResponseCodec.toValue(res)),
+    );
   }
 }
 
@@ -58,7 +65,11 @@ export class InprocQueryHub implements QueryClient {
  * Serves `worker_kv_indexer_query_dp{r}` for each of the publisher's ranks. A malformed request is
  * answered `{Error}` (the §3.5 catch-all) rather than failing the stream.
  */
-export function serveLocalIndexer(server: QueryServer, publisher: KvEventPublisher, dpRanks = publisher.dpRanks): string[] {
+export function serveLocalIndexer(
+  server: QueryServer,
+  publisher: KvEventPublisher,
+  dpRanks = publisher.dpRanks,
+): string[] {
   const endpoints: string[] = [];
   for (const rank of dpRanks) {
     const ep = workerKvIndexerQueryEndpoint(rank);
@@ -83,13 +94,20 @@ export interface RequestPlaneQueryOptions {
   timeoutMs?: number;
 }
 
-export function requestPlaneQueryClient(client: Pick<RequestClient, 'unary'>, opts: RequestPlaneQueryOptions): QueryClient {
+export function requestPlaneQueryClient(
+  client: Pick<RequestClient, 'unary'>,
+  opts: RequestPlaneQueryOptions,
+): QueryClient {
   return {
     async query(worker, req, signal) {
       const ep = workerKvIndexerQueryEndpoint(worker.dp_rank);
       const target = await opts.resolve(worker, ep);
       if (!target)
-        throw new KvrError('cannot_connect', `no transport known for worker ${worker.worker_id} endpoint ${ep}`, 503);
+        throw new KvrError(
+          'cannot_connect',
+          `no transport known for worker ${worker.worker_id} endpoint ${ep}`,
+          503,
+        );
       const reply = await client.unary(target, ep, LocalIndexerQueryRequestCodec.toValue(req), {
         timeoutMs: opts.timeoutMs ?? 10_000,
         signal,

@@ -8,12 +8,19 @@ const ev = (router: bigint, request_id: string): ActiveSequenceEvent =>
   ({
     request_id,
     worker: { worker_id: 5n, dp_rank: 1 },
-    data: { AddRequest: { token_sequence: [1n, 2n ** 63n], track_prefill_tokens: true, expected_output_tokens: 16, prefill_load_hint: null } },
+    data: {
+      AddRequest: {
+        token_sequence: [1n, 2n ** 63n],
+        track_prefill_tokens: true,
+        expected_output_tokens: 16,
+        prefill_load_hint: null,
+      },
+    },
     router_id: router,
   }) as ActiveSequenceEvent;
 
 describe('ReplicaSync (§5.4)', () => {
-  it('delivers other routers\' events and drops its own', async () => {
+  it("delivers other routers' events and drops its own", async () => {
     const bus = new InprocEventBus();
     const a = new ReplicaSync(bus.plane({ publisherId: 1n }), 'ns', 'backend', 1n);
     const b = new ReplicaSync(bus.plane({ publisherId: 2n }), 'ns', 'backend', 2n);
@@ -32,7 +39,7 @@ describe('ReplicaSync (§5.4)', () => {
 });
 
 describe('LoadChannel / CoalescingLoadPublisher (§5.5)', () => {
-  it('round-trips ActiveLoad on kv_metrics and coalesces a rank\'s updates within the window', async () => {
+  it("round-trips ActiveLoad on kv_metrics and coalesces a rank's updates within the window", async () => {
     const bus = new InprocEventBus();
     const ch = new LoadChannel(bus.plane({ publisherId: 9n }), 'ns');
     expect(ch.topic.subject).toBe('namespace.ns.kv_metrics');
@@ -41,7 +48,13 @@ describe('LoadChannel / CoalescingLoadPublisher (§5.5)', () => {
     const timers = new ManualTimers();
     const co = new CoalescingLoadPublisher(ch, 1, timers);
     const load = (rank: number, used: number): ActiveLoad =>
-      ({ worker_id: 9n, dp_rank: rank, active_decode_blocks: used, active_prefill_tokens: null, kv_used_blocks: used }) as ActiveLoad;
+      ({
+        worker_id: 9n,
+        dp_rank: rank,
+        active_decode_blocks: used,
+        active_prefill_tokens: null,
+        kv_used_blocks: used,
+      }) as ActiveLoad;
     co.update(load(0, 1));
     co.update(load(0, 2));
     co.update(load(1, 7));

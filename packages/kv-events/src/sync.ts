@@ -12,7 +12,13 @@ import {
 } from '@kvrouter/protocols';
 import { checkU64, errorMessage } from './errors.js';
 import { realTimers, type Timers } from './publisher/publisher.js';
-import { activeSequencesTopic, kvMetricsTopic, type EventPlane, type EventSubscription, type EventTopic } from './plane/types.js';
+import {
+  activeSequencesTopic,
+  kvMetricsTopic,
+  type EventPlane,
+  type EventSubscription,
+  type EventTopic,
+} from './plane/types.js';
 
 export interface MessageSubscription {
   close(): void;
@@ -41,7 +47,9 @@ function pump<T>(
           m = decode(env.payload);
         } catch (e) {
           stats.decodeFailures++;
-          hooks.onDecodeFailure?.(e instanceof DecodeError ? e : new DecodeError(errorMessage(e), { field: 'payload' }));
+          hooks.onDecodeFailure?.(
+            e instanceof DecodeError ? e : new DecodeError(errorMessage(e), { field: 'payload' }),
+          );
           continue;
         }
         if (!accept(m, env)) {

@@ -85,7 +85,11 @@ export function dumpKey(events: readonly RouterEvent[]): string[] {
 
 export const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 5): Promise<boolean> {
+export async function waitFor(
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+  stepMs = 5,
+): Promise<boolean> {
   const end = performance.now() + timeoutMs;
   for (;;) {
     if (await cond()) return true;

@@ -30,7 +30,10 @@ describe('ZMQ event plane end to end', () => {
       const plane = new ZmqEventPlane({ publisherId: d.leaseId, discovery: d, ...zopts });
       const pub = new KvEventPublisher({ workerId: d.leaseId, sink: planeSink(plane, TOPIC) });
       queries.register(pub);
-      closers.push(() => plane.close(), () => d.close());
+      closers.push(
+        () => plane.close(),
+        () => d.close(),
+      );
       workers.push(pub);
     }
     // Published before any router exists: nobody receives these.
@@ -45,7 +48,11 @@ describe('ZMQ event plane end to end', () => {
     const index = new RadixIndexer();
     const sub = new KvEventSubscriber({ index, query: queries, startupDelayMs: 0 });
     sub.start(() => routerPlane.subscribe(TOPIC));
-    closers.push(() => sub.close(), () => routerPlane.close(), () => rd.close());
+    closers.push(
+      () => sub.close(),
+      () => routerPlane.close(),
+      () => rd.close(),
+    );
     await new Promise((r) => setTimeout(r, 300)); // let the SUB socket connect to both publishers
 
     for (const p of workers) p.engineEvent({ data: chain(1002n, [3n]) });
@@ -60,7 +67,14 @@ describe('ZMQ event plane end to end', () => {
     expect(sub.stats.recoveredByDump).toBe(2);
     // Live from here on.
     for (const p of workers) p.engineEvent({ data: chain(1003n, [4n]) });
-    expect(await waitFor(async () => (await converged()) && index.findMatches([1n, 2n, 3n, 4n]).scores.get(`${workers[0].workerId}:0`) === 4, 5000)).toBe(true);
+    expect(
+      await waitFor(
+        async () =>
+          (await converged()) &&
+          index.findMatches([1n, 2n, 3n, 4n]).scores.get(`${workers[0].workerId}:0`) === 4,
+        5000,
+      ),
+    ).toBe(true);
     expect(sub.cursor(workers[0].workerId)).toEqual({ state: 'live', last: 4n, phase: 'none' });
   });
 });

@@ -80,7 +80,12 @@ describe('SideIndexer (PROTOCOL §7.6)', () => {
     const ix = new SideIndexer(primary, { ttlSecs: 5, now: clock.now });
     const p = prompt(300n, 4);
     // Primary: W1 holds 2 blocks through engine events (external hashes of its own).
-    ix.applyEvent(stored(W1.worker_id, [{ ext: 9001n, local: p[0] }, { ext: 9002n, local: p[1] }]));
+    ix.applyEvent(
+      stored(W1.worker_id, [
+        { ext: 9001n, local: p[0] },
+        { ext: 9002n, local: p[1] },
+      ]),
+    );
     await ix.flush();
     record(ix, W2, p.slice(0, 3)); // side: W2 predicted to hold 3
     let s = ix.findMatches(p).scores;

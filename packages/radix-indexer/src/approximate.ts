@@ -214,4 +214,3 @@ export class ApproxIndexer implements KvIndexer {
     return Promise.resolve();
   }
 }
-

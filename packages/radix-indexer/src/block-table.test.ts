@@ -36,7 +36,7 @@ describe('BlockTable', () => {
     keys.forEach(([lo, hi], i) => {
       const off = t.find(lo, hi);
       expect(off).toBeGreaterThanOrEqual(0);
-      expect(t.words[off + HOLDERS + ((i % 64) >> 5)]! & (1 << (i % 64 & 31))).not.toBe(0);
+      expect(t.words[off + HOLDERS + ((i % 64) >> 5)]! & (1 << ((i % 64) & 31))).not.toBe(0);
     });
     // Releasing the only holder leaves a tombstone: the key is gone, its neighbours are not.
     const off = t.find(keys[0]![0], keys[0]![1]);

@@ -43,7 +43,8 @@ export function homeOf(lo: number, hi: number, scale: number): number {
 }
 
 /** Capacity that puts `entries` at `load`. */
-export const capacityFor = (entries: number, load: number): number => Math.max(MIN_CAPACITY, Math.ceil(entries / load));
+export const capacityFor = (entries: number, load: number): number =>
+  Math.max(MIN_CAPACITY, Math.ceil(entries / load));
 
 /**
  * Open-addressing table of block identities (layout.ts), linear probing.
@@ -93,7 +94,10 @@ export class BlockTable {
     this.words = shared ? new Int32Array(shared.buffer) : new Int32Array(this.capacity * this.stride);
     this.ctrl = shared ? new Int32Array(shared.ctrl) : new Int32Array(CTRL_WORDS);
     if (this.words.length !== this.capacity * this.stride) {
-      throw new KvrError('layout_mismatch', `table buffer holds ${this.words.length} words, expected ${this.capacity * this.stride}`);
+      throw new KvrError(
+        'layout_mismatch',
+        `table buffer holds ${this.words.length} words, expected ${this.capacity * this.stride}`,
+      );
     }
     if (this.shared) this.baseEntries = Atomics.load(this.ctrl, CTRL_ENTRIES);
   }
@@ -174,7 +178,15 @@ export class BlockTable {
    * slot did not hold it. In private mode this may grow the table (all offsets change), so never
    * hold offsets across calls. `pLo` is the parent identity's low word (for the dump hint).
    */
-  hold(lo: number, hi: number, localLo: number, localHi: number, hasParent: boolean, pLo: number, slot: number): boolean {
+  hold(
+    lo: number,
+    hi: number,
+    localLo: number,
+    localHi: number,
+    hasParent: boolean,
+    pLo: number,
+    slot: number,
+  ): boolean {
     lo |= 0;
     hi |= 0;
     const meta = hasParent ? META_LIVE_CHILD | (pLo & META_HINT) : META_LIVE_ROOT;
@@ -207,17 +219,27 @@ export class BlockTable {
     return true;
   }
 
-  private holdShared(lo: number, hi: number, localLo: number, localHi: number, meta: number, slot: number): boolean {
+  private holdShared(
+    lo: number,
+    hi: number,
+    localLo: number,
+    localHi: number,
+    meta: number,
+    slot: number,
+  ): boolean {
     const w = this.words;
     const stride = this.stride;
     const cap = this.capacity;
     let i = homeOf(lo, hi, this.scale);
-    for (let n = 0; n < cap; ) {
+    for (let n = 0; n < cap;) {
       const off = i * stride;
       const m = Atomics.load(w, off + META);
       if (m === META_EMPTY) {
         if (this.baseEntries + this.pendingInserts + 1 > cap * HARD_LOAD) {
-          throw new KvrError('table_full', `shared block table over ${HARD_LOAD * 100}% full; the pool should have grown it`);
+          throw new KvrError(
+            'table_full',
+            `shared block table over ${HARD_LOAD * 100}% full; the pool should have grown it`,
+          );
         }
         if (Atomics.compareExchange(w, off + META, META_EMPTY, META_CLAIMED) === META_EMPTY) {
           // The entry is ours and unpublished: plain stores, made visible by the META store.

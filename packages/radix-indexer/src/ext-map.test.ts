@@ -13,7 +13,8 @@ describe('ExtTable', () => {
     const rng = new Rng(11);
     const t = new ExtTable(16, true);
     const ref = new Map<string, [number, number]>();
-    const keyOf = (i: number): [number, number] => (i % 3 === 0 ? [i, 0] : i % 3 === 1 ? [rng.u32(), rng.u32()] : [0, i]);
+    const keyOf = (i: number): [number, number] =>
+      i % 3 === 0 ? [i, 0] : i % 3 === 1 ? [rng.u32(), rng.u32()] : [0, i];
     const keys: [number, number][] = [[0, 0]];
     for (let i = 1; i < 4000; i++) keys.push(keyOf(i));
     for (let step = 0; step < 40_000; step++) {

@@ -1,4 +1,14 @@
-import { EXT_DOUBLE_BELOW, EXT_GROW_LOAD, EXT_HI, EXT_LO, EXT_MAX_LOAD, EXT_SEQ_HI, EXT_SEQ_LO, EXT_WORDS, MIN_CAPACITY } from './layout.js';
+import {
+  EXT_DOUBLE_BELOW,
+  EXT_GROW_LOAD,
+  EXT_HI,
+  EXT_LO,
+  EXT_MAX_LOAD,
+  EXT_SEQ_HI,
+  EXT_SEQ_LO,
+  EXT_WORDS,
+  MIN_CAPACITY,
+} from './layout.js';
 import { capacityFor, homeOf } from './block-table.js';
 
 const TWO_NEG32 = 2 ** -32;
@@ -83,7 +93,9 @@ export class ExtTable {
     if (this.size + 1 > this.capacity * EXT_MAX_LOAD) {
       const found = this.find(lo, hi);
       if (found < 0) {
-        this.rehash(this.capacity < EXT_DOUBLE_BELOW ? 2 * this.capacity : capacityFor(this.size + 1, EXT_GROW_LOAD));
+        this.rehash(
+          this.capacity < EXT_DOUBLE_BELOW ? 2 * this.capacity : capacityFor(this.size + 1, EXT_GROW_LOAD),
+        );
         return this.insertFrom(this.home(lo, hi), 0, lo, hi, seqLo, seqHi, 0);
       }
       w[found + EXT_SEQ_LO] = seqLo;
@@ -115,7 +127,15 @@ export class ExtTable {
    * Inserts a key known to be absent, starting at entry `i` where its probe distance is `d`
    * (Robin Hood: displaces entries closer to their homes). Returns the key's entry offset.
    */
-  private insertFrom(i: number, d: number, lo: number, hi: number, seqLo: number, seqHi: number, aux: number): number {
+  private insertFrom(
+    i: number,
+    d: number,
+    lo: number,
+    hi: number,
+    seqLo: number,
+    seqHi: number,
+    aux: number,
+  ): number {
     const w = this.words;
     const cap = this.capacity;
     const scale = this.scale;
@@ -201,7 +221,15 @@ export class ExtTable {
       const lo = old[src + EXT_LO]!;
       const hi = old[src + EXT_HI]!;
       if ((lo | hi) === 0) continue;
-      this.insertFrom(this.home(lo, hi), 0, lo, hi, old[src + EXT_SEQ_LO]!, old[src + EXT_SEQ_HI]!, oldAux ? oldAux[j]! : 0);
+      this.insertFrom(
+        this.home(lo, hi),
+        0,
+        lo,
+        hi,
+        old[src + EXT_SEQ_LO]!,
+        old[src + EXT_SEQ_HI]!,
+        oldAux ? oldAux[j]! : 0,
+      );
     }
     if (hadZero) {
       const z = oldCap * EXT_WORDS;
@@ -224,7 +252,8 @@ export class ExtTable {
   /** Calls fn(off) for every entry (read-only: do not mutate the map inside fn). */
   forEach(fn: (off: number) => void): void {
     const w = this.words;
-    for (let j = 0; j < this.capacity; j++) if ((w[j * EXT_WORDS + EXT_LO]! | w[j * EXT_WORDS + EXT_HI]!) !== 0) fn(j * EXT_WORDS);
+    for (let j = 0; j < this.capacity; j++)
+      if ((w[j * EXT_WORDS + EXT_LO]! | w[j * EXT_WORDS + EXT_HI]!) !== 0) fn(j * EXT_WORDS);
     if (this.hasZero) fn(this.zeroOff);
   }
 

@@ -1,7 +1,10 @@
 import { RadixIndexer } from './indexer.js';
 import { runIndexerConformance } from './testing/index.js';
 
-runIndexerConformance('RadixIndexer (single-threaded)', () => new RadixIndexer({ initialCapacity: 16, maxSlots: 32 }));
+runIndexerConformance(
+  'RadixIndexer (single-threaded)',
+  () => new RadixIndexer({ initialCapacity: 16, maxSlots: 32 }),
+);
 
 import { describe, expect, it } from 'vitest';
 import { stored, removed } from './testing/gen.js';
@@ -9,7 +12,13 @@ import { stored, removed } from './testing/gen.js';
 describe('RadixIndexer specifics', () => {
   it('grows past its initial worker-slot capacity without losing blocks', () => {
     const ix = new RadixIndexer({ initialCapacity: 16, maxSlots: 32 });
-    for (let w = 0; w < 100; w++) ix.applyEvent(stored(BigInt(w), [{ ext: 1n, local: 1n }, { ext: 2n, local: BigInt(w % 3) + 10n }]));
+    for (let w = 0; w < 100; w++)
+      ix.applyEvent(
+        stored(BigInt(w), [
+          { ext: 1n, local: 1n },
+          { ext: 2n, local: BigInt(w % 3) + 10n },
+        ]),
+      );
     const s = ix.findMatches([1n, 10n]).scores;
     expect(s.size).toBe(100);
     // workers w with w % 3 == 0 hold local 10 at depth 1: 0, 3, ..., 99 -> 34 of them
@@ -41,7 +50,12 @@ describe('RadixIndexer specifics', () => {
     const ix = new RadixIndexer({ initialCapacity: 16 });
     for (let round = 0; round < 50; round++) {
       const exts = Array.from({ length: 20 }, (_, i) => BigInt(round * 100 + i));
-      ix.applyEvent(stored(1n, exts.map((e) => ({ ext: e, local: e + 7n }))));
+      ix.applyEvent(
+        stored(
+          1n,
+          exts.map((e) => ({ ext: e, local: e + 7n })),
+        ),
+      );
       ix.applyEvent(removed(1n, exts));
     }
     expect(ix.table.live).toBe(0);
@@ -51,7 +65,12 @@ describe('RadixIndexer specifics', () => {
 
   it('early exit stops once a single worker remains', () => {
     const ix = new RadixIndexer();
-    ix.applyEvent(stored(1n, [1n, 2n, 3n, 4n].map((l) => ({ ext: l, local: l }))));
+    ix.applyEvent(
+      stored(
+        1n,
+        [1n, 2n, 3n, 4n].map((l) => ({ ext: l, local: l })),
+      ),
+    );
     ix.applyEvent(stored(2n, [{ ext: 1n, local: 1n }]));
     expect(ix.findMatches([1n, 2n, 3n, 4n]).scores.get('1:0')).toBe(4);
     // After depth 0 only worker 1 remains (it holds block 1): reported at depth 2 with early exit.

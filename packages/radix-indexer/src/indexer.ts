@@ -194,7 +194,18 @@ export class RadixIndexer implements KvIndexer {
     let added = 0;
     for (let i = 0, k = at; i < n; i++, k += 4) {
       const first = i === 0;
-      if (t.hold(seq[2 * i]!, seq[2 * i + 1]!, data[k + 2]!, data[k + 3]!, first ? hadParent : true, first ? firstParentLo : seq[2 * i - 2]!, slot)) added++;
+      if (
+        t.hold(
+          seq[2 * i]!,
+          seq[2 * i + 1]!,
+          data[k + 2]!,
+          data[k + 3]!,
+          first ? hadParent : true,
+          first ? firstParentLo : seq[2 * i - 2]!,
+          slot,
+        )
+      )
+        added++;
     }
     ts[tsAt] = ts[tsAt]! + added;
     for (let i = 0, k = at; i < n; i++, k += 4) xt.set(data[k]!, data[k + 1]!, seq[2 * i]!, seq[2 * i + 1]!);
@@ -332,7 +343,10 @@ export class RadixIndexer implements KvIndexer {
 
   private growSlots(needed: number): void {
     if (this.table.shared) {
-      throw new KvrError('slots_exhausted', `worker slot ${needed - 1} is beyond the shared table's ${this.table.maxSlots} slots`);
+      throw new KvrError(
+        'slots_exhausted',
+        `worker slot ${needed - 1} is beyond the shared table's ${this.table.maxSlots} slots`,
+      );
     }
     let maxSlots = this.table.maxSlots;
     while (maxSlots < needed) maxSlots *= 2;
@@ -641,7 +655,13 @@ export class RadixIndexer implements KvIndexer {
               stored: {
                 parent_hash: (parent === null ? null : extFor(parent)) as never,
                 start_position: null,
-                blocks: [{ block_hash: extFor(seq) as never, tokens_hash: local.get(seq)! as never, mm_extra_info: null }],
+                blocks: [
+                  {
+                    block_hash: extFor(seq) as never,
+                    tokens_hash: local.get(seq)! as never,
+                    mm_extra_info: null,
+                  },
+                ],
               },
             },
           },
@@ -683,9 +703,15 @@ export interface Classified {
  * false the block values are left to `encodeChecked`, which validates them while encoding (one
  * pass over the blocks instead of two).
  */
-export function classifyEvent(ev: RouterEvent, maxBlocks: number, tier: StorageTier, checkBlocks = true): Classified {
+export function classifyEvent(
+  ev: RouterEvent,
+  maxBlocks: number,
+  tier: StorageTier,
+  checkBlocks = true,
+): Classified {
   const kind = eventKind(ev);
-  if (kind === undefined || !validWorker(ev)) return { kind: kind ?? 'stored', status: 'invalid_block', blocks: 0, words: 0 };
+  if (kind === undefined || !validWorker(ev))
+    return { kind: kind ?? 'stored', status: 'invalid_block', blocks: 0, words: 0 };
   const data = ev.event.data;
   if (kind === 'stored' && !validStored((data as { stored: unknown }).stored, maxBlocks, checkBlocks))
     return { kind, status: 'invalid_block', blocks: 0, words: 0 };
@@ -754,7 +780,11 @@ function validWorker(ev: RouterEvent): boolean {
   return isU64(ev.worker_id) && Number.isInteger(r) && r >= 0 && r <= 0xffffffff;
 }
 
-function validStored(st: unknown, maxBlocks: number, checkBlocks: boolean): st is {
+function validStored(
+  st: unknown,
+  maxBlocks: number,
+  checkBlocks: boolean,
+): st is {
   parent_hash: bigint | null;
   blocks: { block_hash: bigint; tokens_hash: bigint }[];
 } {
@@ -771,7 +801,11 @@ function validStored(st: unknown, maxBlocks: number, checkBlocks: boolean): st i
   return true;
 }
 
-function validRemoved(rm: unknown, maxBlocks: number, checkBlocks: boolean): rm is { block_hashes: bigint[] } {
+function validRemoved(
+  rm: unknown,
+  maxBlocks: number,
+  checkBlocks: boolean,
+): rm is { block_hashes: bigint[] } {
   if (!rm || typeof rm !== 'object') return false;
   const hs = (rm as { block_hashes?: unknown }).block_hashes;
   if (!Array.isArray(hs) || hs.length > maxBlocks) return false;

@@ -21,7 +21,11 @@ export class SideIndexer implements KvIndexer {
     readonly primary: KvIndexer,
     opts: SideOptions,
   ) {
-    this.side = new ApproxIndexer({ ttlSecs: opts.ttlSecs, maxTreeSize: Number.MAX_SAFE_INTEGER, now: opts.now });
+    this.side = new ApproxIndexer({
+      ttlSecs: opts.ttlSecs,
+      maxTreeSize: Number.MAX_SAFE_INTEGER,
+      now: opts.now,
+    });
   }
 
   recordRouting(worker: WorkerWithDpRank, local: Uint32Array, seq: Uint32Array, n?: number): void {

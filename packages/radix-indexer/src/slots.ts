@@ -58,7 +58,7 @@ export class SlotRegistry {
     let set = this.byWorker.get(workerId);
     if (!set) this.byWorker.set(workerId, (set = new Set()));
     set.add(slot);
-    if ((slot >> 5) < this.liveMask.length) this.liveMask[slot >> 5] |= 1 << (slot & 31);
+    if (slot >> 5 < this.liveMask.length) this.liveMask[slot >> 5] |= 1 << (slot & 31);
     return slot;
   }
 

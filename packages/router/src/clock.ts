@@ -63,7 +63,8 @@ export class VirtualClock implements Clock {
 
   /** Moves time forward by `ms`, running due timers in order; returns the new time. */
   advance(ms: number): number {
-    if (!(ms >= 0) || !Number.isFinite(ms)) throw new RangeError(`advance: ms must be a finite number >= 0, got ${ms}`);
+    if (!(ms >= 0) || !Number.isFinite(ms))
+      throw new RangeError(`advance: ms must be a finite number >= 0, got ${ms}`);
     return this.advanceTo(this.t + ms);
   }
 

@@ -4,7 +4,8 @@ import { VirtualClock } from './clock.js';
 import { routerParamsFromConfig } from './config.js';
 import { KvRouter } from './router.js';
 
-const params = (argv: string[], env: Record<string, string> = {}) => routerParamsFromConfig(resolveConfig('frontend', argv, env).config);
+const params = (argv: string[], env: Record<string, string> = {}) =>
+  routerParamsFromConfig(resolveConfig('frontend', argv, env).config);
 
 describe('routerParamsFromConfig', () => {
   it('maps the defaults of FLAGS.md', () => {
@@ -23,34 +24,85 @@ describe('routerParamsFromConfig', () => {
       trackActiveBlocks: true,
       assumeKvReuse: true,
     });
-    expect([p.queueThreshold, p.queuePolicy, p.overlapRefreshAfterSecs, p.activeRequestExpirySecs]).toEqual([16, 'fcfs', 10, 300]);
+    expect([p.queueThreshold, p.queuePolicy, p.overlapRefreshAfterSecs, p.activeRequestExpirySecs]).toEqual([
+      16,
+      'fcfs',
+      10,
+      300,
+    ]);
     // Admission control `none` clears the thresholds inside the router; the values travel as configured.
     expect(p.admissionControl).toBe('none');
-    expect(p.busyThresholds).toEqual({ activeDecodeBlocks: 1, activePrefillTokens: 10_000_000, activePrefillTokensFrac: 64 });
+    expect(p.busyThresholds).toEqual({
+      activeDecodeBlocks: 1,
+      activePrefillTokens: 10_000_000,
+      activePrefillTokensFrac: 64,
+    });
     expect(p.index).toMatchObject({ kind: 'events', eventThreads: 4, ttlSecs: 120, maxTreeSize: 1_048_576 });
-    expect([p.predictedTtlSecs, p.blockSizeOverride, p.replicaSync, p.aic, p.cudaToCpuRatio]).toEqual([null, null, false, false, 8]);
+    expect([p.predictedTtlSecs, p.blockSizeOverride, p.replicaSync, p.aic, p.cudaToCpuRatio]).toEqual([
+      null,
+      null,
+      false,
+      false,
+      8,
+    ]);
   });
 
   it('follows the preset, legacy weight, approximate mode and env-only values', () => {
     const la = params(['--load-aware']);
-    expect([la.mode, la.cost!.credit, la.cost!.assumeKvReuse, la.index.kind]).toEqual(['kv', 0, false, 'none']);
+    expect([la.mode, la.cost!.credit, la.cost!.assumeKvReuse, la.index.kind]).toEqual([
+      'kv',
+      0,
+      false,
+      'none',
+    ]);
     const legacy = params(['--router-mode', 'kv', '--router-kv-overlap-score-weight', '2']);
     expect(legacy.cost!.prefillLoadScale).toBe(2);
     const approx = params(['--router-mode', 'kv', '--no-router-kv-events', '--router-ttl-secs', '30']);
     expect(approx.index).toMatchObject({ kind: 'approximate', ttlSecs: 30 });
-    const env = params(['--router-mode', 'kv', '--router-predicted-ttl-secs', '5', '--active-prefill-tokens-threshold', '5000'], {
-      DYN_ROUTER_OVERLAP_REFRESH_AFTER_SECS: '0',
-      DYN_ENCODER_CUDA_TO_CPU_RATIO: '4',
-    });
-    expect([env.predictedTtlSecs, env.overlapRefreshAfterSecs, env.cudaToCpuRatio, env.admissionControl]).toEqual([5, 0, 4, 'token-capacity']);
+    const env = params(
+      [
+        '--router-mode',
+        'kv',
+        '--router-predicted-ttl-secs',
+        '5',
+        '--active-prefill-tokens-threshold',
+        '5000',
+      ],
+      {
+        DYN_ROUTER_OVERLAP_REFRESH_AFTER_SECS: '0',
+        DYN_ENCODER_CUDA_TO_CPU_RATIO: '4',
+      },
+    );
+    expect([
+      env.predictedTtlSecs,
+      env.overlapRefreshAfterSecs,
+      env.cudaToCpuRatio,
+      env.admissionControl,
+    ]).toEqual([5, 0, 4, 'token-capacity']);
     expect(env.busyThresholds!.activePrefillTokens).toBe(5000);
   });
 
   it('the result builds a router (with the app’s block size, clock and randomness)', async () => {
-    const p = params(['--router-mode', 'kv', '--router-queue-threshold', 'None', '--admission-control', 'token-capacity']);
-    const router = new KvRouter({ ...p, blockSize: p.blockSizeOverride ?? 16, clock: new VirtualClock(), random: () => 0 });
+    const p = params([
+      '--router-mode',
+      'kv',
+      '--router-queue-threshold',
+      'None',
+      '--admission-control',
+      'token-capacity',
+    ]);
+    const router = new KvRouter({
+      ...p,
+      blockSize: p.blockSizeOverride ?? 16,
+      clock: new VirtualClock(),
+      random: () => 0,
+    });
     expect(router.mode).toBe('kv');
-    expect(router.busyThresholds).toEqual({ activeDecodeBlocks: 1, activePrefillTokens: 10_000_000, activePrefillTokensFrac: 64 });
+    expect(router.busyThresholds).toEqual({
+      activeDecodeBlocks: 1,
+      activePrefillTokens: 10_000_000,
+      activePrefillTokensFrac: 64,
+    });
     router.addWorker({ workerId: 1 });
     expect((await router.route({ requestId: 'a', tokens: new Uint32Array(32) })).booked).toBe(true);
   });

@@ -1,4 +1,10 @@
-export { KvRouter, QUEUE_RECHECK_MS, QUEUE_RECHECK_AIC_MS, MAINTENANCE_INTERVAL_MS, DEFAULT_OVERLAP_REFRESH_AFTER_SECS } from './router.js';
+export {
+  KvRouter,
+  QUEUE_RECHECK_MS,
+  QUEUE_RECHECK_AIC_MS,
+  MAINTENANCE_INTERVAL_MS,
+  DEFAULT_OVERLAP_REFRESH_AFTER_SECS,
+} from './router.js';
 export { VirtualClock, type Clock, type TimerHandle } from './clock.js';
 export type { WorkerConfig } from './workers.js';
 export {
@@ -9,7 +15,12 @@ export {
   type SessionBinding,
   type SessionRpcPayload,
 } from './sessions.js';
-export { routerParamsFromConfig, type RouterParams, type RouterConfigFields, type IndexPlan } from './config.js';
+export {
+  routerParamsFromConfig,
+  type RouterParams,
+  type RouterConfigFields,
+  type IndexPlan,
+} from './config.js';
 export type * from './types.js';
 export {
   RemoteIndexer,

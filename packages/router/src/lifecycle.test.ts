@@ -19,16 +19,25 @@ import { KvRouter } from './router.js';
 import { cat, flush, harness, storeEvent, toks, w } from './test-fixtures.js';
 
 const ZERO = { active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 };
-const pinTo = (id: bigint, dp?: number): Nvext => ({ backend_instance_id: id, ...(dp !== undefined ? { dp_rank: dp } : {}) }) as Nvext;
+const pinTo = (id: bigint, dp?: number): Nvext =>
+  ({ backend_instance_id: id, ...(dp !== undefined ? { dp_rank: dp } : {}) }) as Nvext;
 
 describe('lifecycle hooks', () => {
   it('first token drops the prefill, free drops the blocks; free is idempotent', async () => {
     const { router } = harness();
     router.addWorker({ workerId: 1 });
     await router.route({ requestId: 'a', tokens: toks(1, 100) }); // 6 full blocks, 100 prefill tokens
-    expect(router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 100, active_decode_blocks: 6, active_requests: 1 });
+    expect(router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 100,
+      active_decode_blocks: 6,
+      active_requests: 1,
+    });
     expect(router.markPrefillCompleted('a')).toBe(true);
-    expect(router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 6, active_requests: 1 });
+    expect(router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 0,
+      active_decode_blocks: 6,
+      active_requests: 1,
+    });
     expect(router.free('a')).toBe(true);
     expect(router.free('a')).toBe(false);
     expect(router.markPrefillCompleted('a')).toBe(false);
@@ -101,7 +110,13 @@ describe('load bookkeeping property', () => {
         activeRequestExpirySecs: 120,
       });
       // A second router replica whose bookings arrive as replica-sync events.
-      const peer = new KvRouter({ blockSize: 16, clock, random: () => rng.next(), routerId: 2n, publishActiveSequenceEvent: (e) => router.applyReplicaEvent(e) });
+      const peer = new KvRouter({
+        blockSize: 16,
+        clock,
+        random: () => rng.next(),
+        routerId: 2n,
+        publishActiveSequenceEvent: (e) => router.applyReplicaEvent(e),
+      });
       const add = (id: number, dpSize: number) => {
         const cfg = { workerId: id, dpSize, maxNumBatchedTokens: 256 };
         router.addWorker(cfg);
@@ -126,8 +141,11 @@ describe('load bookkeeping property', () => {
           if (rng.bool(0.3)) nvext.agent_hints = { osl: rng.int(1, 50), priority: rng.int(-2, 3) };
           const overrides = rng.bool(0.2) ? { assume_kv_reuse: false } : undefined;
           live.add(id);
-          pending.push(router.route({ requestId: id, tokens, nvext, overrides }).catch(() => live.delete(id)));
-          if (rng.bool(0.3)) indexer.applyEvent(storeEvent(w(rng.int(1, 3)), tokens, 16, rng.int(0, 4), step + 1));
+          pending.push(
+            router.route({ requestId: id, tokens, nvext, overrides }).catch(() => live.delete(id)),
+          );
+          if (rng.bool(0.3))
+            indexer.applyEvent(storeEvent(w(rng.int(1, 3)), tokens, 16, rng.int(0, 4), step + 1));
         } else if (op === 4 && live.size > 0) {
           router.markPrefillCompleted(rng.pick([...live]));
         } else if (op === 5 && live.size > 0) {
@@ -139,7 +157,11 @@ describe('load bookkeeping property', () => {
         } else if (op === 7) {
           const id = `p${n++}`;
           peerLive.add(id);
-          pending.push(peer.route({ requestId: id, tokens: cat(rng.pick(prefixes), toks(5000 + n, 20)) }).catch(() => peerLive.delete(id)));
+          pending.push(
+            peer
+              .route({ requestId: id, tokens: cat(rng.pick(prefixes), toks(5000 + n, 20)) })
+              .catch(() => peerLive.delete(id)),
+          );
           if (rng.bool(0.5)) peer.markPrefillCompleted(id);
         } else if (op === 8) {
           if (peerLive.size > 0 && rng.bool()) {
@@ -178,7 +200,11 @@ describe('load bookkeeping property', () => {
 describe('replica sync (§5.4)', () => {
   it('publishes own AddRequest / MarkPrefillCompleted / Free; a peer applies them and ignores its own', async () => {
     const events: ActiveSequenceEvent[] = [];
-    const a = harness({ routerId: 11n, publishActiveSequenceEvent: (e) => events.push(e), indexer: new RadixIndexer() });
+    const a = harness({
+      routerId: 11n,
+      publishActiveSequenceEvent: (e) => events.push(e),
+      indexer: new RadixIndexer(),
+    });
     const b = harness({ routerId: 22n });
     for (const r of [a.router, b.router]) r.addWorker({ workerId: 1 });
     const t = toks(1, 40); // 2 full blocks
@@ -198,7 +224,11 @@ describe('replica sync (§5.4)', () => {
       },
     });
     expect(b.router.applyReplicaEvent(events[0])).toBe(true);
-    expect(b.router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 40, active_decode_blocks: 2, active_requests: 1 });
+    expect(b.router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 40,
+      active_decode_blocks: 2,
+      active_requests: 1,
+    });
     // The same prompt on B now sees the synced blocks as its active prefix (depth 2 → additional 0).
     const d = await b.router.route({ requestId: 'y', tokens: t, queryOnly: true, explain: true });
     expect(d.explanation.candidates![0].active_prefix_depth).toBe(2);
@@ -226,13 +256,29 @@ describe('replica sync (§5.4)', () => {
       request_id: 'peer',
       worker: w(1),
       router_id: 11n as RouterId,
-      data: { AddRequest: { token_sequence: null, track_prefill_tokens: true, expected_output_tokens: null, prefill_load_hint: { initial_effective_prefill_tokens: 500, expected_prefill_duration: null } } },
+      data: {
+        AddRequest: {
+          token_sequence: null,
+          track_prefill_tokens: true,
+          expected_output_tokens: null,
+          prefill_load_hint: { initial_effective_prefill_tokens: 500, expected_prefill_duration: null },
+        },
+      },
     });
-    expect(b.router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 500, active_decode_blocks: 0, active_requests: 1 });
+    expect(b.router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 500,
+      active_decode_blocks: 0,
+      active_requests: 1,
+    });
     const p = b.router.route({ requestId: 'q', tokens: toks(1, 16) });
     await flush();
     expect(b.router.queueDepth).toBe(1);
-    b.router.applyReplicaEvent({ request_id: 'peer', worker: w(1), router_id: 11n as RouterId, data: 'Free' });
+    b.router.applyReplicaEvent({
+      request_id: 'peer',
+      worker: w(1),
+      router_id: 11n as RouterId,
+      data: 'Free',
+    });
     expect((await p).booked).toBe(true);
   });
 });
@@ -281,7 +327,13 @@ describe('approximate and side recording (§7.5, §7.6)', () => {
 
   it('predictedTtlSecs builds a local side index', async () => {
     const clock = new VirtualClock();
-    const router = new KvRouter({ blockSize: 16, clock, random: () => 0, indexer: new RadixIndexer(), predictedTtlSecs: 5 });
+    const router = new KvRouter({
+      blockSize: 16,
+      clock,
+      random: () => 0,
+      indexer: new RadixIndexer(),
+      predictedTtlSecs: 5,
+    });
     router.addWorker({ workerId: 1 });
     await router.route({ requestId: 'a', tokens: toks(1, 64) });
     expect((await router.route({ requestId: 'b', tokens: toks(1, 64) })).overlapBlocks).toBe(4);

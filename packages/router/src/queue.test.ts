@@ -106,16 +106,26 @@ describe('parking and release', () => {
   it('parks only while every eligible rank is over threshold × max_num_batched_tokens', async () => {
     const { router, order, track } = queued('fcfs');
     router.addWorker({ workerId: 2, maxNumBatchedTokens: 100 });
-    await router.route({ requestId: 'R1', tokens: toks(1, 101), nvext: { backend_instance_id: 1n } as Nvext });
+    await router.route({
+      requestId: 'R1',
+      tokens: toks(1, 101),
+      nvext: { backend_instance_id: 1n } as Nvext,
+    });
     // W2 is still at 0: not parked.
     expect((await router.route({ requestId: 'a', tokens: toks(2, 16) })).workerId).toBe(2n);
-    await router.route({ requestId: 'R2', tokens: toks(3, 101), nvext: { backend_instance_id: 2n } as Nvext });
+    await router.route({
+      requestId: 'R2',
+      tokens: toks(3, 101),
+      nvext: { backend_instance_id: 2n } as Nvext,
+    });
     // W1 101 > 100 and W2 101 + 16 > 100: parked.
     void track(router.route({ requestId: 'b', tokens: toks(4, 16) }));
     await flush();
     expect(router.queueDepth).toBe(1);
     // A pinned request checks only its rank; it parks behind too.
-    void track(router.route({ requestId: 'c', tokens: toks(5, 16), nvext: { backend_instance_id: 1n } as Nvext }));
+    void track(
+      router.route({ requestId: 'c', tokens: toks(5, 16), nvext: { backend_instance_id: 1n } as Nvext }),
+    );
     await flush();
     expect(router.queueDepth).toBe(2);
     router.free('R2');
@@ -201,7 +211,13 @@ describe('no starvation', () => {
     // A clock whose timers never fire: only the arrival itself can notice that load decayed.
     let t = 0;
     const clock: Clock = { now: () => t, setTimeout: () => ({}), clearTimeout: () => undefined };
-    const router = new KvRouter({ blockSize: 16, clock, random: () => 0, queueThreshold: 1, prefillDurationPredictor: () => 1000 });
+    const router = new KvRouter({
+      blockSize: 16,
+      clock,
+      random: () => 0,
+      queueThreshold: 1,
+      prefillDurationPredictor: () => 1000,
+    });
     router.addWorker({ workerId: 1, maxNumBatchedTokens: 100 });
     const order: string[] = [];
     await router.route({ requestId: 'R0', tokens: toks(0, 200) });
@@ -255,7 +271,11 @@ describe('overlap refresh at dequeue', () => {
 
   it('re-queries overlaps for a request queued longer than the refresh age (default 10 s)', async () => {
     const d = await refreshCase(undefined, 11_000);
-    expect([d.overlapBlocks, d.explanation.overlapRefreshed, d.explanation.queuedMs]).toEqual([6, true, 11_000]);
+    expect([d.overlapBlocks, d.explanation.overlapRefreshed, d.explanation.queuedMs]).toEqual([
+      6,
+      true,
+      11_000,
+    ]);
   });
 
   it('keeps the arrival overlaps when younger than the refresh age, or when refresh is disabled (0)', async () => {

@@ -18,7 +18,10 @@ async function rejection(p: Promise<unknown>): Promise<KvrError> {
   throw new Error('expected a rejection');
 }
 
-const pin = (id: number, extra: Partial<Nvext> = {}): Nvext => ({ backend_instance_id: BigInt(id) as Nvext['backend_instance_id'], ...extra });
+const pin = (id: number, extra: Partial<Nvext> = {}): Nvext => ({
+  backend_instance_id: BigInt(id) as Nvext['backend_instance_id'],
+  ...extra,
+});
 
 /**
  * PROTOCOL.md §8.9 reproduced through the router: bs 16, prompt P of 160 tokens (10 blocks).
@@ -56,9 +59,21 @@ async function example(opts: Partial<KvRouterOptions> = {}, taintsW2: string[] =
 describe('§8.9 worked example through the router', () => {
   it('loads and overlaps as in the table; W1 wins with logits 22 / 24 / 27', async () => {
     const { router, P } = await example();
-    expect(router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 96, active_decode_blocks: 12, active_requests: 2 });
-    expect(router.rankLoad(w(2))).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 4, active_requests: 1 });
-    expect(router.rankLoad(w(3))).toEqual({ active_prefill_tokens: 32, active_decode_blocks: 9, active_requests: 2 });
+    expect(router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 96,
+      active_decode_blocks: 12,
+      active_requests: 2,
+    });
+    expect(router.rankLoad(w(2))).toEqual({
+      active_prefill_tokens: 0,
+      active_decode_blocks: 4,
+      active_requests: 1,
+    });
+    expect(router.rankLoad(w(3))).toEqual({
+      active_prefill_tokens: 32,
+      active_decode_blocks: 9,
+      active_requests: 2,
+    });
 
     const d = await router.route({ requestId: 'P', tokens: P, explain: true });
     expect(d.workerId).toBe(1n);
@@ -73,9 +88,19 @@ describe('§8.9 worked example through the router', () => {
     expect(c.map((x) => x.additional)).toEqual([2, 10, 10]);
     expect(c.map((x) => x.cost)).toEqual([22, 24, 27]);
     // 8 of 10 blocks cached on W1.
-    expect(d).toMatchObject({ overlapBlocks: 8, cachedTokens: 128, requiredBlocks: 10, kvHitRate: 0.8, booked: true });
+    expect(d).toMatchObject({
+      overlapBlocks: 8,
+      cachedTokens: 128,
+      requiredBlocks: 10,
+      kvHitRate: 0.8,
+      booked: true,
+    });
     // Booked: prefill 96 + (160 − 128) = 128; blocks 12 + P's 2 blocks not yet held = 14.
-    expect(router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 128, active_decode_blocks: 14, active_requests: 3 });
+    expect(router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 128,
+      active_decode_blocks: 14,
+      active_requests: 3,
+    });
   });
 
   it('T = 1: p ≈ 0.491 / 0.329 / 0.180 sampled with one u', async () => {
@@ -106,14 +131,22 @@ describe('§8.9 worked example through the router', () => {
 
   it('legacy weight 2 per request (→ scale 2): 30 / 34 / 35', async () => {
     const { router, P } = await example();
-    const d = await router.route({ requestId: 'P', tokens: P, explain: true, overrides: { overlap_score_weight: 2 } });
+    const d = await router.route({
+      requestId: 'P',
+      tokens: P,
+      explain: true,
+      overrides: { overlap_score_weight: 2 },
+    });
     expect(d.explanation.candidates!.map((x) => x.cost)).toEqual([30, 34, 35]);
     expect(d.workerId).toBe(1n);
   });
 
   it('preferred taint of weight 0.85 on W2: m = exp(−tanh 0.85) ≈ 0.501, cost ≈ 12.02 → W2', async () => {
     const { router, P } = await example({}, ['zone=a']);
-    const constraints: RoutingConstraints = { required_taints: new Set(), preferred_taints: new Map([['zone=a', 0.85]]) };
+    const constraints: RoutingConstraints = {
+      required_taints: new Set(),
+      preferred_taints: new Map([['zone=a', 0.85]]),
+    };
     const d = await router.route({ requestId: 'P', tokens: P, explain: true, constraints });
     expect(d.explanation.candidates![1].taint_multiplier).toBeCloseTo(0.50105, 4);
     expect(d.explanation.candidates![1].cost).toBeCloseTo(12.025, 2);
@@ -122,7 +155,12 @@ describe('§8.9 worked example through the router', () => {
 
   it('per-request credit from agent_hints: credit 0 removes the overlap discount', async () => {
     const { router, P } = await example();
-    const d = await router.route({ requestId: 'P', tokens: P, explain: true, nvext: { agent_hints: { kv_overlap_score_credit: 0 } } });
+    const d = await router.route({
+      requestId: 'P',
+      tokens: P,
+      explain: true,
+      nvext: { agent_hints: { kv_overlap_score_credit: 0 } },
+    });
     // W1: 16 + 12 + 2 = 30; W2: 10 + 4 + 10 = 24; W3: 12 + 9 + 10 = 31.
     expect(d.explanation.candidates!.map((x) => x.cost)).toEqual([30, 24, 31]);
     expect(d.workerId).toBe(2n);
@@ -135,7 +173,10 @@ describe('eligibility and errors (§8.1)', () => {
     let e = await rejection(router.route({ requestId: 'a', tokens: toks(1, 32) }));
     expect([e.status, e.message]).toEqual([503, 'no eligible workers']);
     router.addWorker({ workerId: 1, topologyDomains: { rack: 'r1' } });
-    const constraints: RoutingConstraints = { required_taints: new Set(['dynamo.topology/rack=r2']), preferred_taints: new Map() };
+    const constraints: RoutingConstraints = {
+      required_taints: new Set(['dynamo.topology/rack=r2']),
+      preferred_taints: new Map(),
+    };
     e = await rejection(router.route({ requestId: 'b', tokens: toks(1, 32), constraints }));
     expect(e.code).toBe('no_eligible_workers');
     constraints.required_taints = new Set(['dynamo.topology/rack=r1']);
@@ -145,13 +186,21 @@ describe('eligibility and errors (§8.1)', () => {
   it('allowed worker ids restrict the candidates', async () => {
     const { router } = harness();
     for (const id of [1, 2, 3]) router.addWorker({ workerId: id });
-    const d = await router.route({ requestId: 'a', tokens: toks(1, 64), allowedWorkerIds: [3n], explain: true });
+    const d = await router.route({
+      requestId: 'a',
+      tokens: toks(1, 64),
+      allowedWorkerIds: [3n],
+      explain: true,
+    });
     expect(d.workerId).toBe(3n);
     expect(d.explanation.candidateCount).toBe(1);
   });
 
   it('every rank over the busy threshold → 503 "All workers are busy, please retry later"; a free one is used', async () => {
-    const { router } = harness({ admissionControl: 'token-capacity', busyThresholds: { activePrefillTokens: 100 } });
+    const { router } = harness({
+      admissionControl: 'token-capacity',
+      busyThresholds: { activePrefillTokens: 100 },
+    });
     router.addWorker({ workerId: 1 });
     router.addWorker({ workerId: 2 });
     await router.route({ requestId: 'x', tokens: toks(1, 160), nvext: pin(1) });
@@ -160,7 +209,11 @@ describe('eligibility and errors (§8.1)', () => {
     expect(d.workerId).toBe(2n);
     expect(d.explanation.busyFiltered).toBe(1);
     const e = await rejection(router.route({ requestId: 'z', tokens: toks(3, 16) }));
-    expect([e.status, e.message, e.detail?.error_type]).toEqual([503, 'All workers are busy, please retry later', 'overload']);
+    expect([e.status, e.message, e.detail?.error_type]).toEqual([
+      503,
+      'All workers are busy, please retry later',
+      'overload',
+    ]);
     // Pinned to a busy worker: 503, never rerouted.
     const pe = await rejection(router.route({ requestId: 'p', tokens: toks(3, 16), nvext: pin(2) }));
     expect([pe.status, pe.code]).toEqual([503, 'pinned_worker_busy']);
@@ -170,23 +223,41 @@ describe('eligibility and errors (§8.1)', () => {
   });
 
   it('a worker is busy only when all its ranks are', async () => {
-    const { router } = harness({ admissionControl: 'token-capacity', busyThresholds: { activePrefillTokens: 100 } });
+    const { router } = harness({
+      admissionControl: 'token-capacity',
+      busyThresholds: { activePrefillTokens: 100 },
+    });
     router.addWorker({ workerId: 1, dpSize: 2 });
     await router.route({ requestId: 'x', tokens: toks(1, 160), nvext: pin(1, { dp_rank: 0 }) });
     // Rank 0 is over, rank 1 is not: worker 1 stays a candidate with both ranks; the cost prefers rank 1.
     const d = await router.route({ requestId: 'y', tokens: toks(2, 160), explain: true });
     expect([d.workerId, d.dpRank, d.explanation.candidateCount]).toEqual([1n, 1, 2]);
-    await expect(router.route({ requestId: 'z', tokens: toks(3, 16) })).rejects.toMatchObject({ code: 'all_workers_busy' });
+    await expect(router.route({ requestId: 'z', tokens: toks(3, 16) })).rejects.toMatchObject({
+      code: 'all_workers_busy',
+    });
   });
 
   it('decode latch from worker-published kv_used_blocks (> t × total_kv_blocks) with hysteresis per signal', async () => {
-    const { router } = harness({ admissionControl: 'token-capacity', busyThresholds: { activeDecodeBlocks: 0.5 } });
+    const { router } = harness({
+      admissionControl: 'token-capacity',
+      busyThresholds: { activeDecodeBlocks: 0.5 },
+    });
     router.addWorker({ workerId: 1, totalKvBlocks: 100 });
     router.addWorker({ workerId: 2, totalKvBlocks: 100 });
     // 51 > 0.5 × 100 → W1 busy.
-    expect(router.ingestLoad({ worker_id: 1n, dp_rank: 0, active_decode_blocks: null, active_prefill_tokens: null, kv_used_blocks: 51 })).toBe(true);
+    expect(
+      router.ingestLoad({
+        worker_id: 1n,
+        dp_rank: 0,
+        active_decode_blocks: null,
+        active_prefill_tokens: null,
+        kv_used_blocks: 51,
+      }),
+    ).toBe(true);
     expect((await router.route({ requestId: 'a', tokens: toks(1, 16) })).workerId).toBe(2n);
-    await expect(router.route({ requestId: 'p', tokens: toks(1, 16), nvext: pin(1) })).rejects.toMatchObject({ code: 'pinned_worker_busy' });
+    await expect(router.route({ requestId: 'p', tokens: toks(1, 16), nvext: pin(1) })).rejects.toMatchObject({
+      code: 'pinned_worker_busy',
+    });
     // 50 is at the limit, not over: W1 is free again.
     router.ingestLoad({ worker_id: 1n, dp_rank: 0, kv_used_blocks: 50 });
     expect((await router.route({ requestId: 'p', tokens: toks(1, 16), nvext: pin(1) })).workerId).toBe(1n);
@@ -196,19 +267,33 @@ describe('eligibility and errors (§8.1)', () => {
   it('bad input: typed errors naming the field, nothing booked', async () => {
     const { router } = harness();
     router.addWorker({ workerId: 1 });
-    await expect(router.route({ requestId: '', tokens: toks(1, 16) })).rejects.toMatchObject({ detail: { field: 'requestId' } });
+    await expect(router.route({ requestId: '', tokens: toks(1, 16) })).rejects.toMatchObject({
+      detail: { field: 'requestId' },
+    });
     await expect(router.route({ requestId: 'a' })).rejects.toMatchObject({ detail: { field: 'tokens' } });
-    await expect(router.route({ requestId: 'a', tokens: toks(1, 16), overrides: { router_temperature: -1 } })).rejects.toMatchObject({
+    await expect(
+      router.route({ requestId: 'a', tokens: toks(1, 16), overrides: { router_temperature: -1 } }),
+    ).rejects.toMatchObject({
       detail: { field: 'router_temperature' },
     });
-    await expect(router.route({ requestId: 'a', tokens: toks(1, 16), pinHeader: 'abc' })).rejects.toMatchObject({
+    await expect(
+      router.route({ requestId: 'a', tokens: toks(1, 16), pinHeader: 'abc' }),
+    ).rejects.toMatchObject({
       detail: { field: 'x-worker-instance-id' },
     });
-    expect(() => router.addWorker({ workerId: 2, dpSize: 0 })).toThrow(expect.objectContaining({ detail: { field: 'dpSize' } }) as Error);
+    expect(() => router.addWorker({ workerId: 2, dpSize: 0 })).toThrow(
+      expect.objectContaining({ detail: { field: 'dpSize' } }) as Error,
+    );
     expect(router.workerCount).toBe(1);
-    expect(router.rankLoad(w(1))).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 });
+    expect(router.rankLoad(w(1))).toEqual({
+      active_prefill_tokens: 0,
+      active_decode_blocks: 0,
+      active_requests: 0,
+    });
     await router.route({ requestId: 'a', tokens: toks(1, 16) });
-    await expect(router.route({ requestId: 'a', tokens: toks(1, 16) })).rejects.toMatchObject({ code: 'duplicate_request' });
+    await expect(router.route({ requestId: 'a', tokens: toks(1, 16) })).rejects.toMatchObject({
+      code: 'duplicate_request',
+    });
   });
 });
 
@@ -219,7 +304,10 @@ describe('index failures', () => {
     broken.findMatchesBySeq = () => {
       throw new Error('index gone');
     };
-    const { router } = harness({ indexer: broken, onError: (e, ctx) => errors.push(`${ctx}: ${(e as Error).message}`) });
+    const { router } = harness({
+      indexer: broken,
+      onError: (e, ctx) => errors.push(`${ctx}: ${(e as Error).message}`),
+    });
     router.addWorker({ workerId: 1 });
     const d = await router.route({ requestId: 'a', tokens: toks(1, 64) });
     expect([d.workerId, d.overlapBlocks, d.booked]).toEqual([1n, 0, true]);
@@ -237,7 +325,12 @@ describe('pins (§15)', () => {
     indexer.applyEvent(storeEvent(w(2), P, BS, 3));
     await router.route({ requestId: 'load', tokens: toks(2, 320), nvext: pin(2) });
     const d = await router.route({ requestId: 'a', tokens: P, nvext: pin(2) });
-    expect([d.workerId, d.explanation.reason, d.overlapBlocks, d.cachedTokens]).toEqual([2n, 'pinned', 3, 48]);
+    expect([d.workerId, d.explanation.reason, d.overlapBlocks, d.cachedTokens]).toEqual([
+      2n,
+      'pinned',
+      3,
+      48,
+    ]);
     // Prefill booked = 320 + (64 − 48) = 336.
     expect(router.rankLoad(w(2)).active_prefill_tokens).toBe(336);
   });
@@ -252,11 +345,18 @@ describe('pins (§15)', () => {
     expect(d.dpRank).toBe(3);
     d = await router.route({ requestId: 'c', tokens: toks(1, 32), nvext: pin(1), pinHeader: '5' });
     expect(d.workerId).toBe(5n);
-    await expect(router.route({ requestId: 'd', tokens: toks(1, 32), nvext: pin(1, { dp_rank: 4 }) })).rejects.toMatchObject({
+    await expect(
+      router.route({ requestId: 'd', tokens: toks(1, 32), nvext: pin(1, { dp_rank: 4 }) }),
+    ).rejects.toMatchObject({
       code: 'no_eligible_workers',
     });
     d = await router.route({ requestId: 'e', tokens: toks(1, 32), nvext: pin(77, { dp_rank: 1 }) });
-    expect([d.workerId, d.dpRank, d.booked, d.explanation.reason]).toEqual([77n, 1, false, 'pinned_unbooked']);
+    expect([d.workerId, d.dpRank, d.booked, d.explanation.reason]).toEqual([
+      77n,
+      1,
+      false,
+      'pinned_unbooked',
+    ]);
     expect(router.free('e')).toBe(true);
     expect(router.free('e')).toBe(false);
   });
@@ -286,9 +386,14 @@ describe('router modes (§8.8)', () => {
   };
 
   it('round-robin cycles ascending ids and skips busy workers', async () => {
-    const { router } = three({ mode: 'round-robin', admissionControl: 'token-capacity', busyThresholds: { activePrefillTokens: 100 } });
+    const { router } = three({
+      mode: 'round-robin',
+      admissionControl: 'token-capacity',
+      busyThresholds: { activePrefillTokens: 100 },
+    });
     const seen: bigint[] = [];
-    for (let i = 0; i < 4; i++) seen.push((await router.route({ requestId: `r${i}`, tokens: toks(i, 16) })).workerId);
+    for (let i = 0; i < 4; i++)
+      seen.push((await router.route({ requestId: `r${i}`, tokens: toks(i, 16) })).workerId);
     expect(seen).toEqual([10n, 20n, 30n, 10n]);
     // Router-published load makes 20 busy (in non-kv modes only published values exist).
     router.ingestLoad({ worker_id: 20n, dp_rank: 0, active_prefill_tokens: 101 });
@@ -319,16 +424,24 @@ describe('router modes (§8.8)', () => {
     const { router } = three({ mode: 'device-aware-weighted', cudaToCpuRatio: 2 });
     // 2 GPU, 1 CPU, ratio 2: CPU threshold = ⌊g·1/(2·2)⌋ = ⌊g/4⌋. g = 0..3 → 0 → GPU group.
     const picks: bigint[] = [];
-    for (let i = 0; i < 4; i++) picks.push((await router.route({ requestId: `g${i}`, tokens: toks(1, 16) })).workerId);
+    for (let i = 0; i < 4; i++)
+      picks.push((await router.route({ requestId: `g${i}`, tokens: toks(1, 16) })).workerId);
     expect(picks.every((x) => x !== 20n)).toBe(true);
     // g = 4 → ⌊4/4⌋ = 1 > cpu 0 → CPU.
     expect((await router.route({ requestId: 'c', tokens: toks(1, 16) })).workerId).toBe(20n);
   });
 
   it('direct: the pin is required (400 with the FLAGS.md message); a known busy pin is 503', async () => {
-    const { router } = three({ mode: 'direct', admissionControl: 'token-capacity', busyThresholds: { activePrefillTokens: 10 } });
+    const { router } = three({
+      mode: 'direct',
+      admissionControl: 'token-capacity',
+      busyThresholds: { activePrefillTokens: 10 },
+    });
     const e = await rejection(router.route({ requestId: 'a', tokens: toks(1, 16) }));
-    expect([e.status, e.message]).toEqual([400, 'direct routing requires nvext.backend_instance_id or x-worker-instance-id']);
+    expect([e.status, e.message]).toEqual([
+      400,
+      'direct routing requires nvext.backend_instance_id or x-worker-instance-id',
+    ]);
     const d = await router.route({ requestId: 'b', tokens: toks(1, 16), nvext: pin(30) });
     expect([d.workerId, d.explanation.reason, d.booked]).toEqual([30n, 'direct', false]);
     expect(router.inflight(30n)).toBe(1);
@@ -336,7 +449,9 @@ describe('router modes (§8.8)', () => {
     const u = await router.route({ requestId: 'u', tokens: toks(1, 16), nvext: pin(99) });
     expect([u.workerId, u.explanation.reason, u.booked]).toEqual([99n, 'direct', false]);
     router.ingestLoad({ worker_id: 30n, dp_rank: 0, active_prefill_tokens: 11 });
-    await expect(router.route({ requestId: 'c', tokens: toks(1, 16), nvext: pin(30) })).rejects.toMatchObject({ status: 503 });
+    await expect(router.route({ requestId: 'c', tokens: toks(1, 16), nvext: pin(30) })).rejects.toMatchObject(
+      { status: 503 },
+    );
   });
 });
 
@@ -345,7 +460,11 @@ describe('query-only, explanation, decision log, overhead', () => {
     const { router } = harness();
     router.addWorker({ workerId: 1 });
     const t = toks(1, 40);
-    const d = await router.route({ requestId: 'q', tokens: t, nvext: { annotations: ['query_instance_id:x'] } });
+    const d = await router.route({
+      requestId: 'q',
+      tokens: t,
+      nvext: { annotations: ['query_instance_id:x'] },
+    });
     expect([d.workerId, d.queryOnly, d.booked, d.requiredBlocks]).toEqual([1n, true, false, 3]);
     expect(d.tokenData).toBe(t);
     expect(router.rankLoad(w(1)).active_requests).toBe(0);
@@ -355,7 +474,9 @@ describe('query-only, explanation, decision log, overhead', () => {
   it('sampled JSON decision log: candidates and terms, never prompt text or token ids', async () => {
     const lines: string[] = [];
     let u = 0.005;
-    const { router } = harness({ decisionLog: { sink: (l) => lines.push(l), sampleRate: 0.01, random: () => u } });
+    const { router } = harness({
+      decisionLog: { sink: (l) => lines.push(l), sampleRate: 0.01, random: () => u },
+    });
     router.addWorker({ workerId: 7587872800778374919n });
     router.addWorker({ workerId: 2 });
     await router.route({ requestId: 'a', tokens: toks(1, 48) });
@@ -376,10 +497,16 @@ describe('query-only, explanation, decision log, overhead', () => {
     const seen: RouterOverhead[] = [];
     let t = 0;
     // Each reading advances 1 ms: start, after hashing, after seq hashing, after find, scheduling start/end, total.
-    const { router } = harness({ hrtime: () => t++, onOverhead: (o) => seen.push(o), indexer: new RadixIndexer() });
+    const { router } = harness({
+      hrtime: () => t++,
+      onOverhead: (o) => seen.push(o),
+      indexer: new RadixIndexer(),
+    });
     router.addWorker({ workerId: 1 });
     await router.route({ requestId: 'a', tokens: toks(1, 64) });
-    expect(seen).toEqual([{ block_hashing: 1, seq_hashing: 1, indexer_find_matches: 1, scheduling: 1, total: 5 }]);
+    expect(seen).toEqual([
+      { block_hashing: 1, seq_hashing: 1, indexer_find_matches: 1, scheduling: 1, total: 5 },
+    ]);
   });
 });
 
@@ -404,6 +531,8 @@ describe('worker set', () => {
     expect(router.rankLoad(w(1, 0)).active_requests).toBe(0);
     expect(router.liveRequestCount).toBe(0);
     expect(router.removeWorker(1n)).toBe(false);
-    expect(() => router.updateWorker({ workerId: 9 })).toThrow(expect.objectContaining({ code: 'unknown_worker' }) as Error);
+    expect(() => router.updateWorker({ workerId: 9 })).toThrow(
+      expect.objectContaining({ code: 'unknown_worker' }) as Error,
+    );
   });
 });

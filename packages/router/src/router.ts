@@ -78,7 +78,13 @@ import type {
   RoutingDecision,
   RoutingRecorder,
 } from './types.js';
-import { normalizeWorkerConfig, WorkerSet, type RankEntry, type WorkerConfig, type WorkerEntry } from './workers.js';
+import {
+  normalizeWorkerConfig,
+  WorkerSet,
+  type RankEntry,
+  type WorkerConfig,
+  type WorkerEntry,
+} from './workers.js';
 
 /** Periodic queue re-check (§10): 60 s, or 100 ms with the AIC prefill model. */
 export const QUEUE_RECHECK_MS = 60_000;
@@ -90,7 +96,9 @@ export const DEFAULT_OVERLAP_REFRESH_AFTER_SECS = 10;
 const show = (v: unknown): string =>
   typeof v === 'string' ? `'${v}'` : typeof v === 'object' && v !== null ? typeof v : String(v as number);
 const invalid = (field: string, reason: string, v?: unknown): KvrError =>
-  new KvrError('invalid_argument', `${field} ${reason}${v === undefined ? '' : `, got ${show(v)}`}`, 400, { field });
+  new KvrError('invalid_argument', `${field} ${reason}${v === undefined ? '' : `, got ${show(v)}`}`, 400, {
+    field,
+  });
 
 interface Pin {
   workerId: WorkerId;
@@ -193,15 +201,23 @@ export class KvRouter {
   constructor(opts: KvRouterOptions) {
     if (!opts || typeof opts !== 'object') throw invalid('options', 'must be an object');
     const bs = opts.blockSize;
-    if (typeof bs !== 'number' || !Number.isSafeInteger(bs) || bs < 1) throw invalid('blockSize', 'must be an integer >= 1', bs);
+    if (typeof bs !== 'number' || !Number.isSafeInteger(bs) || bs < 1)
+      throw invalid('blockSize', 'must be an integer >= 1', bs);
     const clock = opts.clock;
-    if (!clock || typeof clock.now !== 'function' || typeof clock.setTimeout !== 'function' || typeof clock.clearTimeout !== 'function')
+    if (
+      !clock ||
+      typeof clock.now !== 'function' ||
+      typeof clock.setTimeout !== 'function' ||
+      typeof clock.clearTimeout !== 'function'
+    )
       throw invalid('clock', 'must provide now(), setTimeout() and clearTimeout()');
     if (typeof opts.random !== 'function') throw invalid('random', 'must be a function returning [0, 1)');
     const mode = opts.mode ?? 'kv';
-    if (!ROUTER_MODES.includes(mode)) throw invalid('mode', `must be one of ${ROUTER_MODES.join(', ')}`, mode);
+    if (!ROUTER_MODES.includes(mode))
+      throw invalid('mode', `must be one of ${ROUTER_MODES.join(', ')}`, mode);
     const policy = opts.queuePolicy ?? 'fcfs';
-    if (!QUEUE_POLICIES.includes(policy)) throw invalid('queuePolicy', `must be one of ${QUEUE_POLICIES.join(', ')}`, policy);
+    if (!QUEUE_POLICIES.includes(policy))
+      throw invalid('queuePolicy', `must be one of ${QUEUE_POLICIES.join(', ')}`, policy);
     const qt = opts.queueThreshold === undefined ? DEFAULT_QUEUE_THRESHOLD : opts.queueThreshold;
     if (qt !== null && !(typeof qt === 'number' && qt > 0 && Number.isFinite(qt)))
       throw invalid('queueThreshold', 'must be greater than 0 (null disables queueing)', qt);
@@ -212,7 +228,8 @@ export class KvRouter {
     if (!(typeof expirySecs === 'number' && expirySecs > 0 && Number.isFinite(expirySecs)))
       throw invalid('activeRequestExpirySecs', 'must be a finite number > 0', expirySecs);
     const ratio = opts.cudaToCpuRatio ?? DEFAULT_CUDA_TO_CPU_RATIO;
-    if (!Number.isSafeInteger(ratio) || ratio < 1) throw invalid('cudaToCpuRatio', 'must be an integer >= 1', ratio);
+    if (!Number.isSafeInteger(ratio) || ratio < 1)
+      throw invalid('cudaToCpuRatio', 'must be an integer >= 1', ratio);
     const phase = opts.phase ?? 'aggregated';
     if (phase !== 'aggregated' && phase !== 'prefill' && phase !== 'decode')
       throw invalid('phase', 'must be aggregated, prefill or decode', phase);
@@ -220,12 +237,17 @@ export class KvRouter {
       throw invalid('routerId', 'is required (a u64 bigint) for replica sync');
     if (opts.decisionLog) {
       const r = opts.decisionLog.sampleRate;
-      if (typeof opts.decisionLog.sink !== 'function') throw invalid('decisionLog.sink', 'must be a function');
-      if (!(typeof r === 'number' && r >= 0 && r <= 1)) throw invalid('decisionLog.sampleRate', 'must be between 0.0 and 1.0', r);
+      if (typeof opts.decisionLog.sink !== 'function')
+        throw invalid('decisionLog.sink', 'must be a function');
+      if (!(typeof r === 'number' && r >= 0 && r <= 1))
+        throw invalid('decisionLog.sampleRate', 'must be between 0.0 and 1.0', r);
     }
     const params = validateCostParams({ ...DEFAULT_COST_PARAMS, ...opts.cost });
     const thresholds = validateBusyThresholds(
-      effectiveBusyThresholds(opts.admissionControl ?? 'none', { ...DEFAULT_BUSY_THRESHOLDS, ...opts.busyThresholds }),
+      effectiveBusyThresholds(opts.admissionControl ?? 'none', {
+        ...DEFAULT_BUSY_THRESHOLDS,
+        ...opts.busyThresholds,
+      }),
     );
     const pttl = opts.predictedTtlSecs;
     if (pttl != null && !(typeof pttl === 'number' && pttl > 0 && Number.isFinite(pttl)))
@@ -245,12 +267,19 @@ export class KvRouter {
     this.thresholds = thresholds;
     this.busyOn = anyThreshold(thresholds);
     this.queueThreshold = mode === 'kv' ? qt : null;
-    this.queue = this.queueThreshold === null ? null : new RouterQueue<Pending>(policy, clock.now(), { strictPriority: opts.strictPriority ?? false });
+    this.queue =
+      this.queueThreshold === null
+        ? null
+        : new RouterQueue<Pending>(policy, clock.now(), { strictPriority: opts.strictPriority ?? false });
     this.predictor = opts.prefillDurationPredictor ?? null;
     this.queueRecheckMs = this.predictor ? QUEUE_RECHECK_AIC_MS : QUEUE_RECHECK_MS;
     this.refreshMs = refresh * 1000;
     this.indexer = opts.indexer ?? null;
-    this.side = opts.sideIndexer ?? (pttl != null ? new ApproxIndexer({ ttlSecs: pttl, maxTreeSize: Number.MAX_SAFE_INTEGER, now: () => clock.now() }) : null);
+    this.side =
+      opts.sideIndexer ??
+      (pttl != null
+        ? new ApproxIndexer({ ttlSecs: pttl, maxTreeSize: Number.MAX_SAFE_INTEGER, now: () => clock.now() })
+        : null);
     this.isEagle = opts.isEagle ?? false;
     this.cudaToCpuRatio = ratio;
     this.seqs = new MultiWorkerSequences({
@@ -356,16 +385,21 @@ export class KvRouter {
   private prepare(req: RouteRequest): Pending {
     if (!req || typeof req !== 'object') throw invalid('request', 'must be an object');
     const id = req.requestId;
-    if (typeof id !== 'string' || id.length === 0) throw invalid('requestId', 'must be a non-empty string', id);
+    if (typeof id !== 'string' || id.length === 0)
+      throw invalid('requestId', 'must be a non-empty string', id);
     const nv = req.nvext;
     const tokens = req.tokens ?? nv?.token_data;
-    if (this.mode === 'kv' && !(tokens instanceof Uint32Array)) throw invalid('tokens', 'must be a Uint32Array of token ids');
+    if (this.mode === 'kv' && !(tokens instanceof Uint32Array))
+      throw invalid('tokens', 'must be a Uint32Array of token ids');
     const isl = req.isl ?? tokens?.length ?? 0;
     if (!Number.isSafeInteger(isl) || isl < 0) throw invalid('isl', 'must be an integer >= 0', isl);
-    if (req.loraName !== undefined && typeof req.loraName !== 'string') throw invalid('loraName', 'must be a string');
+    if (req.loraName !== undefined && typeof req.loraName !== 'string')
+      throw invalid('loraName', 'must be a string');
     const queryOnly = req.queryOnly === true || isQueryOnly(nv);
     if (!queryOnly && (this.live.has(id) || this.queue?.has(id)))
-      throw new KvrError('duplicate_request', `request ${id} is already being routed`, 400, { field: 'requestId' });
+      throw new KvrError('duplicate_request', `request ${id} is already being routed`, 400, {
+        field: 'requestId',
+      });
 
     const hints = nv?.agent_hints;
     let ov: RouterConfigOverride | undefined = req.overrides;
@@ -383,7 +417,8 @@ export class KvRouter {
       const { binding, expired } = this.sessions.lookup(sc.session_id, now);
       if (expired) this.endSession(expired);
       session = { sessionId: sc.session_id, action: sc.action, timeoutS: sc.timeout, binding };
-      if (binding && !pin) pin = { workerId: binding.worker.worker_id, dpRank: binding.worker.dp_rank, reason: 'session' };
+      if (binding && !pin)
+        pin = { workerId: binding.worker.worker_id, dpRank: binding.worker.dp_rank, reason: 'session' };
       if (sc.action === 'close' && !queryOnly) this.sessions.unbind(sc.session_id);
     }
 
@@ -436,14 +471,17 @@ export class KvRouter {
         id = parseU64(header.trim());
       } catch {
         const name = this.phase === 'prefill' ? PREFILL_INSTANCE_HEADER : WORKER_INSTANCE_HEADER;
-        throw new KvrError('invalid_request', `${name} must be a u64 (an integer or a decimal string)`, 400, { field: name });
+        throw new KvrError('invalid_request', `${name} must be a u64 (an integer or a decimal string)`, 400, {
+          field: name,
+        });
       }
     }
     if (this.phase === 'prefill') {
       id ??= nv?.prefill_worker_id;
       rank = nv?.prefill_dp_rank;
     } else {
-      id ??= this.phase === 'decode' ? (nv?.decode_worker_id ?? nv?.backend_instance_id) : nv?.backend_instance_id;
+      id ??=
+        this.phase === 'decode' ? (nv?.decode_worker_id ?? nv?.backend_instance_id) : nv?.backend_instance_id;
       rank = nv?.dp_rank;
     }
     return id === undefined ? null : { workerId: id as WorkerId, dpRank: rank ?? null, reason: 'pinned' };
@@ -457,7 +495,10 @@ export class KvRouter {
       this.localBuf = new Uint32Array(need * 2);
       this.seqBuf = new Uint32Array(need * 2);
     }
-    const opts = p.loraName || req.mmHashes || this.isEagle ? { loraName: p.loraName, mmHashes: req.mmHashes, isEagle: this.isEagle } : undefined;
+    const opts =
+      p.loraName || req.mmHashes || this.isEagle
+        ? { loraName: p.loraName, mmHashes: req.mmHashes, isEagle: this.isEagle }
+        : undefined;
     p.local = computeLocalBlockHashes(p.tokens, bs, opts, this.localBuf);
     const t1 = this.hr();
     p.seq = computeSequenceHashes(p.local, this.seqBuf);
@@ -632,7 +673,11 @@ export class KvRouter {
     for (const r of w.ranks) {
       if (this.mode === 'kv') {
         const s = this.seqs.rank(r.worker);
-        if (s) r.busy.observe({ active_prefill_tokens: s.activePrefillTokens(now), active_decode_blocks: s.activeDecodeBlocks });
+        if (s)
+          r.busy.observe({
+            active_prefill_tokens: s.activePrefillTokens(now),
+            active_decode_blocks: s.activeDecodeBlocks,
+          });
       }
       if (!r.busy.isBusy(this.thresholds, cap)) {
         all = false;
@@ -664,7 +709,11 @@ export class KvRouter {
     const params = p.params;
     let expectedMs: number | null = null;
     if (this.predictor && params.trackPrefillTokens) {
-      expectedMs = this.predictor({ worker: r.worker, isl: p.isl, prefixTokens: Math.min(cachedTokens, p.isl) });
+      expectedMs = this.predictor({
+        worker: r.worker,
+        isl: p.isl,
+        prefixTokens: Math.min(cachedTokens, p.isl),
+      });
       if (expectedMs !== null && !(expectedMs >= 0 && Number.isFinite(expectedMs)))
         throw invalid('prefillDurationPredictor', 'must return a finite number >= 0 or null', expectedMs);
     }
@@ -706,7 +755,10 @@ export class KvRouter {
                     expected_prefill_duration:
                       expectedMs === null
                         ? null
-                        : { secs: Math.floor(expectedMs / 1000), nanos: Math.round((expectedMs % 1000) * 1e6) },
+                        : {
+                            secs: Math.floor(expectedMs / 1000),
+                            nanos: Math.round((expectedMs % 1000) * 1e6),
+                          },
                   }
                 : null,
           },
@@ -761,7 +813,8 @@ export class KvRouter {
       if (!entry) return this.unbookedPin(p, pin, this.mode === 'direct' ? 'direct' : 'pinned_unbooked');
       dpRank = pin.dpRank ?? entry.dpStart;
       if (!this.workers.rank(entry.id, dpRank) || !this.compatible(entry, p)) throw noEligibleWorkers();
-      if (this.busyOn && this.workerBusy(entry, now)) throw pinnedWorkerBusy({ worker_id: entry.id, dp_rank: dpRank });
+      if (this.busyOn && this.workerBusy(entry, now))
+        throw pinnedWorkerBusy({ worker_id: entry.id, dp_rank: dpRank });
       reason = this.mode === 'direct' ? 'direct' : 'pinned';
     } else {
       const pool = this.workers.workers.filter((w) => this.compatible(w, p));
@@ -797,7 +850,15 @@ export class KvRouter {
       this.live.set(p.id, { worker: w, entry, booked: false, closeSession: null });
       entry.inflight++;
     }
-    const d = this.decision(p, w, 0, 0, Math.ceil(p.isl / this.blockSize), false, this.simpleExplanation(reason));
+    const d = this.decision(
+      p,
+      w,
+      0,
+      0,
+      Math.ceil(p.isl / this.blockSize),
+      false,
+      this.simpleExplanation(reason),
+    );
     if (this.sampled()) this.logDecision(d);
     return d;
   }
@@ -877,9 +938,14 @@ export class KvRouter {
         (e: unknown) => {
           // The request fails: its booking must not outlive it.
           this.free(p.id);
-          throw new KvrError('session_open_failed', `open_session ${s.sessionId} failed: ${errText(e)}`, 503, {
-            session_id: s.sessionId,
-          });
+          throw new KvrError(
+            'session_open_failed',
+            `open_session ${s.sessionId} failed: ${errText(e)}`,
+            503,
+            {
+              session_id: s.sessionId,
+            },
+          );
         },
       );
     }
@@ -984,7 +1050,12 @@ export class KvRouter {
     if (!e?.booked) return false;
     const ok = this.seqs.markPrefillCompleted(requestId, this.clock.now());
     if (ok) {
-      this.publishSeq({ request_id: requestId, worker: e.worker, router_id: this.routerId as RouterId, data: 'MarkPrefillCompleted' });
+      this.publishSeq({
+        request_id: requestId,
+        worker: e.worker,
+        router_id: this.routerId as RouterId,
+        data: 'MarkPrefillCompleted',
+      });
       this.drain();
     }
     return ok;
@@ -1015,7 +1086,12 @@ export class KvRouter {
     this.live.delete(requestId);
     if (e.entry) e.entry.inflight--;
     if (e.booked && this.seqs.free(requestId, this.clock.now()))
-      this.publishSeq({ request_id: requestId, worker: e.worker, router_id: this.routerId as RouterId, data: 'Free' });
+      this.publishSeq({
+        request_id: requestId,
+        worker: e.worker,
+        router_id: this.routerId as RouterId,
+        data: 'Free',
+      });
     if (e.closeSession) this.sendClose(e.closeSession.sessionId, e.closeSession.worker);
     this.drain();
     return true;
@@ -1052,7 +1128,8 @@ export class KvRouter {
     this.maintTimer = this.clock.setTimeout(() => {
       this.maintTimer = null;
       this.maintain();
-      if (this.seqs.activeRequestCount > 0 || this.sessions.size > 0 || this.live.size > 0) this.armMaintenance();
+      if (this.seqs.activeRequestCount > 0 || this.sessions.size > 0 || this.live.size > 0)
+        this.armMaintenance();
     }, MAINTENANCE_INTERVAL_MS);
   }
 
@@ -1080,9 +1157,16 @@ export class KvRouter {
   // Busy monitor (§11) and load publication (§5.5)
 
   /** Ingests an `ActiveLoad` (router- or worker-published). False for an unknown rank. */
-  ingestLoad(load: { worker_id: bigint; dp_rank: number; active_decode_blocks?: number | null; active_prefill_tokens?: number | null; kv_used_blocks?: number | null }): boolean {
+  ingestLoad(load: {
+    worker_id: bigint;
+    dp_rank: number;
+    active_decode_blocks?: number | null;
+    active_prefill_tokens?: number | null;
+    kv_used_blocks?: number | null;
+  }): boolean {
     if (!load || typeof load.worker_id !== 'bigint') throw invalid('worker_id', 'must be a u64 bigint');
-    if (!Number.isSafeInteger(load.dp_rank) || load.dp_rank < 0) throw invalid('dp_rank', 'must be an integer >= 0', load.dp_rank);
+    if (!Number.isSafeInteger(load.dp_rank) || load.dp_rank < 0)
+      throw invalid('dp_rank', 'must be an integer >= 0', load.dp_rank);
     const r = this.workers.rank(load.worker_id, load.dp_rank);
     if (!r) return false;
     r.busy.observe(load);
@@ -1102,7 +1186,11 @@ export class KvRouter {
   }
 
   /** The router's projected load of one rank (§9). */
-  rankLoad(worker: WorkerWithDpRank): { active_prefill_tokens: number; active_decode_blocks: number; active_requests: number } {
+  rankLoad(worker: WorkerWithDpRank): {
+    active_prefill_tokens: number;
+    active_decode_blocks: number;
+    active_requests: number;
+  } {
     return this.seqs.load(worker, this.clock.now());
   }
 
@@ -1148,7 +1236,8 @@ export class KvRouter {
   applyReplicaEvent(ev: ActiveSequenceEvent): boolean {
     if (!ev || typeof ev !== 'object') throw invalid('event', 'must be an object');
     if (typeof ev.router_id !== 'bigint') throw invalid('router_id', 'must be a u64 bigint');
-    if (typeof ev.request_id !== 'string' || ev.request_id.length === 0) throw invalid('request_id', 'must be a non-empty string');
+    if (typeof ev.request_id !== 'string' || ev.request_id.length === 0)
+      throw invalid('request_id', 'must be a non-empty string');
     const w = ev.worker;
     if (!w || typeof w.worker_id !== 'bigint' || !Number.isSafeInteger(w.dp_rank) || w.dp_rank < 0)
       throw invalid('worker', 'must be {worker_id: u64, dp_rank: u32}');
@@ -1165,7 +1254,11 @@ export class KvRouter {
       const hint = a.prefill_load_hint;
       const prefill = hint ? hint.initial_effective_prefill_tokens : 0;
       if (!Number.isSafeInteger(prefill) || prefill < 0)
-        throw invalid('prefill_load_hint.initial_effective_prefill_tokens', 'must be an integer >= 0', prefill);
+        throw invalid(
+          'prefill_load_hint.initial_effective_prefill_tokens',
+          'must be an integer >= 0',
+          prefill,
+        );
       const dur = hint?.expected_prefill_duration;
       const seq = a.token_sequence ? u64sToPairsChecked(a.token_sequence) : EMPTY;
       changed = this.seqs.addRequest(
@@ -1296,7 +1389,9 @@ export class KvRouter {
 // -----------------------------------------------------------------------------------------------
 
 function anyThreshold(t: BusyThresholds): boolean {
-  return t.activeDecodeBlocks !== null || t.activePrefillTokens !== null || t.activePrefillTokensFrac !== null;
+  return (
+    t.activeDecodeBlocks !== null || t.activePrefillTokens !== null || t.activePrefillTokensFrac !== null
+  );
 }
 
 function hasAll(have: ReadonlySet<string>, need: ReadonlySet<string>): boolean {
@@ -1323,7 +1418,8 @@ function u64sToPairsChecked(v: readonly bigint[]): Uint32Array {
   const out = new Uint32Array(2 * v.length);
   for (let i = 0; i < v.length; i++) {
     const x: unknown = v[i];
-    if (typeof x !== 'bigint' || x < 0n || x > 0xffffffffffffffffn) throw invalid(`token_sequence[${i}]`, 'must be a u64 bigint');
+    if (typeof x !== 'bigint' || x < 0n || x > 0xffffffffffffffffn)
+      throw invalid(`token_sequence[${i}]`, 'must be a u64 bigint');
     out[2 * i] = Number(x & 0xffffffffn);
     out[2 * i + 1] = Number(x >> 32n);
   }

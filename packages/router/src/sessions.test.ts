@@ -31,12 +31,20 @@ describe('sticky sessions', () => {
     expect(d1.explanation.reason).toBe('kv_argmin');
     expect(router.sessionBinding('s')?.worker).toEqual(d1.worker);
     // Make the bound worker the worse choice: the binding still wins.
-    await router.route({ requestId: 'load', tokens: toks(2, 800), nvext: { backend_instance_id: d1.workerId } as Nvext });
+    await router.route({
+      requestId: 'load',
+      tokens: toks(2, 800),
+      nvext: { backend_instance_id: d1.workerId } as Nvext,
+    });
     const d2 = await router.route({ requestId: 't2', tokens: toks(3, 64), nvext: sc('s') });
     expect([d2.workerId, d2.explanation.reason, d2.booked]).toEqual([d1.workerId, 'session', true]);
     // An explicit pin wins over the binding.
     const other = d1.workerId === 1n ? 2n : 1n;
-    const d3 = await router.route({ requestId: 't3', tokens: toks(3, 64), nvext: { ...sc('s'), backend_instance_id: other } as Nvext });
+    const d3 = await router.route({
+      requestId: 't3',
+      tokens: toks(3, 64),
+      nvext: { ...sc('s'), backend_instance_id: other } as Nvext,
+    });
     expect(d3.workerId).toBe(other);
   });
 
@@ -71,7 +79,10 @@ describe('sticky sessions', () => {
     const { router, calls } = setup();
     const d = await router.route({ requestId: 't1', tokens: toks(1, 64), nvext: sc('s', 'open', 120) });
     expect(calls).toEqual([
-      { worker: d.worker, payload: { action: 'open_session', session_id: 's', timeout: 150, capacity_of_str_len: 65536 } },
+      {
+        worker: d.worker,
+        payload: { action: 'open_session', session_id: 's', timeout: 150, capacity_of_str_len: 65536 },
+      },
     ]);
     expect(router.sessionBinding('s')).toMatchObject({ worker: d.worker, ttlMs: 120_000, opened: true });
   });
@@ -79,13 +90,20 @@ describe('sticky sessions', () => {
   it('open failure fails the request and frees its booking', async () => {
     const { router, failRpc } = setup();
     failRpc(true);
-    await expect(router.route({ requestId: 't1', tokens: toks(1, 64), nvext: sc('s', 'open') })).rejects.toMatchObject({
+    await expect(
+      router.route({ requestId: 't1', tokens: toks(1, 64), nvext: sc('s', 'open') }),
+    ).rejects.toMatchObject({
       code: 'session_open_failed',
       status: 503,
     });
     expect(router.sessionBinding('s')).toBeUndefined();
     expect(router.liveRequestCount).toBe(0);
-    for (const id of [1, 2]) expect(router.rankLoad(w(id))).toEqual({ active_prefill_tokens: 0, active_decode_blocks: 0, active_requests: 0 });
+    for (const id of [1, 2])
+      expect(router.rankLoad(w(id))).toEqual({
+        active_prefill_tokens: 0,
+        active_decode_blocks: 0,
+        active_requests: 0,
+      });
   });
 
   it('close: unbinds at once (this turn still uses the binding); close_session is sent when the request ends', async () => {

@@ -47,7 +47,13 @@ export class StickySessions {
     return this.map.get(sessionId);
   }
 
-  bind(sessionId: string, worker: WorkerWithDpRank, ttlMs: number, opened: boolean, now: number): SessionBinding {
+  bind(
+    sessionId: string,
+    worker: WorkerWithDpRank,
+    ttlMs: number,
+    opened: boolean,
+    now: number,
+  ): SessionBinding {
     const b: SessionBinding = { sessionId, worker, ttlMs, expiresAt: now + ttlMs, opened };
     this.map.set(sessionId, b);
     return b;

@@ -16,7 +16,10 @@ import { VirtualClock } from './clock.js';
 import { KvRouter } from './router.js';
 import type { KvRouterOptions } from './types.js';
 
-export const w = (id: number | bigint, dp = 0): WorkerWithDpRank => ({ worker_id: BigInt(id) as WorkerId, dp_rank: dp });
+export const w = (id: number | bigint, dp = 0): WorkerWithDpRank => ({
+  worker_id: BigInt(id) as WorkerId,
+  dp_rank: dp,
+});
 
 /** `n` tokens of prompt family `f`: distinct families share no block, equal families are equal. */
 export function toks(f: number, n: number, offset = 0): Uint32Array {
@@ -38,7 +41,13 @@ export const cat = (...parts: Uint32Array[]): Uint32Array => {
 let extCounter = 1n;
 
 /** A Stored event putting the first `nBlocks` blocks of `tokens` (as one root chain) on a rank. */
-export function storeEvent(worker: WorkerWithDpRank, tokens: Uint32Array, bs: number, nBlocks: number, eventId = 1): RouterEvent {
+export function storeEvent(
+  worker: WorkerWithDpRank,
+  tokens: Uint32Array,
+  bs: number,
+  nBlocks: number,
+  eventId = 1,
+): RouterEvent {
   const local = pairsToU64s(computeLocalBlockHashes(tokens, bs)).slice(0, nBlocks) as LocalBlockHash[];
   return {
     worker_id: worker.worker_id,
@@ -50,7 +59,11 @@ export function storeEvent(worker: WorkerWithDpRank, tokens: Uint32Array, bs: nu
         stored: {
           parent_hash: null,
           start_position: null,
-          blocks: local.map((h) => ({ block_hash: extCounter++ as ExternalSequenceBlockHash, tokens_hash: h, mm_extra_info: null })),
+          blocks: local.map((h) => ({
+            block_hash: extCounter++ as ExternalSequenceBlockHash,
+            tokens_hash: h,
+            mm_extra_info: null,
+          })),
         },
       },
     },

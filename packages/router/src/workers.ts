@@ -62,7 +62,8 @@ const bad = (field: string, reason: string, v: unknown): KvrError =>
   new KvrError('invalid_argument', `${field} ${reason}, got ${String(v)}`, 400, { field });
 
 const intIn = (field: string, v: unknown, min: number): number => {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw bad(field, `must be an integer >= ${min}`, v);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min)
+    throw bad(field, `must be an integer >= ${min}`, v);
   return v;
 };
 
@@ -90,8 +91,11 @@ export function normalizeWorkerConfig(c: WorkerConfig): NormalizedConfig {
   if (dpStart + dpSize > 0xffffffff + 1) throw bad('dpSize', 'must keep ranks within u32', dpSize);
   const totalKvBlocks = c.totalKvBlocks == null ? null : intIn('totalKvBlocks', c.totalKvBlocks, 0);
   const maxNumBatchedTokens =
-    c.maxNumBatchedTokens == null ? DEFAULT_MAX_NUM_BATCHED_TOKENS : intIn('maxNumBatchedTokens', c.maxNumBatchedTokens, 1);
-  if (c.deviceType != null && typeof c.deviceType !== 'string') throw bad('deviceType', 'must be a string', c.deviceType);
+    c.maxNumBatchedTokens == null
+      ? DEFAULT_MAX_NUM_BATCHED_TOKENS
+      : intIn('maxNumBatchedTokens', c.maxNumBatchedTokens, 1);
+  if (c.deviceType != null && typeof c.deviceType !== 'string')
+    throw bad('deviceType', 'must be a string', c.deviceType);
   const taints = new Set<string>();
   if (c.taints != null) {
     for (const t of c.taints) {
@@ -100,7 +104,8 @@ export function normalizeWorkerConfig(c: WorkerConfig): NormalizedConfig {
     }
   }
   if (c.topologyDomains != null) {
-    if (typeof c.topologyDomains !== 'object') throw bad('topologyDomains', 'must be an object', c.topologyDomains);
+    if (typeof c.topologyDomains !== 'object')
+      throw bad('topologyDomains', 'must be an object', c.topologyDomains);
     for (const [d, v] of Object.entries(c.topologyDomains)) {
       if (typeof v !== 'string') throw bad(`topologyDomains.${d}`, 'must be a string', v);
       taints.add(`dynamo.topology/${d}=${v}`);

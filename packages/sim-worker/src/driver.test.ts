@@ -37,8 +37,12 @@ function collect(clock: ManualClock, stream: AsyncIterable<GenerateItem>) {
   return { got, isDone: () => done, error: () => error };
 }
 
-const req = (id: string, tokens: number[], stop: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) =>
-  parseGenerateRequest({ request_id: id, model: 'm', token_ids: tokens, stop_conditions: stop, ...extra });
+const req = (
+  id: string,
+  tokens: number[],
+  stop: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+) => parseGenerateRequest({ request_id: id, model: 'm', token_ids: tokens, stop_conditions: stop, ...extra });
 
 // Pass times by hand from PROTOCOL.md §17 step 3 (numGpuBlocks 1000, block size 16):
 // prefill(x) = 4.209989e-7·x² + 1.518344e-2·x + 16.50142
@@ -156,7 +160,10 @@ describe('EngineDriver requests', () => {
 
     // Same seed, same prompt: the same token stream, now cut at the first occurrence of stopToken.
     const second = setup({});
-    const cut = collect(second.clock, second.driver.submit(req('a', prompt(20), { max_tokens: 6, stop_token_ids: [stopToken] })));
+    const cut = collect(
+      second.clock,
+      second.driver.submit(req('a', prompt(20), { max_tokens: 6, stop_token_ids: [stopToken] })),
+    );
     await runClock(second.clock, cut.isDone);
     expect(cut.got.flatMap((g) => g.item.token_ids)).toEqual(seq.slice(0, stopAt + 1));
     expect(cut.got.at(-1)!.item.finish_reason).toBe('stop');
@@ -166,7 +173,9 @@ describe('EngineDriver requests', () => {
     const third = setup({});
     const ignored = collect(
       third.clock,
-      third.driver.submit(req('a', prompt(20), { max_tokens: 6, stop_token_ids: [stopToken], ignore_eos: true })),
+      third.driver.submit(
+        req('a', prompt(20), { max_tokens: 6, stop_token_ids: [stopToken], ignore_eos: true }),
+      ),
     );
     await runClock(third.clock, ignored.isDone);
     expect(ignored.got.flatMap((g) => g.item.token_ids)).toEqual(seq);
@@ -225,7 +234,9 @@ describe('EngineDriver requests', () => {
     expect(tooLong.detail?.field).toBe('token_ids');
     const tooMany = err(() => driver.submit(req('a', prompt(8), { max_tokens: 10 })));
     expect(tooMany.detail?.field).toBe('stop_conditions.max_tokens');
-    expect(err(() => driver.submit(req('a', prompt(4), { max_tokens: 1 }, { dp_rank: 2 }))).detail?.field).toBe('dp_rank');
+    expect(
+      err(() => driver.submit(req('a', prompt(4), { max_tokens: 1 }, { dp_rank: 2 }))).detail?.field,
+    ).toBe('dp_rank');
     driver.submit(req('a', prompt(4), { max_tokens: 1 }));
     const dup = err(() => driver.submit(req('a', prompt(4), { max_tokens: 1 }, { dp_rank: 1 })));
     expect(dup.detail?.field).toBe('request_id');

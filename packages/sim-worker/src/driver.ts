@@ -93,7 +93,9 @@ export class EngineDriver {
     this.defaultMaxTokens = d;
     const lag = opts.maxLagMs ?? 1000;
     if (typeof lag !== 'number' || !(lag > 0))
-      throw new KvrError('invalid_argument', `maxLagMs: must be a number > 0, got ${lag}`, 400, { field: 'maxLagMs' });
+      throw new KvrError('invalid_argument', `maxLagMs: must be a number > 0, got ${lag}`, 400, {
+        field: 'maxLagMs',
+      });
     this.maxLagMs = lag;
     const t0 = this.scheduler.clock.now();
     this.lanes = engine.ranks.map((_, rank) => ({
@@ -125,17 +127,35 @@ export class EngineDriver {
     if (this.stopped) throw this.stopped;
     const lane = this.lanes[req.dpRank];
     if (lane === undefined)
-      throw invalidRequest('dp_rank', `this worker serves ranks [0, ${this.lanes.length - 1}], got ${req.dpRank}`);
+      throw invalidRequest(
+        'dp_rank',
+        `this worker serves ranks [0, ${this.lanes.length - 1}], got ${req.dpRank}`,
+      );
     if (this.live.has(req.requestId))
-      throw invalidRequest('request_id', `a request with id ${JSON.stringify(req.requestId)} is already running`);
+      throw invalidRequest(
+        'request_id',
+        `a request with id ${JSON.stringify(req.requestId)} is already running`,
+      );
     const cfg = this.engine.config;
     const maxTokens =
       req.maxTokens ??
-      Math.max(1, Math.min(this.defaultMaxTokens, cfg.numGpuBlocks * cfg.blockSize - req.tokenIds.length + 1));
+      Math.max(
+        1,
+        Math.min(this.defaultMaxTokens, cfg.numGpuBlocks * cfg.blockSize - req.tokenIds.length + 1),
+      );
     const busy = lane.result !== null;
     const t = busy ? lane.engineNow : Math.max(this.scheduler.clock.now(), lane.engineNow);
     try {
-      this.engine.enqueue({ id: req.requestId, tokenIds: req.tokenIds, maxTokens, dpRank: req.dpRank, ...(req.kvTransferred ? { kvTransferred: true } : {}) }, t);
+      this.engine.enqueue(
+        {
+          id: req.requestId,
+          tokenIds: req.tokenIds,
+          maxTokens,
+          dpRank: req.dpRank,
+          ...(req.kvTransferred ? { kvTransferred: true } : {}),
+        },
+        t,
+      );
     } catch (e) {
       throw wireError(e);
     }
@@ -185,7 +205,8 @@ export class EngineDriver {
     this.live.delete(s.requestId);
     this.counters.cancelled++;
     // Released blocks change the load now; a busy lane reports it when its pass ends.
-    if (this.engine.cancel(s.requestId) && this.lanes[l.rank].result === null) this.syncLoad(this.lanes[l.rank]);
+    if (this.engine.cancel(s.requestId) && this.lanes[l.rank].result === null)
+      this.syncLoad(this.lanes[l.rank]);
   }
 
   private kick(lane: Lane): void {

@@ -40,10 +40,14 @@ describe('parseGenerateRequest (§5.7 payload)', () => {
   });
 
   it('accepts u32 token arrays as Uint32Array, little-endian bytes, and 64-bit msgpack ints', () => {
-    expect(Array.from(parseGenerateRequest({ ...ok, token_ids: new Uint32Array([5, 6]) }).tokenIds)).toEqual([5, 6]);
+    expect(Array.from(parseGenerateRequest({ ...ok, token_ids: new Uint32Array([5, 6]) }).tokenIds)).toEqual([
+      5, 6,
+    ]);
     // 0x01020304 little-endian is 04 03 02 01; at an odd offset inside a larger buffer.
     const buf = new Uint8Array([0xff, 4, 3, 2, 1, 0xff, 0xff, 0xff, 0xff]).subarray(1);
-    expect(Array.from(parseGenerateRequest({ ...ok, token_ids: buf }).tokenIds)).toEqual([0x01020304, 0xffffffff]);
+    expect(Array.from(parseGenerateRequest({ ...ok, token_ids: buf }).tokenIds)).toEqual([
+      0x01020304, 0xffffffff,
+    ]);
     const p = parseGenerateRequest({ ...ok, dp_rank: 3n, stop_conditions: { max_tokens: 4n } });
     expect(p.dpRank).toBe(3);
     expect(p.maxTokens).toBe(4);
@@ -66,14 +70,18 @@ describe('parseGenerateRequest (§5.7 payload)', () => {
     expect(fieldOf({ ...ok, stop_conditions: { max_tokens: 0 } })).toBe('stop_conditions.max_tokens');
     expect(fieldOf({ ...ok, stop_conditions: { ignore_eos: 'yes' } })).toBe('stop_conditions.ignore_eos');
     expect(fieldOf({ ...ok, stop_conditions: { stop_token_ids: 3 } })).toBe('stop_conditions.stop_token_ids');
-    expect(fieldOf({ ...ok, stop_conditions: { stop_token_ids: [1, 'x'] } })).toBe('stop_conditions.stop_token_ids[1]');
+    expect(fieldOf({ ...ok, stop_conditions: { stop_token_ids: [1, 'x'] } })).toBe(
+      'stop_conditions.stop_token_ids[1]',
+    );
     expect(fieldOf({ ...ok, sampling_options: [] })).toBe('sampling_options');
     expect(fieldOf({ ...ok, priority: 'high' })).toBe('priority');
     expect(fieldOf({ ...ok, disagg: { prefill: true } })).toBe('disagg');
   });
 
   it('disaggregated requests are refused as not supported', () => {
-    expect(() => parseGenerateRequest({ ...ok, disagg: {} })).toThrow(expect.objectContaining({ code: 'not_supported' }));
+    expect(() => parseGenerateRequest({ ...ok, disagg: {} })).toThrow(
+      expect.objectContaining({ code: 'not_supported' }),
+    );
   });
 });
 

@@ -102,12 +102,16 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
   const p = payload as Record<string, unknown>;
   const requestId = p.request_id;
   if (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > 512)
-    throw invalidRequest('request_id', `expected a non-empty string of at most 512 characters, got ${describe(requestId)}`);
+    throw invalidRequest(
+      'request_id',
+      `expected a non-empty string of at most 512 characters, got ${describe(requestId)}`,
+    );
   const model = p.model ?? '';
   if (typeof model !== 'string') throw invalidRequest('model', `expected a string, got ${describe(model)}`);
   const tokenIds = tokenArray(p.token_ids, 'token_ids');
   if (tokenIds.length === 0) throw invalidRequest('token_ids', 'empty prompt');
-  const dpRank = p.dp_rank === undefined || p.dp_rank === null ? 0 : intField(p.dp_rank, 'dp_rank', 0, U32_MAX);
+  const dpRank =
+    p.dp_rank === undefined || p.dp_rank === null ? 0 : intField(p.dp_rank, 'dp_rank', 0, U32_MAX);
 
   let maxTokens: number | null = null;
   let stopTokenIds: Set<number> | null = null;
@@ -124,9 +128,13 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
     if (s.stop_token_ids !== undefined && s.stop_token_ids !== null) {
       const ids = s.stop_token_ids;
       if (!Array.isArray(ids))
-        throw invalidRequest('stop_conditions.stop_token_ids', `expected an array of u32, got ${describe(ids)}`);
+        throw invalidRequest(
+          'stop_conditions.stop_token_ids',
+          `expected an array of u32, got ${describe(ids)}`,
+        );
       const set = new Set<number>();
-      for (let i = 0; i < ids.length; i++) set.add(intField(ids[i], `stop_conditions.stop_token_ids[${i}]`, 0, U32_MAX));
+      for (let i = 0; i < ids.length; i++)
+        set.add(intField(ids[i], `stop_conditions.stop_token_ids[${i}]`, 0, U32_MAX));
       if (!ignoreEos && set.size > 0) stopTokenIds = set;
     }
   }
@@ -135,7 +143,11 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
     if (v !== undefined && v !== null && (typeof v !== 'object' || Array.isArray(v)))
       throw invalidRequest(k, `expected a map, got ${describe(v)}`);
   }
-  if (p.priority !== undefined && p.priority !== null && (typeof p.priority !== 'number' || !Number.isFinite(p.priority)))
+  if (
+    p.priority !== undefined &&
+    p.priority !== null &&
+    (typeof p.priority !== 'number' || !Number.isFinite(p.priority))
+  )
     throw invalidRequest('priority', `expected a number, got ${describe(p.priority)}`);
   if (p.disagg !== undefined && p.disagg !== null)
     throw new KvrError(

@@ -3,7 +3,11 @@ import { ManualClock, type Clock } from './clock.js';
 import { PassScheduler } from './pass-scheduler.js';
 
 /** A manual clock that counts live timers, to check that the scheduler keeps only one. */
-function countingClock(): { clock: Clock & { advanceTo(t: number): void }; live: () => number; created: () => number } {
+function countingClock(): {
+  clock: Clock & { advanceTo(t: number): void };
+  live: () => number;
+  created: () => number;
+} {
   const inner = new ManualClock();
   const liveSet = new Set<unknown>();
   let created = 0;

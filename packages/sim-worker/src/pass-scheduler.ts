@@ -46,9 +46,14 @@ export class PassScheduler {
     this.clock = opts.clock ?? realClock;
     const slack = opts.slackMs ?? (opts.clock === undefined || opts.clock === realClock ? 1 : 0);
     if (typeof slack !== 'number' || !(slack >= 0) || slack > 10)
-      throw new KvrError('invalid_argument', `slackMs: must be a number in [0, 10], got ${String(slack)}`, 400, {
-        field: 'slackMs',
-      });
+      throw new KvrError(
+        'invalid_argument',
+        `slackMs: must be a number in [0, 10], got ${String(slack)}`,
+        400,
+        {
+          field: 'slackMs',
+        },
+      );
     this.slackMs = slack;
     const m = opts.maxPerWake ?? 4096;
     if (!Number.isInteger(m) || m < 1)
@@ -66,7 +71,9 @@ export class PassScheduler {
   /** Runs `fn` once the clock reaches `due` (ms on the clock's scale). */
   at(due: number, fn: () => void): ScheduledPass {
     if (typeof due !== 'number' || Number.isNaN(due))
-      throw new KvrError('invalid_argument', `due: must be a number, got ${String(due)}`, 400, { field: 'due' });
+      throw new KvrError('invalid_argument', `due: must be a number, got ${String(due)}`, 400, {
+        field: 'due',
+      });
     const e: Entry = {
       due,
       seq: this.seq++,

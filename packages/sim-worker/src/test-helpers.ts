@@ -12,7 +12,11 @@ export const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
  * timer is left. A consumer that records `clock.now()` when an item arrives thus sees the exact
  * virtual time the item was pushed at.
  */
-export async function runClock(clock: ManualClock, done: () => boolean = () => false, limit = 100_000): Promise<void> {
+export async function runClock(
+  clock: ManualClock,
+  done: () => boolean = () => false,
+  limit = 100_000,
+): Promise<void> {
   for (let i = 0; i < limit; i++) {
     await settle();
     if (done()) return;

@@ -54,7 +54,14 @@ function env(): Env {
   const rpc = new InprocHub();
   const client = new InprocRequestClient(rpc);
   cleanups.push(() => client.close());
-  return { clock, scheduler: new PassScheduler({ clock }), disc: new MemDiscoveryHub(), rpc, bus: new InprocEventBus(), client };
+  return {
+    clock,
+    scheduler: new PassScheduler({ clock }),
+    disc: new MemDiscoveryHub(),
+    rpc,
+    bus: new InprocEventBus(),
+    client,
+  };
 }
 
 async function startWorker(e: Env, dp = 1): Promise<SimWorker> {
@@ -86,7 +93,9 @@ function generate(e: Env, w: SimWorker, payload: Record<string, unknown>, signal
   let error: KvrError | null = null;
   void (async () => {
     try {
-      for await (const item of e.client.stream<GenerateItem>(w.instance.transport, 'generate', payload, { signal }))
+      for await (const item of e.client.stream<GenerateItem>(w.instance.transport, 'generate', payload, {
+        signal,
+      }))
         got.push({ t: e.clock.now(), item });
     } catch (err) {
       error = err as KvrError;
@@ -104,7 +113,10 @@ describe('SimWorker registration', () => {
     const w = await startWorker(e, 2);
     const inst = watchInstances(observer, { namespace: NS, component: COMP, endpoint: 'generate' });
     const cards = watchModelCards(observer, { namespace: NS, component: COMP });
-    cleanups.push(() => inst.close(), () => cards.close());
+    cleanups.push(
+      () => inst.close(),
+      () => cards.close(),
+    );
 
     const put = (await nextChange(inst)) as { type: 'put'; value: Instance };
     expect(put.type).toBe('put');
@@ -142,7 +154,12 @@ describe('SimWorker generate over the request plane', () => {
   it('streams tokens at the engine model times; a repeated prompt is served from the prefix cache', async () => {
     const e = env();
     const w = await startWorker(e);
-    const a = generate(e, w, { request_id: 'a', model: 'mock-llama', token_ids: prompt(100), stop_conditions: { max_tokens: 3 } });
+    const a = generate(e, w, {
+      request_id: 'a',
+      model: 'mock-llama',
+      token_ids: prompt(100),
+      stop_conditions: { max_tokens: 3 },
+    });
     await runClock(e.clock, a.isDone);
     expect(a.error()).toBeNull();
     expect(a.got.map((g) => g.t)).toEqual([
@@ -154,7 +171,12 @@ describe('SimWorker generate over the request plane', () => {
     expect(a.got[2].item.finish_reason).toBe('length');
 
     const t0 = e.clock.now();
-    const b = generate(e, w, { request_id: 'b', model: 'mock-llama', token_ids: prompt(100), stop_conditions: { max_tokens: 1 } });
+    const b = generate(e, w, {
+      request_id: 'b',
+      model: 'mock-llama',
+      token_ids: prompt(100),
+      stop_conditions: { max_tokens: 1 },
+    });
     await runClock(e.clock, b.isDone);
     expect(b.got[0].item.cached_tokens).toBe(96);
     expect(b.got[0].t - t0).toBeCloseTo(16.5621604959824, 9);
@@ -171,9 +193,17 @@ describe('SimWorker generate over the request plane', () => {
     })();
     const loads: ActiveLoad[] = [];
     const loadSub = new LoadChannel(observer, NS).subscribe((l) => loads.push(l));
-    cleanups.push(() => sub.close(), () => loadSub.close());
+    cleanups.push(
+      () => sub.close(),
+      () => loadSub.close(),
+    );
 
-    const a = generate(e, w, { request_id: 'a', model: 'm', token_ids: prompt(100), stop_conditions: { max_tokens: 2 } });
+    const a = generate(e, w, {
+      request_id: 'a',
+      model: 'm',
+      token_ids: prompt(100),
+      stop_conditions: { max_tokens: 2 },
+    });
     await runClock(e.clock, a.isDone);
     await runClock(e.clock); // the 1 ms load coalescing window
     await settle();
@@ -207,7 +237,11 @@ describe('SimWorker generate over the request plane', () => {
       await e.client.unary(
         w.instance.transport,
         'worker_kv_indexer_query_dp0',
-        LocalIndexerQueryRequestCodec.toValue({ worker_id: 12345n as WorkerId, start_event_id: null, end_event_id: null }),
+        LocalIndexerQueryRequestCodec.toValue({
+          worker_id: 12345n as WorkerId,
+          start_event_id: null,
+          end_event_id: null,
+        }),
       ),
     );
     expect('Error' in other).toBe(true);
@@ -217,7 +251,12 @@ describe('SimWorker generate over the request plane', () => {
     const e = env();
     const w = await startWorker(e);
     const ac = new AbortController();
-    const a = generate(e, w, { request_id: 'a', model: 'm', token_ids: prompt(100), stop_conditions: { max_tokens: 500 } }, ac.signal);
+    const a = generate(
+      e,
+      w,
+      { request_id: 'a', model: 'm', token_ids: prompt(100), stop_conditions: { max_tokens: 500 } },
+      ac.signal,
+    );
     await runClock(e.clock, () => a.got.length >= 2);
     ac.abort();
     await runClock(e.clock, a.isDone);
@@ -242,7 +281,12 @@ describe('SimWorker generate over the request plane', () => {
   it('stop ends in-flight streams with engine_shutdown after their tokens, deregisters and refuses new work', async () => {
     const e = env();
     const w = await startWorker(e);
-    const a = generate(e, w, { request_id: 'a', model: 'm', token_ids: prompt(100), stop_conditions: { max_tokens: 500 } });
+    const a = generate(e, w, {
+      request_id: 'a',
+      model: 'm',
+      token_ids: prompt(100),
+      stop_conditions: { max_tokens: 500 },
+    });
     await runClock(e.clock, () => a.got.length >= 2);
     await w.stop();
     await runClock(e.clock, a.isDone);
@@ -259,7 +303,12 @@ describe('SimWorker generate over the request plane', () => {
     const observer = e.disc.connect();
     cleanups.push(() => observer.close());
     const w = await startWorker(e);
-    const a = generate(e, w, { request_id: 'a', model: 'm', token_ids: prompt(100), stop_conditions: { max_tokens: 500 } });
+    const a = generate(e, w, {
+      request_id: 'a',
+      model: 'm',
+      token_ids: prompt(100),
+      stop_conditions: { max_tokens: 500 },
+    });
     await runClock(e.clock, () => a.got.length >= 1);
     w.crash();
     await runClock(e.clock, a.isDone);
@@ -291,7 +340,12 @@ describe('SimFleet', () => {
     expect(listed).toHaveLength(3);
     // Each worker has its own token stream (seed + index): same prompt, different first tokens overall.
     const runs = fleet.workers.map((w, i) =>
-      generate(e, w, { request_id: `r${i}`, model: 'm', token_ids: prompt(20), stop_conditions: { max_tokens: 4 } }),
+      generate(e, w, {
+        request_id: `r${i}`,
+        model: 'm',
+        token_ids: prompt(20),
+        stop_conditions: { max_tokens: 4 },
+      }),
     );
     await runClock(e.clock, () => runs.every((r) => r.isDone()));
     const seqs = runs.map((r) => r.got.flatMap((g) => g.item.token_ids).join(','));
@@ -370,7 +424,9 @@ describe('SimWorker over NATS (request plane and event plane)', () => {
       eventPlane: new NatsEventPlane({ nc, publisherId: d.leaseId, discovery: d }),
     });
     cleanups.push(() => w.stop());
-    expect(w.instance.transport).toEqual({ nats_tcp: `namespace.${NS}.component.${COMP}.instance.${w.instanceId.toString(16)}` });
+    expect(w.instance.transport).toEqual({
+      nats_tcp: `namespace.${NS}.component.${COMP}.instance.${w.instanceId.toString(16)}`,
+    });
     const observer = new NatsEventPlane({ nc, publisherId: 1n });
     const sub = observer.subscribe(kvEventsTopic(NS, COMP));
     cleanups.push(() => sub.close());

@@ -5,7 +5,16 @@ import { runSimulation } from './simulation.js';
 import type { TraceRow } from './trace.js';
 
 const cfg = (...argv: string[]) => resolveConfig('router', ['--router-mode', 'kv', ...argv], {}).config;
-const AIC = ['--router-prefill-load-model', 'aic', '--aic-backend', 'vllm', '--aic-system', 'b200_sxm', '--aic-model-path', 'Qwen/Qwen3-0.6B'];
+const AIC = [
+  '--router-prefill-load-model',
+  'aic',
+  '--aic-backend',
+  'vllm',
+  '--aic-system',
+  'b200_sxm',
+  '--aic-model-path',
+  'Qwen/Qwen3-0.6B',
+];
 const ids = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 const row = (index: number, timestamp: number, hash_ids: number[], output_length: number): TraceRow => ({
   timestamp,
@@ -46,10 +55,20 @@ describe('--router-prefill-load-model aic in the simulator', () => {
   it('reads a config.json --aic-model-path through the injected reader', async () => {
     const read = (p: string) =>
       p === '/m/config.json'
-        ? JSON.stringify({ hidden_size: 1024, num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128, intermediate_size: 3072, vocab_size: 151936 })
+        ? JSON.stringify({
+            hidden_size: 1024,
+            num_hidden_layers: 28,
+            num_attention_heads: 16,
+            num_key_value_heads: 8,
+            head_dim: 128,
+            intermediate_size: 3072,
+            vocab_size: 151936,
+          })
         : null;
     const argv = [...AIC.slice(0, -1), '/m'];
-    expect(() => kvRouterPolicy(cfg(...argv))).toThrow("--aic-model-path: '/m' is neither a readable config.json");
+    expect(() => kvRouterPolicy(cfg(...argv))).toThrow(
+      "--aic-model-path: '/m' is neither a readable config.json",
+    );
     const r = await runSimulation(rows, sim, kvRouterPolicy(cfg(...argv), { readText: read }));
     // The same shape as the built-in Qwen3-0.6B, so the same decisions.
     expect(r.requests.unit[2]).toBe(r.requests.unit[0]);
@@ -57,6 +76,8 @@ describe('--router-prefill-load-model aic in the simulator', () => {
 
   it('refuses a bad --aic-system before anything runs, naming the flag', () => {
     const argv = AIC.map((a) => (a === 'b200_sxm' ? 'tpu_v5' : a));
-    expect(() => kvRouterPolicy(cfg(...argv))).toThrow("--aic-system: unknown system 'tpu_v5' (choose from h100_sxm, h200_sxm, b200_sxm, a100_sxm, l40s)");
+    expect(() => kvRouterPolicy(cfg(...argv))).toThrow(
+      "--aic-system: unknown system 'tpu_v5' (choose from h100_sxm, h200_sxm, b200_sxm, a100_sxm, l40s)",
+    );
   });
 });

@@ -16,20 +16,37 @@ export interface CompareEntry {
 /** TTFT samples of the finished requests. */
 export function ttftSamples(c: RequestColumns): Float64Array {
   const out: number[] = [];
-  for (let k = 0; k < c.arrival.length; k++) if (c.status[k] === 1) out.push(c.firstToken[k]! - c.arrival[k]!);
+  for (let k = 0; k < c.arrival.length; k++)
+    if (c.status[k] === 1) out.push(c.firstToken[k]! - c.arrival[k]!);
   return Float64Array.from(out).sort();
 }
 
 const fmt = (x: number | null | undefined, digits = 1): string =>
   x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(digits);
-const ratio = (x: number, base: number): string => (base > 0 && Number.isFinite(x) ? `${(x / base).toFixed(2)}x` : '-');
-const pct = (x: number | null | undefined): string => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
+const ratio = (x: number, base: number): string =>
+  base > 0 && Number.isFinite(x) ? `${(x / base).toFixed(2)}x` : '-';
+const pct = (x: number | null | undefined): string =>
+  x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`;
 
 /** Fixed-width table; ratios are value / baseline (the first entry), so < 1 is better for latencies. */
 export function compareTable(entries: readonly CompareEntry[]): string {
   if (entries.length === 0) return '';
   const b = entries[0]!.report;
-  const head = ['config', 'TTFT mean ms', 'x base', 'TTFT p50', 'TTFT p99', 'ITL mean', 'E2E mean', 'x base', 'hit rate', 'x base', 'of pooled', 'req/s', 'busy CV'];
+  const head = [
+    'config',
+    'TTFT mean ms',
+    'x base',
+    'TTFT p50',
+    'TTFT p99',
+    'ITL mean',
+    'E2E mean',
+    'x base',
+    'hit rate',
+    'x base',
+    'of pooled',
+    'req/s',
+    'busy CV',
+  ];
   const rows = entries.map(({ label, report: r }) => [
     label,
     fmt(r.ttft_ms.mean),
@@ -46,15 +63,32 @@ export function compareTable(entries: readonly CompareEntry[]): string {
     fmt(r.load_balance?.busy_cv, 3),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const line = (cells: string[]): string =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
   const o = b.oracle;
-  if (o) out.push('', `oracle: pooled LRU ${pct(o.pooled_lru_hit_rate)} · infinite cache ${pct(o.infinite_hit_rate)} (capacity ${o.capacity_blocks} blocks)`);
+  if (o)
+    out.push(
+      '',
+      `oracle: pooled LRU ${pct(o.pooled_lru_hit_rate)} · infinite cache ${pct(o.infinite_hit_rate)} (capacity ${o.capacity_blocks} blocks)`,
+    );
   return out.join('\n') + '\n';
 }
 
-const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const PALETTE = [
+  '#1f77b4',
+  '#d62728',
+  '#2ca02c',
+  '#ff7f0e',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#17becf',
+  '#7f7f7f',
+  '#bcbd22',
+];
+const esc = (s: string): string =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const n2 = (x: number): string => (Math.round(x * 100) / 100).toString();
 
 /** Two panels: TTFT CDF (log-scale ms) and hit rate per configuration with the oracle bounds. */
@@ -86,20 +120,28 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
   const d1 = Math.max(d0 + 1, Math.ceil(Math.log10(hi)));
   const xOf = (v: number): number => L.x + ((Math.log10(Math.max(v, 10 ** d0)) - d0) / (d1 - d0)) * L.w;
   const yOf = (p: number): number => L.y + L.h - p * L.h;
-  parts.push(`<text x="${L.x + L.w / 2}" y="${L.y - 12}" text-anchor="middle" font-size="14">TTFT CDF</text>`);
+  parts.push(
+    `<text x="${L.x + L.w / 2}" y="${L.y - 12}" text-anchor="middle" font-size="14">TTFT CDF</text>`,
+  );
   parts.push(`<rect x="${L.x}" y="${L.y}" width="${L.w}" height="${L.h}" fill="none" stroke="#333"/>`);
   for (let d = d0; d <= d1; d++) {
     const x = n2(xOf(10 ** d));
     parts.push(`<line x1="${x}" y1="${L.y}" x2="${x}" y2="${L.y + L.h}" stroke="#ddd"/>`);
-    parts.push(`<text x="${x}" y="${L.y + L.h + 16}" text-anchor="middle">${10 ** d >= 1 ? 10 ** d : (10 ** d).toPrecision(1)}</text>`);
+    parts.push(
+      `<text x="${x}" y="${L.y + L.h + 16}" text-anchor="middle">${10 ** d >= 1 ? 10 ** d : (10 ** d).toPrecision(1)}</text>`,
+    );
   }
   for (let p = 0; p <= 4; p++) {
     const y = n2(yOf(p / 4));
     parts.push(`<line x1="${L.x}" y1="${y}" x2="${L.x + L.w}" y2="${y}" stroke="#eee"/>`);
     parts.push(`<text x="${L.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${p / 4}</text>`);
   }
-  parts.push(`<text x="${L.x + L.w / 2}" y="${L.y + L.h + 36}" text-anchor="middle">time to first token, ms (log scale)</text>`);
-  parts.push(`<text x="18" y="${L.y + L.h / 2}" text-anchor="middle" transform="rotate(-90 18 ${L.y + L.h / 2})">fraction of requests</text>`);
+  parts.push(
+    `<text x="${L.x + L.w / 2}" y="${L.y + L.h + 36}" text-anchor="middle">time to first token, ms (log scale)</text>`,
+  );
+  parts.push(
+    `<text x="18" y="${L.y + L.h / 2}" text-anchor="middle" transform="rotate(-90 18 ${L.y + L.h / 2})">fraction of requests</text>`,
+  );
   entries.forEach((e, i) => {
     const s = e.ttftMs;
     if (s.length === 0) return;
@@ -108,23 +150,33 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
     const pts: string[] = [];
     for (let k = 0; k < s.length; k += step) pts.push(`${n2(xOf(s[k]!))},${n2(yOf((k + 1) / s.length))}`);
     pts.push(`${n2(xOf(s[s.length - 1]!))},${n2(yOf(1))}`);
-    parts.push(`<polyline fill="none" stroke="${PALETTE[i % PALETTE.length]}" stroke-width="2" points="${pts.join(' ')}"/>`);
+    parts.push(
+      `<polyline fill="none" stroke="${PALETTE[i % PALETTE.length]}" stroke-width="2" points="${pts.join(' ')}"/>`,
+    );
   });
   // Right: hit-rate bars with the oracle lines.
-  parts.push(`<text x="${R.x + R.w / 2}" y="${R.y - 12}" text-anchor="middle" font-size="14">prompt cache hit rate</text>`);
+  parts.push(
+    `<text x="${R.x + R.w / 2}" y="${R.y - 12}" text-anchor="middle" font-size="14">prompt cache hit rate</text>`,
+  );
   parts.push(`<rect x="${R.x}" y="${R.y}" width="${R.w}" height="${R.h}" fill="none" stroke="#333"/>`);
   const yr = (p: number): number => R.y + R.h - p * R.h;
   for (let p = 0; p <= 4; p++) {
     const y = n2(yr(p / 4));
     parts.push(`<line x1="${R.x}" y1="${y}" x2="${R.x + R.w}" y2="${y}" stroke="#eee"/>`);
-    parts.push(`<text x="${R.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${p * 25}%</text>`);
+    parts.push(
+      `<text x="${R.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${p * 25}%</text>`,
+    );
   }
   const bw = R.w / Math.max(1, entries.length);
   entries.forEach((e, i) => {
     const h = e.report.cache.hit_rate;
     const x = R.x + i * bw + bw * 0.15;
-    parts.push(`<rect x="${n2(x)}" y="${n2(yr(h))}" width="${n2(bw * 0.7)}" height="${n2(h * R.h)}" fill="${PALETTE[i % PALETTE.length]}"/>`);
-    parts.push(`<text x="${n2(x + bw * 0.35)}" y="${n2(yr(h) - 4)}" text-anchor="middle">${(h * 100).toFixed(1)}</text>`);
+    parts.push(
+      `<rect x="${n2(x)}" y="${n2(yr(h))}" width="${n2(bw * 0.7)}" height="${n2(h * R.h)}" fill="${PALETTE[i % PALETTE.length]}"/>`,
+    );
+    parts.push(
+      `<text x="${n2(x + bw * 0.35)}" y="${n2(yr(h) - 4)}" text-anchor="middle">${(h * 100).toFixed(1)}</text>`,
+    );
   });
   const o = entries[0]?.report.oracle;
   if (o) {
@@ -134,8 +186,12 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
       [o.infinite_hit_rate, 'infinite', '2 3', 12],
     ] as const) {
       const y = yr(v);
-      parts.push(`<line x1="${R.x}" y1="${n2(y)}" x2="${R.x + R.w}" y2="${n2(y)}" stroke="#000" stroke-dasharray="${dash}"/>`);
-      parts.push(`<text x="${R.x + R.w + 4}" y="${n2(y + dy)}" font-size="10">${name} ${(v * 100).toFixed(1)}%</text>`);
+      parts.push(
+        `<line x1="${R.x}" y1="${n2(y)}" x2="${R.x + R.w}" y2="${n2(y)}" stroke="#000" stroke-dasharray="${dash}"/>`,
+      );
+      parts.push(
+        `<text x="${R.x + R.w + 4}" y="${n2(y + dy)}" font-size="10">${name} ${(v * 100).toFixed(1)}%</text>`,
+      );
     }
   }
   // Legend under both panels.

@@ -3,7 +3,13 @@ import { roundRobinPolicy } from './policy.js';
 import { runSimulation } from './simulation.js';
 import type { TraceRow } from './trace.js';
 
-const row = (index: number, timestamp: number, hash_ids: number[], input_length: number, output_length: number): TraceRow => ({
+const row = (
+  index: number,
+  timestamp: number,
+  hash_ids: number[],
+  input_length: number,
+  output_length: number,
+): TraceRow => ({
   timestamp,
   input_length,
   output_length,

@@ -1,6 +1,19 @@
 export { SimRng } from './rng.js';
-export { parseTrace, formatTrace, checkRows, type TraceRow, type TraceIssue, type ParsedTrace, type ParseOptions } from './trace.js';
-export { TokenSynth, DEFAULT_TRACE_BLOCK_SIZE, DEFAULT_VOCAB_SIZE, type TokenSynthOptions } from './tokens.js';
+export {
+  parseTrace,
+  formatTrace,
+  checkRows,
+  type TraceRow,
+  type TraceIssue,
+  type ParsedTrace,
+  type ParseOptions,
+} from './trace.js';
+export {
+  TokenSynth,
+  DEFAULT_TRACE_BLOCK_SIZE,
+  DEFAULT_VOCAB_SIZE,
+  type TokenSynthOptions,
+} from './tokens.js';
 export {
   generateSynthetic,
   resolveSynthetic,
@@ -35,5 +48,13 @@ export {
   type UnitSummary,
 } from './simulation.js';
 export { oracleBounds, type OracleOptions, type OracleResult } from './oracle.js';
-export { buildReport, reportJson, distOf, simRunData, type Report, type Percentiles, type RunData } from './report.js';
+export {
+  buildReport,
+  reportJson,
+  distOf,
+  simRunData,
+  type Report,
+  type Percentiles,
+  type RunData,
+} from './report.js';
 export { compareTable, compareSvg, ttftSamples, type CompareEntry } from './compare.js';

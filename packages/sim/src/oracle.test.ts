@@ -65,7 +65,12 @@ describe('oracleBounds', () => {
       5,
     );
     // Rows longer than their hash ids: the overflow is request-unique in both paths.
-    rows.push({ ...rows[3]!, input_length: rows[3]!.hash_ids.length * 128 + 200, index: rows.length, timestamp: 1e9 });
+    rows.push({
+      ...rows[3]!,
+      input_length: rows[3]!.hash_ids.length * 128 + 200,
+      index: rows.length,
+      timestamp: 1e9,
+    });
     for (const [bs, capacityBlocks] of [
       [16, 100_000],
       [32, 64],

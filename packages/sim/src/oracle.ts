@@ -145,12 +145,27 @@ class IdKeys {
 
 export function oracleBounds(rows: readonly TraceRow[], opts: OracleOptions): OracleResult {
   const bs = opts.blockSize;
-  if (!Number.isSafeInteger(bs) || bs < 1) throw new KvrError('invalid_argument', `blockSize must be an integer >= 1, got ${bs}`, 400, { field: 'blockSize' });
-  if (!Number.isSafeInteger(opts.capacityBlocks) || opts.capacityBlocks < 0 || opts.capacityBlocks > 2 ** 30) {
-    throw new KvrError('invalid_argument', `capacityBlocks must be an integer in [0, 2^30], got ${opts.capacityBlocks}`, 400, { field: 'capacityBlocks' });
+  if (!Number.isSafeInteger(bs) || bs < 1)
+    throw new KvrError('invalid_argument', `blockSize must be an integer >= 1, got ${bs}`, 400, {
+      field: 'blockSize',
+    });
+  if (
+    !Number.isSafeInteger(opts.capacityBlocks) ||
+    opts.capacityBlocks < 0 ||
+    opts.capacityBlocks > 2 ** 30
+  ) {
+    throw new KvrError(
+      'invalid_argument',
+      `capacityBlocks must be an integer in [0, 2^30], got ${opts.capacityBlocks}`,
+      400,
+      { field: 'capacityBlocks' },
+    );
   }
-  const byIds = opts.byTokens !== true && opts.traceBlockSize % bs === 0 ? new IdKeys(bs, opts.traceBlockSize) : null;
-  const synth = byIds ? null : new TokenSynth({ traceBlockSize: opts.traceBlockSize, vocabSize: opts.vocabSize });
+  const byIds =
+    opts.byTokens !== true && opts.traceBlockSize % bs === 0 ? new IdKeys(bs, opts.traceBlockSize) : null;
+  const synth = byIds
+    ? null
+    : new TokenSynth({ traceBlockSize: opts.traceBlockSize, vocabSize: opts.vocabSize });
   const lru = new Lru(opts.capacityBlocks);
   const seen = new Set<number>();
   let local = new Uint32Array(0);

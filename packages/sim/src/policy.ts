@@ -8,7 +8,13 @@ import { aicModelFromFlags, type AicFlags, type ReadText } from '@kvrouter/aic-m
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError, type RouterEvent, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import { KvRouter, routerParamsFromConfig, type Clock, type PrefillDurationPredictor, type RouterConfigFields } from '@kvrouter/router';
+import {
+  KvRouter,
+  routerParamsFromConfig,
+  type Clock,
+  type PrefillDurationPredictor,
+  type RouterConfigFields,
+} from '@kvrouter/router';
 
 export interface SimWorker {
   id: WorkerId;
@@ -105,7 +111,8 @@ export interface KvPolicyOptions {
   prefillDurationPredictor?: PrefillDurationPredictor;
 }
 
-const hasAicFlags = (c: object): c is AicFlags => 'aicBackend' in c && 'aicSystem' in c && 'aicModelPath' in c;
+const hasAicFlags = (c: object): c is AicFlags =>
+  'aicBackend' in c && 'aicSystem' in c && 'aicModelPath' in c;
 
 /**
  * The production router driven on the virtual clock. Index choice follows §7.4 through the
@@ -113,18 +120,26 @@ const hasAicFlags = (c: object): c is AicFlags => 'aicBackend' in c && 'aicSyste
  * (`--router-event-threads` is ignored: writer threads would make event application asynchronous
  * and the run non-deterministic).
  */
-export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'router'>, popts: KvPolicyOptions = {}): PolicyFactory {
+export function kvRouterPolicy(
+  config: RouterConfigFields | ResolvedConfig<'router'>,
+  popts: KvPolicyOptions = {},
+): PolicyFactory {
   const params = routerParamsFromConfig(config);
   // Fail on options the simulator cannot honour before anything is built.
-  if (params.index.kind === 'remote') throw unsupported('--use-remote-indexer', 'no remote indexer in the simulator');
+  if (params.index.kind === 'remote')
+    throw unsupported('--use-remote-indexer', 'no remote indexer in the simulator');
   let predictor: PrefillDurationPredictor | null = null;
   if (params.aic) {
     // The same predictor the frontend builds (§9.4); the --aic-* flag errors surface here, at startup.
-    if (!hasAicFlags(config)) throw unsupported('--router-prefill-load-model', 'aic needs the --aic-* fields of a resolved config');
+    if (!hasAicFlags(config))
+      throw unsupported('--router-prefill-load-model', 'aic needs the --aic-* fields of a resolved config');
     predictor = popts.prefillDurationPredictor ?? aicModelFromFlags(config, popts.readText).predictor();
   }
   if (params.index.kind === 'approximate' && params.index.cachePolicy === 'lru') {
-    throw unsupported('--router-approximate-cache-policy', 'lru is not implemented by the approximate indexer');
+    throw unsupported(
+      '--router-approximate-cache-policy',
+      'lru is not implemented by the approximate indexer',
+    );
   }
   return (ctx) => {
     if (params.blockSizeOverride !== null && params.blockSizeOverride !== ctx.blockSize) {
@@ -148,13 +163,7 @@ export function kvRouterPolicy(config: RouterConfigFields | ResolvedConfig<'rout
     }
     // Approximate mode learns only from its own decisions (§7.5): engine events are not applied.
     const eventSink = plan.kind === 'events' ? indexer : null;
-    const {
-      index: _index,
-      blockSizeOverride: _bso,
-      replicaSync: _rs,
-      aic: _aic,
-      ...opts
-    } = params;
+    const { index: _index, blockSizeOverride: _bso, replicaSync: _rs, aic: _aic, ...opts } = params;
     const router = new KvRouter({
       ...opts,
       prefillDurationPredictor: predictor,

@@ -4,7 +4,19 @@ import { buildReport, distOf, reportJson, type RunData } from './report.js';
 import type { RequestColumns, UnitSummary } from './simulation.js';
 import type { WorkerId } from '@kvrouter/protocols';
 
-function cols(rows: { arrival: number; routed: number; first: number; finish: number; isl: number; tokens: number; cached: number; overlap: number; status: number }[]): RequestColumns {
+function cols(
+  rows: {
+    arrival: number;
+    routed: number;
+    first: number;
+    finish: number;
+    isl: number;
+    tokens: number;
+    cached: number;
+    overlap: number;
+    status: number;
+  }[],
+): RequestColumns {
   const n = rows.length;
   const c: RequestColumns = {
     arrival: new Float64Array(n),
@@ -51,7 +63,17 @@ const run: RunData = {
   rejections: { request_too_large: { count: 1, example: 'too large' } },
   requests: cols([
     { arrival: 0, routed: 1, first: 11, finish: 41, isl: 64, tokens: 4, cached: 30, overlap: 2, status: 1 },
-    { arrival: 10, routed: 10, first: 30, finish: 30, isl: 64, tokens: 1, cached: 60, overlap: 10, status: 1 },
+    {
+      arrival: 10,
+      routed: 10,
+      first: 30,
+      finish: 30,
+      isl: 64,
+      tokens: 1,
+      cached: 60,
+      overlap: 10,
+      status: 1,
+    },
     { arrival: 5, routed: NaN, first: NaN, finish: 5, isl: 999, tokens: 0, cached: 0, overlap: 0, status: 2 },
   ]),
   units: [unit(2, 10, 200, 60), unit(1, 30, 100, 30)],
@@ -67,7 +89,14 @@ describe('distOf', () => {
 
 describe('buildReport', () => {
   it('summarises latencies, throughput, cache, oracle and balance (worked by hand)', () => {
-    const oracle = { capacityBlocks: 10, promptTokens: 0, pooledCachedTokens: 0, infiniteCachedTokens: 0, pooledHitRate: 0.6, infiniteHitRate: 0.8 };
+    const oracle = {
+      capacityBlocks: 10,
+      promptTokens: 0,
+      pooledCachedTokens: 0,
+      infiniteCachedTokens: 0,
+      pooledHitRate: 0.6,
+      infiniteHitRate: 0.8,
+    };
     const r = buildReport(run, oracle);
     // TTFT: 11 − 0 = 11 and 30 − 10 = 20; E2E 41 and 20; router queue 1 and 0.
     expect(r.ttft_ms).toMatchObject({ n: 2, mean: 15.5, p50: 11, max: 20 });
@@ -77,12 +106,32 @@ describe('buildReport', () => {
     expect(r.itl_ms).toMatchObject({ n: 1, mean: 10 });
     expect(r.requests).toMatchObject({ total: 3, finished: 2, rejected: 1, unfinished: 0 });
     // Duration 41 ms (first arrival 0, last finish 41): 2 / 0.041 = 48.780488 req/s, 128 / 0.041 input tok/s.
-    expect(r.throughput).toEqual({ duration_s: 0.041, requests_per_s: 48.780488, input_tokens_per_s: 3121.951, output_tokens_per_s: 121.951 });
+    expect(r.throughput).toEqual({
+      duration_s: 0.041,
+      requests_per_s: 48.780488,
+      input_tokens_per_s: 3121.951,
+      output_tokens_per_s: 121.951,
+    });
     // Engines: 90 of 300 prompt tokens cached = 0.3; router expected min(2·16, 64) + min(10·16, 64) = 96 of 128.
-    expect(r.cache).toEqual({ prompt_tokens: 300, cached_tokens: 90, hit_rate: 0.3, router_expected_hit_rate: 0.75 });
-    expect(r.oracle).toEqual({ capacity_blocks: 10, pooled_lru_hit_rate: 0.6, infinite_hit_rate: 0.8, fraction_of_pooled: 0.5 });
+    expect(r.cache).toEqual({
+      prompt_tokens: 300,
+      cached_tokens: 90,
+      hit_rate: 0.3,
+      router_expected_hit_rate: 0.75,
+    });
+    expect(r.oracle).toEqual({
+      capacity_blocks: 10,
+      pooled_lru_hit_rate: 0.6,
+      infinite_hit_rate: 0.8,
+      fraction_of_pooled: 0.5,
+    });
     // Busy 30 and 10 ms (worker 1 first): mean 20, std 10, CV 0.5; utilization 20 / 41.
-    expect(r.load_balance).toEqual({ busy_ms: [30, 10], requests: [1, 1], busy_cv: 0.5, mean_utilization: 0.487805 });
+    expect(r.load_balance).toEqual({
+      busy_ms: [30, 10],
+      requests: [1, 1],
+      busy_cv: 0.5,
+      mean_utilization: 0.487805,
+    });
     expect(r.preemptions).toBe(3);
   });
 
@@ -97,7 +146,14 @@ describe('buildReport', () => {
 });
 
 describe('compare output', () => {
-  const a = buildReport(run, { capacityBlocks: 10, promptTokens: 0, pooledCachedTokens: 0, infiniteCachedTokens: 0, pooledHitRate: 0.6, infiniteHitRate: 0.8 });
+  const a = buildReport(run, {
+    capacityBlocks: 10,
+    promptTokens: 0,
+    pooledCachedTokens: 0,
+    infiniteCachedTokens: 0,
+    pooledHitRate: 0.6,
+    infiniteHitRate: 0.8,
+  });
   const faster = { ...a, ttft_ms: { ...a.ttft_ms, mean: 5.1667 }, cache: { ...a.cache, hit_rate: 0.45 } };
   const entries: CompareEntry[] = [
     { label: 'round-robin', report: a, ttftMs: ttftSamples(run.requests) },

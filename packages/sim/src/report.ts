@@ -20,7 +20,13 @@ export interface Report {
   policy: string;
   /** What was run: sim config, engine config and any caller-supplied router settings. */
   config: Record<string, unknown>;
-  requests: { total: number; finished: number; rejected: number; unfinished: number; rejections: Record<string, { count: number; example: string }> };
+  requests: {
+    total: number;
+    finished: number;
+    rejected: number;
+    unfinished: number;
+    rejections: Record<string, { count: number; example: string }>;
+  };
   ttft_ms: Percentiles;
   /** Per-request mean inter-token latency ((last − first token) / (tokens − 1)), requests with ≥ 2 tokens. */
   itl_ms: Percentiles;
@@ -102,7 +108,11 @@ export function distOf(values: ArrayLike<number>): Percentiles {
   return { n, mean: r3(sum / n), p50: r3(at(0.5)), p90: r3(at(0.9)), p99: r3(at(0.99)), max: r3(s[n - 1]!) };
 }
 
-export function buildReport(res: SimResult | RunData, oracle: OracleResult | null, extraConfig: Record<string, unknown> = {}): Report {
+export function buildReport(
+  res: SimResult | RunData,
+  oracle: OracleResult | null,
+  extraConfig: Record<string, unknown> = {},
+): Report {
   const run = 'engine' in res ? simRunData(res) : res;
   const c = run.requests;
   const n = c.arrival.length;
@@ -176,7 +186,13 @@ export function buildReport(res: SimResult | RunData, oracle: OracleResult | nul
     format: 'kvrouter-replay-report/1',
     policy: run.policy,
     config: { ...run.config, ...extraConfig },
-    requests: { total: n, finished, rejected, unfinished: n - finished - rejected, rejections: run.rejections },
+    requests: {
+      total: n,
+      finished,
+      rejected,
+      unfinished: n - finished - rejected,
+      rejections: run.rejections,
+    },
     ttft_ms: distOf(ttft),
     itl_ms: distOf(itl),
     e2e_ms: distOf(e2e),
@@ -212,7 +228,14 @@ export function reportJson(report: Report): string {
   return (
     JSON.stringify(
       report,
-      (_k, v: unknown) => (typeof v === 'bigint' ? (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString()) : typeof v === 'number' && !Number.isFinite(v) ? null : v),
+      (_k, v: unknown) =>
+        typeof v === 'bigint'
+          ? v <= BigInt(Number.MAX_SAFE_INTEGER)
+            ? Number(v)
+            : v.toString()
+          : typeof v === 'number' && !Number.isFinite(v)
+            ? null
+            : v,
       2,
     ) + '\n'
   );

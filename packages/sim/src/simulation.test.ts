@@ -7,7 +7,14 @@ import { generateSynthetic } from './synthetic.js';
 import type { TraceRow } from './trace.js';
 
 const router = (...argv: string[]) => kvRouterPolicy(resolveConfig('router', argv, {}).config);
-const row = (index: number, timestamp: number, hash_ids: number[], input_length: number, output_length: number, extra: Partial<TraceRow> = {}): TraceRow => ({
+const row = (
+  index: number,
+  timestamp: number,
+  hash_ids: number[],
+  input_length: number,
+  output_length: number,
+  extra: Partial<TraceRow> = {},
+): TraceRow => ({
   timestamp,
   input_length,
   output_length,
@@ -24,7 +31,11 @@ const PREFILL_64 = 17.4748846;
 
 describe('runSimulation', () => {
   it('times a lone request: TTFT = dispatch delay + one prefill pass', async () => {
-    const res = await runSimulation([row(0, 0, [1], 64, 3)], { ...base, numWorkers: 1, dispatchDelayMs: 5 }, roundRobinPolicy);
+    const res = await runSimulation(
+      [row(0, 0, [1], 64, 3)],
+      { ...base, numWorkers: 1, dispatchDelayMs: 5 },
+      roundRobinPolicy,
+    );
     const c = res.requests;
     expect(c.status[0]).toBe(1);
     expect(c.tokens[0]).toBe(3);
@@ -49,7 +60,11 @@ describe('runSimulation', () => {
     expect(kv.requests.cachedTokens[1]).toBe(128);
     expect(buildReport(kv, null).cache.hit_rate).toBeCloseTo(128 / 384, 6);
     // Events delayed past B's arrival: the router has not seen A's blocks yet.
-    const late = await runSimulation(rows, { ...base, numWorkers: 2, eventDelayMs: 2000 }, router('--router-mode', 'kv'));
+    const late = await runSimulation(
+      rows,
+      { ...base, numWorkers: 2, eventDelayMs: 2000 },
+      router('--router-mode', 'kv'),
+    );
     expect(late.requests.routerOverlapBlocks[1]).toBe(0);
     // Round-robin alternates workers, so the repeat misses.
     const rr = await runSimulation(rows, { ...base, numWorkers: 2 }, router('--router-mode', 'round-robin'));
@@ -63,7 +78,11 @@ describe('runSimulation', () => {
       row(1, 0, [1, 2], 128, 2, { session_id: 's', delay: 300 }),
       row(2, 5000, [9], 64, 1, { session_id: 's', delay: 0 }), // its timestamp is later than the release
     ];
-    const res = await runSimulation(rows, { ...base, numWorkers: 1, arrivalSpeedupRatio: 2 }, roundRobinPolicy);
+    const res = await runSimulation(
+      rows,
+      { ...base, numWorkers: 1, arrivalSpeedupRatio: 2 },
+      roundRobinPolicy,
+    );
     const c = res.requests;
     expect(c.arrival[1]).toBeCloseTo(c.finish[0]! + 150, 9);
     expect(c.arrival[2]).toBe(2500); // 5000 / 2
@@ -72,7 +91,11 @@ describe('runSimulation', () => {
   it('counts an engine rejection and carries on with the session', async () => {
     // 8 GPU blocks of 64 tokens cannot hold a 640-token prompt: engine-sim rejects it at enqueue.
     const rows = [row(0, 0, [1], 640, 2, { session_id: 'a' }), row(1, 0, [2], 64, 2, { session_id: 'a' })];
-    const res = await runSimulation(rows, { ...base, numWorkers: 1, engine: { numGpuBlocks: 8 } }, router('--router-mode', 'kv'));
+    const res = await runSimulation(
+      rows,
+      { ...base, numWorkers: 1, engine: { numGpuBlocks: 8 } },
+      router('--router-mode', 'kv'),
+    );
     const r = buildReport(res, null);
     expect(r.requests).toMatchObject({ total: 2, finished: 1, rejected: 1, unfinished: 0 });
     expect(Object.keys(r.requests.rejections)).toEqual(['request_too_large']);
@@ -113,24 +136,34 @@ describe('runSimulation', () => {
   it('rejects bad configuration naming the field', async () => {
     await expect(runSimulation([], { numWorkers: 0 }, roundRobinPolicy)).rejects.toThrow(/numWorkers/);
     await expect(runSimulation([], { eventDelayMs: -1 }, roundRobinPolicy)).rejects.toThrow(/eventDelayMs/);
-    await expect(runSimulation([], { engine: { seed: 1 } as never }, roundRobinPolicy)).rejects.toThrow(/engine.seed/);
-    await expect(runSimulation([], { engine: { blockSize: 0 } }, roundRobinPolicy)).rejects.toThrow(/blockSize/);
+    await expect(runSimulation([], { engine: { seed: 1 } as never }, roundRobinPolicy)).rejects.toThrow(
+      /engine.seed/,
+    );
+    await expect(runSimulation([], { engine: { blockSize: 0 } }, roundRobinPolicy)).rejects.toThrow(
+      /blockSize/,
+    );
   });
 });
 
 describe('kvRouterPolicy', () => {
   it('refuses what the simulator cannot honour', async () => {
     expect(() => router('--router-mode', 'kv', '--use-remote-indexer')).toThrow(/--use-remote-indexer/);
-    expect(() => router('--router-mode', 'kv', '--no-router-kv-events', '--router-approximate-cache-policy', 'lru')).toThrow(
-      /--router-approximate-cache-policy/,
-    );
+    expect(() =>
+      router('--router-mode', 'kv', '--no-router-kv-events', '--router-approximate-cache-policy', 'lru'),
+    ).toThrow(/--router-approximate-cache-policy/);
     const mismatch = router('--router-mode', 'kv', '--kv-cache-block-size', '32');
-    await expect(runSimulation([], { numWorkers: 1 }, mismatch)).rejects.toThrow(/--kv-cache-block-size 32 differs/);
+    await expect(runSimulation([], { numWorkers: 1 }, mismatch)).rejects.toThrow(
+      /--kv-cache-block-size 32 differs/,
+    );
   });
 
   it('runs approximate mode from its own decisions', async () => {
     const rows = [row(0, 0, [1, 2, 3], 192, 2), row(1, 1000, [1, 2, 3], 192, 2)];
-    const res = await runSimulation(rows, { ...base, numWorkers: 2 }, router('--router-mode', 'kv', '--no-router-kv-events'));
+    const res = await runSimulation(
+      rows,
+      { ...base, numWorkers: 2 },
+      router('--router-mode', 'kv', '--no-router-kv-events'),
+    );
     // The recorded decision for A predicts all 3 blocks on A's worker.
     expect(res.requests.routerOverlapBlocks[1]).toBe(3);
     expect(res.requests.unit[1]).toBe(res.requests.unit[0]);

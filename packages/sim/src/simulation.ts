@@ -5,7 +5,13 @@
  * events and load reach the router `eventDelayMs` later. Nothing reads a wall clock or global
  * randomness, so the same rows, config and seed give the same result, bit for bit.
  */
-import { DEFAULT_ENGINE_CONFIG, SimEngine, type EngineConfig, type StepResult, type TimingModel } from '@kvrouter/engine-sim';
+import {
+  DEFAULT_ENGINE_CONFIG,
+  SimEngine,
+  type EngineConfig,
+  type StepResult,
+  type TimingModel,
+} from '@kvrouter/engine-sim';
 import { KvrError, type EventId, type RouterEvent, type WorkerId } from '@kvrouter/protocols';
 import { CLS_PASS, EventQueue } from './event-queue.js';
 import type { PolicyFactory, RoutingPolicy, SimWorker } from './policy.js';
@@ -100,11 +106,16 @@ function checkConfig(c: SimConfig): void {
   const bad = (field: string, want: string, v: unknown): never => {
     throw new KvrError('invalid_argument', `${field}: expected ${want}, got ${String(v)}`, 400, { field });
   };
-  if (!Number.isSafeInteger(c.numWorkers) || c.numWorkers < 1 || c.numWorkers > 4096) bad('numWorkers', 'an integer in [1, 4096]', c.numWorkers);
-  if (!(c.arrivalSpeedupRatio > 0) || !Number.isFinite(c.arrivalSpeedupRatio)) bad('arrivalSpeedupRatio', 'a finite number > 0', c.arrivalSpeedupRatio);
-  if (!(c.eventDelayMs >= 0) || !Number.isFinite(c.eventDelayMs)) bad('eventDelayMs', 'a finite number >= 0', c.eventDelayMs);
-  if (!(c.dispatchDelayMs >= 0) || !Number.isFinite(c.dispatchDelayMs)) bad('dispatchDelayMs', 'a finite number >= 0', c.dispatchDelayMs);
-  if (!Number.isSafeInteger(c.seed) || c.seed < 0 || c.seed > 0xffffffff) bad('seed', 'an integer in [0, 2^32 − 1]', c.seed);
+  if (!Number.isSafeInteger(c.numWorkers) || c.numWorkers < 1 || c.numWorkers > 4096)
+    bad('numWorkers', 'an integer in [1, 4096]', c.numWorkers);
+  if (!(c.arrivalSpeedupRatio > 0) || !Number.isFinite(c.arrivalSpeedupRatio))
+    bad('arrivalSpeedupRatio', 'a finite number > 0', c.arrivalSpeedupRatio);
+  if (!(c.eventDelayMs >= 0) || !Number.isFinite(c.eventDelayMs))
+    bad('eventDelayMs', 'a finite number >= 0', c.eventDelayMs);
+  if (!(c.dispatchDelayMs >= 0) || !Number.isFinite(c.dispatchDelayMs))
+    bad('dispatchDelayMs', 'a finite number >= 0', c.dispatchDelayMs);
+  if (!Number.isSafeInteger(c.seed) || c.seed < 0 || c.seed > 0xffffffff)
+    bad('seed', 'an integer in [0, 2^32 − 1]', c.seed);
 }
 
 interface Unit {
@@ -145,7 +156,12 @@ export async function runSimulation(
   const cfg: SimConfig = { ...DEFAULT_SIM_CONFIG, ...config, engine: { ...config.engine } };
   checkConfig(cfg);
   if ('seed' in cfg.engine) {
-    throw new KvrError('invalid_argument', 'engine.seed: derived from the simulation seed; set seed instead', 400, { field: 'engine.seed' });
+    throw new KvrError(
+      'invalid_argument',
+      'engine.seed: derived from the simulation seed; set seed instead',
+      400,
+      { field: 'engine.seed' },
+    );
   }
   const n = rows.length;
   const q = new EventQueue();
@@ -159,12 +175,24 @@ export async function runSimulation(
   const firstUnit: number[] = [];
   let engineCfg: Readonly<EngineConfig> | undefined;
   for (let i = 0; i < cfg.numWorkers; i++) {
-    const engine = new SimEngine({ ...cfg.engine, seed: engineRng.u32() }, hooks.engineTiming ? { timing: hooks.engineTiming } : {});
+    const engine = new SimEngine(
+      { ...cfg.engine, seed: engineRng.u32() },
+      hooks.engineTiming ? { timing: hooks.engineTiming } : {},
+    );
     engineCfg ??= engine.config;
     const workerId = BigInt(i + 1) as WorkerId;
     firstUnit.push(units.length);
     for (let r = 0; r < engine.config.dataParallelSize; r++) {
-      units.push({ engine, rank: r, workerId, running: false, scheduled: false, busyMs: 0, passes: 0, requests: 0 });
+      units.push({
+        engine,
+        rank: r,
+        workerId,
+        running: false,
+        scheduled: false,
+        busyMs: 0,
+        passes: 0,
+        requests: 0,
+      });
     }
     workers.push({
       id: workerId,
@@ -254,7 +282,10 @@ export async function runSimulation(
         q.at(q.now() + cfg.dispatchDelayMs, () => {
           const unit = units[u]!;
           try {
-            unit.engine.enqueue({ id, tokenIds: tokens, maxTokens: row.output_length, dpRank: unit.rank }, q.now());
+            unit.engine.enqueue(
+              { id, tokenIds: tokens, maxTokens: row.output_length, dpRank: unit.rank },
+              q.now(),
+            );
           } catch (e) {
             policy.onFinish(id);
             reject(k, e);
@@ -326,7 +357,8 @@ export async function runSimulation(
         // Let the router's promise callbacks run before the clock moves on.
         let turns = 0;
         while (policy.settling() > 0) {
-          if (++turns > MAX_SETTLE_TURNS) throw new KvrError('internal', 'router decision did not settle', 500);
+          if (++turns > MAX_SETTLE_TURNS)
+            throw new KvrError('internal', 'router decision did not settle', 500);
           await Promise.resolve();
         }
       }
@@ -353,5 +385,13 @@ export async function runSimulation(
       evictedBlocks: s.evictedBlocks,
     };
   });
-  return { config: cfg, engine: engineCfg!, policy: policy.name, requests: cols, units: summaries, endMs: q.now(), rejections };
+  return {
+    config: cfg,
+    engine: engineCfg!,
+    policy: policy.name,
+    requests: cols,
+    units: summaries,
+    endMs: q.now(),
+    rejections,
+  };
 }

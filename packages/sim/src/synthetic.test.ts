@@ -24,7 +24,8 @@ describe('generateSynthetic', () => {
     const rows = generateSynthetic(spec, 1);
     checkRows(rows);
     expect(rows.map((r) => r.index)).toEqual(rows.map((_, i) => i));
-    for (let i = 1; i < rows.length; i++) expect(rows[i]!.timestamp).toBeGreaterThanOrEqual(rows[i - 1]!.timestamp);
+    for (let i = 1; i < rows.length; i++)
+      expect(rows[i]!.timestamp).toBeGreaterThanOrEqual(rows[i - 1]!.timestamp);
     const bySession = new Map<string, typeof rows>();
     for (const r of rows) {
       expect(r.session_id).toBeDefined();
@@ -87,7 +88,9 @@ describe('generateSynthetic', () => {
     expect(() => resolveSynthetic({ sessions: 0 })).toThrow(/sessions must be an integer >= 1/);
     expect(() => resolveSynthetic({ sessionRate: 0 })).toThrow(/sessionRate/);
     expect(() => resolveSynthetic({ samples: 2, turns: { kind: 'const', value: 3 } })).toThrow(/samples/);
-    expect(() => resolveSynthetic({ userTokens: { kind: 'uniform', min: 5, max: 4 } })).toThrow(/userTokens.max/);
+    expect(() => resolveSynthetic({ userTokens: { kind: 'uniform', min: 5, max: 4 } })).toThrow(
+      /userTokens.max/,
+    );
     expect(() => resolveSynthetic({ systemPrompts: 2, systemPromptTokens: 0 })).toThrow(/systemPromptTokens/);
   });
 });
@@ -96,7 +99,13 @@ describe('distributions', () => {
   it('parses the textual forms', () => {
     expect(parseDist('128')).toEqual({ kind: 'const', value: 128 });
     expect(parseDist('uniform:4:8')).toEqual({ kind: 'uniform', min: 4, max: 8 });
-    expect(parseDist('lognormal:600:0.5:64:4096')).toEqual({ kind: 'lognormal', median: 600, sigma: 0.5, min: 64, max: 4096 });
+    expect(parseDist('lognormal:600:0.5:64:4096')).toEqual({
+      kind: 'lognormal',
+      median: 600,
+      sigma: 0.5,
+      min: 64,
+      max: 4096,
+    });
     expect(parseDist('exp:500')).toEqual({ kind: 'exp', mean: 500 });
     expect(() => parseDist('uniform:4', '--turns')).toThrow(/--turns cannot parse/);
     expect(() => parseDist('zipf:1', '--turns')).toThrow(/--turns has unknown distribution/);

@@ -88,7 +88,8 @@ const bad = (field: string, message: string): KvrError =>
 
 function checkDist(field: string, d: Dist, min: number): void {
   const num = (k: string, v: unknown, lo = -Infinity): void => {
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < lo) throw bad(`${field}.${k}`, `must be a finite number >= ${lo}, got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < lo)
+      throw bad(`${field}.${k}`, `must be a finite number >= ${lo}, got ${String(v)}`);
   };
   if (!d || typeof d !== 'object') throw bad(field, 'must be a distribution');
   switch (d.kind) {
@@ -153,7 +154,10 @@ export function parseDist(text: string, field = 'distribution'): Dist {
   const nums = parts.slice(1).map(Number);
   const need = (k: number, opt = 0): void => {
     if (nums.length < k || nums.length > k + opt || nums.some((x) => !Number.isFinite(x))) {
-      throw bad(field, `cannot parse ${JSON.stringify(text)} (expected ${parts[0]} with ${k}${opt ? `..${k + opt}` : ''} numbers)`);
+      throw bad(
+        field,
+        `cannot parse ${JSON.stringify(text)} (expected ${parts[0]} with ${k}${opt ? `..${k + opt}` : ''} numbers)`,
+      );
     }
   };
   let d: Dist;
@@ -176,7 +180,10 @@ export function parseDist(text: string, field = 'distribution'): Dist {
     need(1, 2);
     d = { kind, mean: nums[0]!, min: nums[1], max: nums[2] };
   } else {
-    throw bad(field, `has unknown distribution ${JSON.stringify(text)} (const, uniform, normal, lognormal, exp)`);
+    throw bad(
+      field,
+      `has unknown distribution ${JSON.stringify(text)} (const, uniform, normal, lognormal, exp)`,
+    );
   }
   if (d.kind !== 'const' && d.kind !== 'uniform') {
     if (d.min === undefined) delete d.min;
@@ -190,14 +197,16 @@ export function resolveSynthetic(partial: Partial<SyntheticSpec> = {}): Syntheti
   const s: SyntheticSpec = { ...DEFAULT_SYNTHETIC, ...partial };
   const int = (field: keyof SyntheticSpec, lo: number): void => {
     const v = s[field];
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lo) throw bad(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lo)
+      throw bad(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
   };
   int('sessions', 1);
   int('systemPrompts', 0);
   int('systemPromptTokens', 0);
   int('samples', 1);
   int('traceBlockSize', 1);
-  if (!(s.sessionRate > 0) || !Number.isFinite(s.sessionRate)) throw bad('sessionRate', `must be a finite number > 0, got ${s.sessionRate}`);
+  if (!(s.sessionRate > 0) || !Number.isFinite(s.sessionRate))
+    throw bad('sessionRate', `must be a finite number > 0, got ${s.sessionRate}`);
   checkDist('turns', s.turns, 1);
   checkDist('userTokens', s.userTokens, 1);
   checkDist('outputTokens', s.outputTokens, 1);
@@ -205,7 +214,8 @@ export function resolveSynthetic(partial: Partial<SyntheticSpec> = {}): Syntheti
   if (s.samples > 1 && !(s.turns.kind === 'const' && s.turns.value === 1)) {
     throw bad('samples', 'above 1 needs single-turn sessions (turns const:1)');
   }
-  if (s.systemPrompts > 0 && s.systemPromptTokens === 0) throw bad('systemPromptTokens', 'must be > 0 when systemPrompts > 0');
+  if (s.systemPrompts > 0 && s.systemPromptTokens === 0)
+    throw bad('systemPromptTokens', 'must be > 0 when systemPrompts > 0');
   return s;
 }
 
@@ -237,7 +247,12 @@ export function generateSynthetic(partial: Partial<SyntheticSpec>, seed: number)
       const think = k > 0 ? sample(s.thinkTimeMs, rng, 0) : 0;
       ts += think;
       for (let j = 0; j < s.samples; j++) {
-        const row: Omit<TraceRow, 'index'> = { timestamp: ts, input_length: len, output_length: osl, hash_ids: ids.slice() };
+        const row: Omit<TraceRow, 'index'> = {
+          timestamp: ts,
+          input_length: len,
+          output_length: osl,
+          hash_ids: ids.slice(),
+        };
         if (turns > 1) {
           row.session_id = `s${sess}`;
           if (k > 0) row.delay = think;

@@ -31,10 +31,11 @@ export interface TokenSynthOptions {
  */
 /** XXH3_kSecret bytes 24..55: the 9..16-byte path's keys (seed 0). */
 const K24 = [
-  0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78,
-  0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e,
+  0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a,
+  0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e,
 ];
-const le32 = (o: number): number => (K24[o]! | (K24[o + 1]! << 8) | (K24[o + 2]! << 16) | (K24[o + 3]! << 24)) >>> 0;
+const le32 = (o: number): number =>
+  (K24[o]! | (K24[o + 1]! << 8) | (K24[o + 2]! << 16) | (K24[o + 3]! << 24)) >>> 0;
 // bitflip1 = k[24..32) ^ k[32..40), bitflip2 = k[40..48) ^ k[48..56)
 const BF1_LO = (le32(0) ^ le32(8)) >>> 0;
 const BF1_HI = (le32(4) ^ le32(12)) >>> 0;
@@ -58,7 +59,8 @@ export function xxh3Len12(w0: number, w1: number, w2: number, out: Uint32Array):
   const l11 = Math.imul(ah, bh) >>> 0;
   const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
   const x1 = m1 >>> 0;
-  const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+  const m2 =
+    (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
   const x2 = m2 >>> 0;
   const x3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
   // acc = len + swap64(a) + b + fold64(a·b), len = 12
@@ -68,7 +70,11 @@ export function xxh3Len12(w0: number, w1: number, w2: number, out: Uint32Array):
   // avalanche: h ^= h >> 37; h *= 0x165667919E3779F9; h ^= h >> 32
   lo = (lo ^ (hi >>> 5)) >>> 0;
   const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-  const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+  const nh =
+    ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+      Math.imul(lo, 0x16566791) +
+      Math.imul(hi, 0x9e3779f9)) >>>
+    0;
   out[0] = (nl ^ nh) >>> 0;
   out[1] = nh;
 }
@@ -87,13 +93,22 @@ export class TokenSynth {
     const v = opts.vocabSize ?? DEFAULT_VOCAB_SIZE;
     const cache = opts.cacheBlocks ?? 32_768;
     if (!Number.isSafeInteger(tbs) || tbs < 1 || tbs > 1 << 20) {
-      throw new KvrError('invalid_argument', `traceBlockSize must be an integer in [1, 2^20], got ${tbs}`, 400, { field: 'traceBlockSize' });
+      throw new KvrError(
+        'invalid_argument',
+        `traceBlockSize must be an integer in [1, 2^20], got ${tbs}`,
+        400,
+        { field: 'traceBlockSize' },
+      );
     }
     if (!Number.isSafeInteger(v) || v < 2 || v > 0xffffffff) {
-      throw new KvrError('invalid_argument', `vocabSize must be an integer in [2, 2^32 − 1], got ${v}`, 400, { field: 'vocabSize' });
+      throw new KvrError('invalid_argument', `vocabSize must be an integer in [2, 2^32 − 1], got ${v}`, 400, {
+        field: 'vocabSize',
+      });
     }
     if (!Number.isSafeInteger(cache) || cache < 0) {
-      throw new KvrError('invalid_argument', `cacheBlocks must be an integer >= 0, got ${cache}`, 400, { field: 'cacheBlocks' });
+      throw new KvrError('invalid_argument', `cacheBlocks must be an integer >= 0, got ${cache}`, 400, {
+        field: 'cacheBlocks',
+      });
     }
     this.traceBlockSize = tbs;
     this.vocabSize = v;
@@ -154,7 +169,11 @@ export class TokenSynth {
       const rhi = (sal + bh + ((x1 ^ x3) >>> 0) + (sl - rlo) * TWO_NEG32) >>> 0;
       rlo = (rlo ^ (rhi >>> 5)) >>> 0;
       const nl = Math.imul(rlo, 0x9e3779f9) >>> 0;
-      const nh = ((((rlo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(rlo, 0x16566791) + Math.imul(rhi, 0x9e3779f9)) >>> 0;
+      const nh =
+        ((((rlo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+          Math.imul(rlo, 0x16566791) +
+          Math.imul(rhi, 0x9e3779f9)) >>>
+        0;
       const hlo = (nl ^ nh) >>> 0;
       let a = nh - Math.floor(nh * inv) * m;
       a = a < 0 ? a + m : a >= m ? a - m : a;
@@ -195,7 +214,14 @@ export class TokenSynth {
     if (covered < len) {
       // Request-unique id 2^63 + index: hi word carries the top bit, index < 2^53 splits exactly.
       const idx = row.index;
-      this.fill(idx % 4294967296, (OVERFLOW_HI + Math.floor(idx / 4294967296)) >>> 0, 0, len - covered, out, covered);
+      this.fill(
+        idx % 4294967296,
+        (OVERFLOW_HI + Math.floor(idx / 4294967296)) >>> 0,
+        0,
+        len - covered,
+        out,
+        covered,
+      );
     }
     return out;
   }

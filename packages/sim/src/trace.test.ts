@@ -17,7 +17,15 @@ describe('parseTrace', () => {
     expect(t.lines).toBe(3);
     expect(t.rows).toEqual([
       { timestamp: 0, input_length: 700, output_length: 10, hash_ids: [1, 2], index: 0 },
-      { timestamp: 1500, input_length: 10, output_length: 1, hash_ids: [], session_id: 'a', delay: 250, index: 2 },
+      {
+        timestamp: 1500,
+        input_length: 10,
+        output_length: 1,
+        hash_ids: [],
+        session_id: 'a',
+        delay: 250,
+        index: 2,
+      },
       { timestamp: 2000.5, input_length: 1, output_length: 2, hash_ids: [0], session_id: '17', index: 3 },
     ]);
   });
@@ -70,7 +78,10 @@ describe('parseTrace', () => {
 
   it('formatTrace writes rows that parse back to the same rows', () => {
     const rows = parseTrace(
-      [good, '{"timestamp": 5, "input_length": 3, "output_length": 4, "hash_ids": [7], "session_id": "s\\"1", "delay": 12}'].join('\n'),
+      [
+        good,
+        '{"timestamp": 5, "input_length": 3, "output_length": 4, "hash_ids": [7], "session_id": "s\\"1", "delay": 12}',
+      ].join('\n'),
     ).rows;
     const again = parseTrace(formatTrace(rows)).rows;
     expect(again).toEqual(rows);
@@ -78,9 +89,11 @@ describe('parseTrace', () => {
   });
 
   it('checkRows applies the same rules to rows built in code', () => {
-    expect(() => checkRows([{ timestamp: 0, input_length: 1, output_length: 1, hash_ids: [], index: 0 }])).not.toThrow();
-    expect(() => checkRows([{ timestamp: 0, input_length: 1, output_length: 0, hash_ids: [], index: 0 }])).toThrow(
-      /trace row 0: output_length must be an integer >= 1/,
-    );
+    expect(() =>
+      checkRows([{ timestamp: 0, input_length: 1, output_length: 1, hash_ids: [], index: 0 }]),
+    ).not.toThrow();
+    expect(() =>
+      checkRows([{ timestamp: 0, input_length: 1, output_length: 0, hash_ids: [], index: 0 }]),
+    ).toThrow(/trace row 0: output_length must be an integer >= 1/);
   });
 });

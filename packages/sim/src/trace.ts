@@ -72,19 +72,25 @@ function millis(v: unknown, field: string): number {
 
 /** Validates one decoded JSON value as a row; throws RowError naming the field. */
 function toRow(v: unknown, index: number): TraceRow {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RowError('row', 'row must be a JSON object');
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new RowError('row', 'row must be a JSON object');
   const o = v as Record<string, unknown>;
-  const tsField = o.timestamp !== undefined ? 'timestamp' : o.created_time !== undefined ? 'created_time' : undefined;
+  const tsField =
+    o.timestamp !== undefined ? 'timestamp' : o.created_time !== undefined ? 'created_time' : undefined;
   if (tsField === undefined) throw new RowError('timestamp', 'timestamp is missing');
   const timestamp = millis(o[tsField], tsField);
   const input_length = count(o, 'input_length', 1);
   const output_length = count(o, 'output_length', 1);
   const ids = o.hash_ids;
-  if (!Array.isArray(ids)) throw new RowError('hash_ids', `hash_ids must be an array, got ${JSON.stringify(ids)}`);
+  if (!Array.isArray(ids))
+    throw new RowError('hash_ids', `hash_ids must be an array, got ${JSON.stringify(ids)}`);
   for (let i = 0; i < ids.length; i++) {
     const h: unknown = ids[i];
     if (typeof h !== 'number' || !Number.isSafeInteger(h) || h < 0) {
-      throw new RowError('hash_ids', `hash_ids[${i}] must be an integer in [0, 2^53), got ${JSON.stringify(h)}`);
+      throw new RowError(
+        'hash_ids',
+        `hash_ids[${i}] must be an integer in [0, 2^53), got ${JSON.stringify(h)}`,
+      );
     }
   }
   const row: TraceRow = { timestamp, input_length, output_length, hash_ids: ids as number[], index };
@@ -92,7 +98,11 @@ function toRow(v: unknown, index: number): TraceRow {
   if (sid !== undefined && sid !== null) {
     if (typeof sid === 'string' && sid !== '') row.session_id = sid;
     else if (typeof sid === 'number' && Number.isSafeInteger(sid)) row.session_id = String(sid);
-    else throw new RowError('session_id', `session_id must be a non-empty string or an integer, got ${JSON.stringify(sid)}`);
+    else
+      throw new RowError(
+        'session_id',
+        `session_id must be a non-empty string or an integer, got ${JSON.stringify(sid)}`,
+      );
   }
   if (o.delay !== undefined && o.delay !== null) row.delay = millis(o.delay, 'delay');
   return row;
@@ -122,7 +132,10 @@ export function parseTrace(text: string, opts: ParseOptions = {}): ParsedTrace {
     } catch (e) {
       if (!(e instanceof RowError)) throw e;
       if (opts.strict) {
-        throw new KvrError('invalid_trace', `trace line ${n + 1}: ${e.message}`, 400, { line: n + 1, field: e.field });
+        throw new KvrError('invalid_trace', `trace line ${n + 1}: ${e.message}`, 400, {
+          line: n + 1,
+          field: e.field,
+        });
       }
       issues.push({ line: n + 1, field: e.field, message: e.message });
     }

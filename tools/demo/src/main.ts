@@ -4,7 +4,12 @@
  * hashed into 16-token blocks and matched against the index, showing which worker holds the
  * longest cached prefix.
  */
-import { computeLocalBlockHashes, computeSequenceHashes, pairsToU64s, type RouterEvent } from '@kvrouter/protocols';
+import {
+  computeLocalBlockHashes,
+  computeSequenceHashes,
+  pairsToU64s,
+  type RouterEvent,
+} from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 
 const BS = 16;
@@ -27,13 +32,18 @@ conversations.forEach((text, w) => {
   ix.applyEvent({
     worker_id: BigInt(w + 1),
     storage_tier: 'device',
-    event: { event_id: 1n, dp_rank: 0, data: { stored: { parent_hash: null, start_position: null, blocks } } },
+    event: {
+      event_id: 1n,
+      dp_rank: 0,
+      data: { stored: { parent_hash: null, start_position: null, blocks } },
+    },
   } as unknown as RouterEvent);
   console.log(`worker ${w + 1} cached ${blocks.length} blocks: "${text.slice(0, 60)}..."`);
 });
 
 const queries = [
-  system + 'User: what is a KV cache? Assistant: it stores attention keys and values. User: and eviction? Assistant:',
+  system +
+    'User: what is a KV cache? Assistant: it stores attention keys and values. User: and eviction? Assistant:',
   system + 'User: explain prefix caching in vLLM in one paragraph please. Then in two.',
   'Something entirely new that no worker has seen before, long enough to fill a block or two.',
 ];
@@ -45,7 +55,8 @@ for (const q of queries) {
   console.log(
     `\nquery "${q.slice(0, 70)}..." (${seq.length / 2} blocks)\n  ` +
       (best
-        ? ranked.map(([k, s]) => `worker ${k.split(':')[0]}: ${s} blocks cached`).join(', ') + ` -> route to worker ${best[0].split(':')[0]}`
+        ? ranked.map(([k, s]) => `worker ${k.split(':')[0]}: ${s} blocks cached`).join(', ') +
+          ` -> route to worker ${best[0].split(':')[0]}`
         : 'no worker holds any prefix -> route by load'),
   );
 }

@@ -12,7 +12,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await main(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } }, {});
+  const code = await main(
+    argv,
+    { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } },
+    {},
+  );
   return { code, out, err };
 }
 
@@ -27,7 +31,16 @@ interface Rep {
 let nReports = 0;
 async function replay(trace: string, ...flags: string[]): Promise<{ rep: Rep; err: string }> {
   const json = join(dir, `r${nReports++}.json`);
-  const r = await cli(trace, '--num-workers', '1', '--no-progress', '--no-oracle', '--report-json', json, ...flags);
+  const r = await cli(
+    trace,
+    '--num-workers',
+    '1',
+    '--no-progress',
+    '--no-oracle',
+    '--report-json',
+    json,
+    ...flags,
+  );
   expect(r.err.replace(/^warning: .*\n/gm, '')).toBe('');
   expect(r.code).toBe(0);
   return { rep: JSON.parse(readFileSync(json, 'utf8')) as Rep, err: r.err };
@@ -45,7 +58,10 @@ const repeated = file(
   '{"timestamp":0,"input_length":100,"output_length":2,"hash_ids":[1,2]}\n{"timestamp":1000,"input_length":100,"output_length":2,"hash_ids":[1,2]}\n',
 );
 // One 1000-token prompt (two 512-token trace blocks), 3 output tokens.
-const single = file('single.jsonl', '{"timestamp":0,"input_length":1000,"output_length":3,"hash_ids":[1,2]}\n');
+const single = file(
+  'single.jsonl',
+  '{"timestamp":0,"input_length":1000,"output_length":3,"hash_ids":[1,2]}\n',
+);
 
 describe('replay engine flags: --engine-type, --sglang-max-prefill-tokens, --reasoning', () => {
   it('--engine-type sglang hits at token granularity where the vLLM flavour hits whole blocks', async () => {
@@ -54,15 +70,25 @@ describe('replay engine flags: --engine-type, --sglang-max-prefill-tokens, --rea
     // vLLM: at most floor((100 − 1) / 64) = 1 block = 64 tokens of the repeat; 64 / 200 = 0.32.
     expect(vllm.cache).toMatchObject({ prompt_tokens: 200, cached_tokens: 64, hit_rate: 0.32 });
     expect(vllm.config.engine.engineType).toBe('vllm');
-    const sgl = (await replay(repeated, ...base, '--engine-type', 'sglang', '--sglang-max-prefill-tokens', '4096')).rep;
+    const sgl = (
+      await replay(repeated, ...base, '--engine-type', 'sglang', '--sglang-max-prefill-tokens', '4096')
+    ).rep;
     // SGLang: every token but the last one (which must yield logits): 99; 99 / 200 = 0.495.
     expect(sgl.cache).toMatchObject({ prompt_tokens: 200, cached_tokens: 99, hit_rate: 0.495 });
     expect(sgl.config.engine).toMatchObject({ engineType: 'sglang', sglangMaxPrefillTokens: 4096 });
   });
 
   it('--reasoning reaches the engines in the mocker spelling', async () => {
-    const { rep } = await replay(single, '--reasoning', '{"start_thinking_token_id": 7, "end_thinking_token_id": 8, "thinking_ratio": 0.5}');
-    expect(rep.config.engine.reasoning).toEqual({ startThinkingTokenId: 7, endThinkingTokenId: 8, thinkingRatio: 0.5 });
+    const { rep } = await replay(
+      single,
+      '--reasoning',
+      '{"start_thinking_token_id": 7, "end_thinking_token_id": 8, "thinking_ratio": 0.5}',
+    );
+    expect(rep.config.engine.reasoning).toEqual({
+      startThinkingTokenId: 7,
+      endThinkingTokenId: 8,
+      thinkingRatio: 0.5,
+    });
   });
 });
 
@@ -93,7 +119,9 @@ describe('replay engine flags: pass timing (--planner-profile-data, --aic-perf-m
 
   it('reads upstream .npz profiles (deflated members) too', async () => {
     // engine-sim's fixture: prefill_isl [100, 1100], prefill_ttft_ms [20, 70].
-    const npz = fileURLToPath(new URL('../../../packages/engine-sim/src/testdata/profile-compressed.npz', import.meta.url));
+    const npz = fileURLToPath(
+      new URL('../../../packages/engine-sim/src/testdata/profile-compressed.npz', import.meta.url),
+    );
     const { rep } = await replay(single, '--planner-profile-data', npz);
     // 1000 tokens: 20 + (1000 − 100) / 1000 · 50 = 65 ms.
     expect(rep.ttft_ms.mean).toBeCloseTo(65, 6);
@@ -101,10 +129,21 @@ describe('replay engine flags: pass timing (--planner-profile-data, --aic-perf-m
 
   it('--aic-perf-model times passes with the AIC model of --engine-type, --aic-system, --model-path', async () => {
     const model = 'nvidia/Llama-3.1-8B-Instruct-FP8';
-    const { rep } = await replay(single, '--aic-perf-model', '--aic-system', 'h200_sxm', '--model-path', model, '--engine-type', 'sglang');
+    const { rep } = await replay(
+      single,
+      '--aic-perf-model',
+      '--aic-system',
+      'h200_sxm',
+      '--model-path',
+      model,
+      '--engine-type',
+      'sglang',
+    );
     // Wiring check against aic-model's own (separately tested) prediction for one 1000-token prefill.
     const capacity = 16384 * 64;
-    const want = new AicModel({ backend: 'sglang', system: 'h200_sxm', model: resolveAicModel(model) }).engineTiming(capacity).prefillMs(1000);
+    const want = new AicModel({ backend: 'sglang', system: 'h200_sxm', model: resolveAicModel(model) })
+      .engineTiming(capacity)
+      .prefillMs(1000);
     // The report rounds to 3 decimals.
     expect(rep.ttft_ms.mean).toBeCloseTo(want, 2);
     expect(rep.config.engineTiming).toEqual({ kind: 'aic', backend: 'sglang', system: 'h200_sxm', model });
@@ -115,9 +154,21 @@ describe('replay engine flags: pass timing (--planner-profile-data, --aic-perf-m
 
 describe('replay engine flags: bad values name the flag (exit 2, the mocker messages)', () => {
   const cases: Array<[string, string[], string]> = [
-    ['an unknown engine type', ['--engine-type', 'trtllm'], "argument --engine-type: invalid choice: 'trtllm' (choose from 'vllm', 'sglang')"],
-    ['a zero prefill budget', ['--sglang-max-prefill-tokens', '0'], '--sglang-max-prefill-tokens must be >= 1, got 0'],
-    ['a non-integer prefill budget', ['--sglang-max-prefill-tokens', '1.5'], '--sglang-max-prefill-tokens must be an integer'],
+    [
+      'an unknown engine type',
+      ['--engine-type', 'trtllm'],
+      "argument --engine-type: invalid choice: 'trtllm' (choose from 'vllm', 'sglang')",
+    ],
+    [
+      'a zero prefill budget',
+      ['--sglang-max-prefill-tokens', '0'],
+      '--sglang-max-prefill-tokens must be >= 1, got 0',
+    ],
+    [
+      'a non-integer prefill budget',
+      ['--sglang-max-prefill-tokens', '1.5'],
+      '--sglang-max-prefill-tokens must be an integer',
+    ],
     ['reasoning that is not JSON', ['--reasoning', '{nope'], 'argument --reasoning: invalid JSON value'],
     ['reasoning with an unknown field', ['--reasoning', '{"ratio": 1}'], '--reasoning: unknown field ratio'],
     [
@@ -125,14 +176,22 @@ describe('replay engine flags: bad values name the flag (exit 2, the mocker mess
       ['--reasoning', '{"start_thinking_token_id": 3, "end_thinking_token_id": 3, "thinking_ratio": 0.2}'],
       '--reasoning: start_thinking_token_id and end_thinking_token_id must differ',
     ],
-    ['a missing profile file', ['--planner-profile-data', '/nonexistent/p.json'], '--planner-profile-data /nonexistent/p.json: cannot read the file'],
+    [
+      'a missing profile file',
+      ['--planner-profile-data', '/nonexistent/p.json'],
+      '--planner-profile-data /nonexistent/p.json: cannot read the file',
+    ],
     [
       'both timing sources',
       ['--planner-profile-data', '/nonexistent/p.json', '--aic-perf-model', '--model-path', 'x'],
       '--aic-perf-model and --planner-profile-data both set pass times; choose one',
     ],
     ['AIC without a model', ['--aic-perf-model'], '--aic-perf-model needs --model-path'],
-    ['AIC with an unknown model', ['--aic-perf-model', '--model-path', 'no/such-model'], '--aic-perf-model: --model-path "no/such-model": '],
+    [
+      'AIC with an unknown model',
+      ['--aic-perf-model', '--model-path', 'no/such-model'],
+      '--aic-perf-model: --model-path "no/such-model": ',
+    ],
   ];
   for (const [what, flags, msg] of cases) {
     it(what, async () => {
@@ -147,6 +206,8 @@ describe('replay engine flags: bad values name the flag (exit 2, the mocker mess
     const p = file('bad-profile.json', JSON.stringify({ prefill_isl: [10, 5], prefill_ttft_ms: [1, 2] }));
     const r = await cli(single, '--no-progress', '--planner-profile-data', p);
     expect(r.code).toBe(2);
-    expect(r.err).toContain(`error: --planner-profile-data ${p}: prefill_isl[1]: values must increase strictly`);
+    expect(r.err).toContain(
+      `error: --planner-profile-data ${p}: prefill_isl[1]: values must increase strictly`,
+    );
   });
 });

@@ -1,8 +1,10 @@
 /** The human-readable run summary printed after every run. */
 import type { Percentiles, Report } from '@kvrouter/sim';
 
-const f = (x: number | null | undefined, d = 1): string => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
-const pct = (x: number | null | undefined): string => (x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
+const f = (x: number | null | undefined, d = 1): string =>
+  x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d);
+const pct = (x: number | null | undefined): string =>
+  x === null || x === undefined ? '-' : `${(x * 100).toFixed(1)}%`;
 const dist = (p: Percentiles): string =>
   p.n === 0 ? '-' : `mean ${f(p.mean)}  p50 ${f(p.p50)}  p90 ${f(p.p90)}  p99 ${f(p.p99)}  max ${f(p.max)}`;
 
@@ -28,6 +30,7 @@ export function formatSummary(r: Report, label: string, wallMs: number | null): 
       `balance      busy-time CV ${f(r.load_balance.busy_cv, 3)} · mean utilization ${pct(r.load_balance.mean_utilization)} · preemptions ${r.preemptions ?? '-'}`,
     );
   }
-  for (const [code, x] of Object.entries(q.rejections)) lines.push(`rejected     ${x.count} × ${code}: ${x.example}`);
+  for (const [code, x] of Object.entries(q.rejections))
+    lines.push(`rejected     ${x.count} × ${code}: ${x.example}`);
   return lines.join('\n') + '\n';
 }

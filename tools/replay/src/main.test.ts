@@ -10,7 +10,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await main(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } }, {});
+  const code = await main(
+    argv,
+    { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } },
+    {},
+  );
   return { code, out, err };
 }
 
@@ -29,14 +33,34 @@ describe('replay CLI', () => {
   it('replays offline with router flags from the config table; same seed gives identical JSON', async () => {
     const a = join(dir, 'a.json');
     const b = join(dir, 'b.json');
-    const r1 = await cli(trace, ...small, '--router-mode', 'kv', '--event-delay-ms', '20', '--report-json', a);
+    const r1 = await cli(
+      trace,
+      ...small,
+      '--router-mode',
+      'kv',
+      '--event-delay-ms',
+      '20',
+      '--report-json',
+      a,
+    );
     expect(r1.code).toBe(0);
     expect(r1.out).toMatch(/policy kv · 8 requests \(8 finished/);
     expect(r1.out).toMatch(/oracle {7}pooled LRU/);
-    const r2 = await cli('run', trace, ...small, '--event-delay-ms', '20', '--router-mode=kv', '--report-json', b);
+    const r2 = await cli(
+      'run',
+      trace,
+      ...small,
+      '--event-delay-ms',
+      '20',
+      '--router-mode=kv',
+      '--report-json',
+      b,
+    );
     expect(r2.code).toBe(0);
     expect(readFileSync(b, 'utf8')).toBe(readFileSync(a, 'utf8'));
-    const rep = JSON.parse(readFileSync(a, 'utf8')) as { config: { router: { routerMode: string }; eventDelayMs: number } };
+    const rep = JSON.parse(readFileSync(a, 'utf8')) as {
+      config: { router: { routerMode: string }; eventDelayMs: number };
+    };
     expect(rep.config.router.routerMode).toBe('kv');
     expect(rep.config.eventDelayMs).toBe(20);
   });
@@ -44,7 +68,10 @@ describe('replay CLI', () => {
   it('reports malformed rows by line number and skips them, or aborts with --strict', async () => {
     const bad = join(dir, 'bad.jsonl');
     const good = readFileSync(trace, 'utf8').split('\n')[0]!;
-    writeFileSync(bad, `${good}\n{"timestamp": 1, "input_length": "x", "output_length": 1, "hash_ids": []}\n${good}\n`);
+    writeFileSync(
+      bad,
+      `${good}\n{"timestamp": 1, "input_length": "x", "output_length": 1, "hash_ids": []}\n${good}\n`,
+    );
     const r = await cli(bad, ...small);
     expect(r.code).toBe(0);
     expect(r.err).toContain(`${bad}:2: input_length must be an integer >= 1, got "x" (row skipped)`);
@@ -57,13 +84,28 @@ describe('replay CLI', () => {
   it('compares configurations: table of ratios and an SVG', async () => {
     const svg = join(dir, 'c.svg');
     const json = join(dir, 'c.json');
-    const r = await cli('compare', trace, ...small, '-c', 'round-robin', '-c', '--router-mode kv --router-predicted-ttl-secs 5', '--svg', svg, '--report-json', json);
+    const r = await cli(
+      'compare',
+      trace,
+      ...small,
+      '-c',
+      'round-robin',
+      '-c',
+      '--router-mode kv --router-predicted-ttl-secs 5',
+      '--svg',
+      svg,
+      '--report-json',
+      json,
+    );
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/config\s+TTFT mean ms\s+x base/);
     expect(r.out).toMatch(/\n--router-mode kv --router-predicted-ttl-secs 5\s+\d/);
     expect(readFileSync(svg, 'utf8')).toContain('<polyline');
     const reports = JSON.parse(readFileSync(json, 'utf8')) as { config: { label: string } }[];
-    expect(reports.map((x) => x.config.label)).toEqual(['round-robin', '--router-mode kv --router-predicted-ttl-secs 5']);
+    expect(reports.map((x) => x.config.label)).toEqual([
+      'round-robin',
+      '--router-mode kv --router-predicted-ttl-secs 5',
+    ]);
   });
 
   it('fails with the config message and exit code 2 on a bad router flag or option', async () => {

@@ -10,7 +10,16 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { isKvrError } from '@kvrouter/protocols';
-import { compareSvg, compareTable, formatTrace, reportJson, ttftSamples, buildReport, type CompareEntry, type Report } from '@kvrouter/sim';
+import {
+  compareSvg,
+  compareTable,
+  formatTrace,
+  reportJson,
+  ttftSamples,
+  buildReport,
+  type CompareEntry,
+  type Report,
+} from '@kvrouter/sim';
 import { Command, Option } from 'commander';
 import { formatSummary } from './format.js';
 import { runOnline } from './online.js';
@@ -28,7 +37,9 @@ import { ProgressBar } from './progress.js';
 import { addRouterHelp, resolveRouter, routerSpecs, splitRouterArgs } from './router-args.js';
 import { engineTimingFor, makeWorkload, oracleFor, runOffline, type Io } from './run.js';
 
-type RunOpts = EngineOpts & SimOpts & SyntheticOpts & { replayMode: 'offline' | 'online'; url: string; model?: string };
+type RunOpts = EngineOpts &
+  SimOpts &
+  SyntheticOpts & { replayMode: 'offline' | 'online'; url: string; model?: string };
 
 /** pnpm runs the script inside tools/replay; relative paths mean the caller's directory. */
 const callerDir = (): string => process.env.INIT_CWD ?? process.cwd();
@@ -54,7 +65,9 @@ function common(cmd: Command): Command {
 
 export function buildCli(io: Io, env: Record<string, string | undefined>, routerArgv: string[]): Command {
   const program = new Command('replay')
-    .description('KV-router trace replay: deterministic simulation of engines + the real router, or online replay against a frontend')
+    .description(
+      'KV-router trace replay: deterministic simulation of engines + the real router, or online replay against a frontend',
+    )
     .showHelpAfterError()
     .exitOverride();
 
@@ -70,14 +83,24 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
       .description('replay one trace (or synthetic workload) with one router configuration')
       .argument('[trace]', 'Mooncake JSONL trace'),
   )
-    .addOption(new Option('--replay-mode <mode>', 'offline (virtual time, in process) or online (HTTP, real time)').choices(['offline', 'online']).default('offline'))
+    .addOption(
+      new Option('--replay-mode <mode>', 'offline (virtual time, in process) or online (HTTP, real time)')
+        .choices(['offline', 'online'])
+        .default('offline'),
+    )
     .addOption(new Option('--url <url>', 'frontend base URL (online mode)').default('http://127.0.0.1:8000'))
     .addOption(new Option('--model <name>', 'model name (online mode; default: the first of /v1/models)'))
     .action(async (trace: string | undefined, o: RunOpts) => {
       const sim = simConfigOf(o);
       if (o.replayMode === 'online') {
         const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
-        const bar = new ProgressBar(io.stderr, o.progress && io.stderr.isTTY === true, undefined, 250, 'online');
+        const bar = new ProgressBar(
+          io.stderr,
+          o.progress && io.stderr.isTTY === true,
+          undefined,
+          250,
+          'online',
+        );
         const data = await runOnline(w.rows, {
           url: o.url,
           model: o.model,
@@ -106,12 +129,16 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
   common(
     program
       .command('compare')
-      .description('run several router configurations on one workload: ratio table + SVG (TTFT CDFs, hit rate)')
+      .description(
+        'run several router configurations on one workload: ratio table + SVG (TTFT CDFs, hit rate)',
+      )
       .argument('[trace]', 'Mooncake JSONL trace'),
   )
     .addOption(
-      new Option('-c, --config <flags>', 'one configuration: router flags ("--router-mode kv --router-predicted-ttl-secs 5") or a bare mode name; repeat; the first is the baseline')
-        .argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+      new Option(
+        '-c, --config <flags>',
+        'one configuration: router flags ("--router-mode kv --router-predicted-ttl-secs 5") or a bare mode name; repeat; the first is the baseline',
+      ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
     )
     .addOption(new Option('--svg <file>', 'chart output').default('replay-compare.svg'))
     .action(async (trace: string | undefined, o: RunOpts & { config?: string[]; svg: string }) => {
@@ -127,7 +154,8 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         const words = c.trim().split(/\s+/).filter(Boolean);
         const extra = words[0]?.startsWith('-') ? words : ['--router-mode', ...words];
         const { router: flags, rest } = splitRouterArgs(extra);
-        if (rest.length > 0) throw new Error(`--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`);
+        if (rest.length > 0)
+          throw new Error(`--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`);
         const router = routerFor(flags);
         const run = await runOffline(w, sim, router, oracle, io, o.progress, c, timing.model);
         run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
@@ -138,9 +166,19 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         reports.push(run.report);
       }
       io.stdout.write('\n' + compareTable(entries));
-      write(o.svg, compareSvg(entries, `kvrouter replay compare · ${w.rows.length} requests · ${sim.numWorkers} workers`));
+      write(
+        o.svg,
+        compareSvg(
+          entries,
+          `kvrouter replay compare · ${w.rows.length} requests · ${sim.numWorkers} workers`,
+        ),
+      );
       io.stdout.write(`chart: ${abs(o.svg)}\n`);
-      if (o.reportJson) write(o.reportJson, JSON.stringify(JSON.parse(`[${reports.map((r) => reportJson(r)).join(',')}]`), null, 2) + '\n');
+      if (o.reportJson)
+        write(
+          o.reportJson,
+          JSON.stringify(JSON.parse(`[${reports.map((r) => reportJson(r)).join(',')}]`), null, 2) + '\n',
+        );
     });
 
   addSyntheticOptions(
@@ -148,8 +186,14 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
       .command('generate')
       .description('write a synthetic workload as a Mooncake JSONL trace')
       .requiredOption('--out <file>', 'output trace file')
-      .addOption(new Option('--seed <n>', 'generator seed').default(0).argParser(intArg('--seed', 0, 0xffffffff)))
-      .addOption(new Option('--trace-block-size <n>', 'tokens per hash id').default(512).argParser(intArg('--trace-block-size', 1, 1 << 20))),
+      .addOption(
+        new Option('--seed <n>', 'generator seed').default(0).argParser(intArg('--seed', 0, 0xffffffff)),
+      )
+      .addOption(
+        new Option('--trace-block-size <n>', 'tokens per hash id')
+          .default(512)
+          .argParser(intArg('--trace-block-size', 1, 1 << 20)),
+      ),
   ).action((o: SyntheticOpts & { out: string; seed: number; traceBlockSize: number }) => {
     if (o.synthetic === undefined) throw new Error('generate needs --synthetic <preset>');
     const w = makeWorkload(undefined, o, io);

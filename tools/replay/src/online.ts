@@ -32,7 +32,11 @@ export interface StreamStats {
 }
 
 interface Chunk {
-  choices?: { delta?: { content?: string | null; token_ids?: number[] }; text?: string; finish_reason?: string | null }[];
+  choices?: {
+    delta?: { content?: string | null; token_ids?: number[] };
+    text?: string;
+    finish_reason?: string | null;
+  }[];
   usage?: { completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
   error?: { message?: string };
 }
@@ -41,7 +45,11 @@ interface Chunk {
  * Reads an OpenAI-style SSE stream (`data: {...}` events, `data: [DONE]` at the end).
  * Times are taken with `now` when each event is parsed.
  */
-export async function readStream(body: AsyncIterable<Uint8Array>, now: () => number, start: number): Promise<StreamStats> {
+export async function readStream(
+  body: AsyncIterable<Uint8Array>,
+  now: () => number,
+  start: number,
+): Promise<StreamStats> {
   const dec = new TextDecoder();
   let buf = '';
   let first = NaN;
@@ -55,9 +63,16 @@ export async function readStream(body: AsyncIterable<Uint8Array>, now: () => num
       return;
     }
     const c = JSON.parse(data) as Chunk;
-    if (c.error) throw new KvrError('stream_error', `server error in stream: ${c.error.message ?? JSON.stringify(c.error)}`, 502);
+    if (c.error)
+      throw new KvrError(
+        'stream_error',
+        `server error in stream: ${c.error.message ?? JSON.stringify(c.error)}`,
+        502,
+      );
     const ch = c.choices?.[0];
-    const out = ch && ((ch.delta?.content ?? '') !== '' || (ch.delta?.token_ids?.length ?? 0) > 0 || (ch.text ?? '') !== '');
+    const out =
+      ch &&
+      ((ch.delta?.content ?? '') !== '' || (ch.delta?.token_ids?.length ?? 0) > 0 || (ch.text ?? '') !== '');
     if (out) {
       if (Number.isNaN(first)) first = now() - start;
       chunks++;
@@ -92,7 +107,8 @@ async function firstModel(url: string, f: typeof fetch): Promise<string> {
   if (!res.ok) throw new KvrError('online_error', `GET /v1/models: HTTP ${res.status}`, 502);
   const body = (await res.json()) as { data?: { id?: string }[] };
   const id = body.data?.[0]?.id;
-  if (typeof id !== 'string') throw new KvrError('online_error', 'GET /v1/models returned no model; pass --model', 502);
+  if (typeof id !== 'string')
+    throw new KvrError('online_error', 'GET /v1/models returned no model; pass --model', 502);
   return id;
 }
 
@@ -180,7 +196,10 @@ export async function runOnline(rows: readonly TraceRow[], opts: OnlineOptions):
     opts.onProgress?.(done, n, now() - start);
     const nk = nextTurn[k]!;
     if (nk >= 0) {
-      const due = Math.max((rows[nk]!.timestamp - t0) / ratio, now() - start + (rows[nk]!.delay ?? 0) / ratio);
+      const due = Math.max(
+        (rows[nk]!.timestamp - t0) / ratio,
+        now() - start + (rows[nk]!.delay ?? 0) / ratio,
+      );
       schedule(nk, due);
     }
     if (done === n) finishAll();
@@ -192,11 +211,14 @@ export async function runOnline(rows: readonly TraceRow[], opts: OnlineOptions):
   };
 
   // First turns: one timer walks the arrival order so a long trace does not hold thousands of timers.
-  const firsts = [...Array(n).keys()].filter((k) => first[k]).sort((a, b) => rows[a]!.timestamp - rows[b]!.timestamp || a - b);
+  const firsts = [...Array(n).keys()]
+    .filter((k) => first[k])
+    .sort((a, b) => rows[a]!.timestamp - rows[b]!.timestamp || a - b);
   let cursor = 0;
   const pump = (): void => {
     const elapsed = now() - start;
-    while (cursor < firsts.length && (rows[firsts[cursor]!]!.timestamp - t0) / ratio <= elapsed) void send(firsts[cursor++]!);
+    while (cursor < firsts.length && (rows[firsts[cursor]!]!.timestamp - t0) / ratio <= elapsed)
+      void send(firsts[cursor++]!);
     if (cursor < firsts.length) {
       setTimeout(pump, Math.max(0, (rows[firsts[cursor]!]!.timestamp - t0) / ratio - (now() - start)));
     }
@@ -206,7 +228,13 @@ export async function runOnline(rows: readonly TraceRow[], opts: OnlineOptions):
   const anyCached = cols.cachedTokens.some((x) => x > 0);
   return {
     policy: 'online',
-    config: { url: base, model, traceBlockSize: opts.traceBlockSize, arrivalSpeedupRatio: ratio, cachedTokensReported: anyCached },
+    config: {
+      url: base,
+      model,
+      traceBlockSize: opts.traceBlockSize,
+      arrivalSpeedupRatio: ratio,
+      cachedTokensReported: anyCached,
+    },
     requests: cols,
     blockSize: 0,
     rejections,

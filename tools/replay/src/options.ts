@@ -3,17 +3,25 @@
  * the trace and the synthetic generator. Each parser names the flag it rejects.
  */
 import { checkValue, flagsFor } from '@kvrouter/config';
-import { DEFAULT_ENGINE_CONFIG, reasoningFromFlag, type EngineConfig, type EngineType, type ReasoningConfig } from '@kvrouter/engine-sim';
+import {
+  DEFAULT_ENGINE_CONFIG,
+  reasoningFromFlag,
+  type EngineConfig,
+  type EngineType,
+  type ReasoningConfig,
+} from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
 import { DEFAULT_SIM_CONFIG, PRESETS, parseDist, type SimConfig, type SyntheticSpec } from '@kvrouter/sim';
 import { Option, type Command } from 'commander';
 
-const bad = (flag: string, msg: string): KvrError => new KvrError('invalid_argument', `${flag}: ${msg}`, 400, { flag });
+const bad = (flag: string, msg: string): KvrError =>
+  new KvrError('invalid_argument', `${flag}: ${msg}`, 400, { flag });
 
 export function intArg(flag: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
     const n = Number(v);
-    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) throw bad(flag, `expected an integer in [${min}, ${max}], got ${v}`);
+    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max)
+      throw bad(flag, `expected an integer in [${min}, ${max}], got ${v}`);
     return n;
   };
 }
@@ -21,7 +29,8 @@ export function intArg(flag: string, min: number, max = Number.MAX_SAFE_INTEGER)
 export function numArg(flag: string, min: number, open = false) {
   return (v: string): number => {
     const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < min || (open && n === min)) throw bad(flag, `expected a number ${open ? '>' : '>='} ${min}, got ${v}`);
+    if (v.trim() === '' || !Number.isFinite(n) || n < min || (open && n === min))
+      throw bad(flag, `expected a number ${open ? '>' : '>='} ${min}, got ${v}`);
     return n;
   };
 }
@@ -59,46 +68,117 @@ export function addEngineOptions(cmd: Command): Command {
     if (def !== undefined) o.default(def);
     cmd.addOption(o);
   };
-  opt('--num-workers <n>', 'simulated workers', intArg('--num-workers', 1, 4096), DEFAULT_SIM_CONFIG.numWorkers);
+  opt(
+    '--num-workers <n>',
+    'simulated workers',
+    intArg('--num-workers', 1, 4096),
+    DEFAULT_SIM_CONFIG.numWorkers,
+  );
   opt('--block-size <n>', 'KV block size in tokens', intArg('--block-size', 1, 1 << 16), d.blockSize);
-  opt('--num-gpu-blocks-override <n>', 'KV capacity per rank in blocks', intArg('--num-gpu-blocks-override', 1, 1 << 28), d.numGpuBlocks);
-  opt('--max-num-batched-tokens <n>', 'token budget of one scheduler pass', intArg('--max-num-batched-tokens', 1, 1 << 30), d.maxNumBatchedTokens);
+  opt(
+    '--num-gpu-blocks-override <n>',
+    'KV capacity per rank in blocks',
+    intArg('--num-gpu-blocks-override', 1, 1 << 28),
+    d.numGpuBlocks,
+  );
+  opt(
+    '--max-num-batched-tokens <n>',
+    'token budget of one scheduler pass',
+    intArg('--max-num-batched-tokens', 1, 1 << 30),
+    d.maxNumBatchedTokens,
+  );
   opt('--max-num-seqs <n>', 'running requests per rank', intArg('--max-num-seqs', 1, 1 << 20), d.maxNumSeqs);
   opt('--speedup-ratio <x>', 'divides every pass time', numArg('--speedup-ratio', 0, true), d.speedupRatio);
-  opt('--decode-speedup-ratio <x>', 'further divides decode time', numArg('--decode-speedup-ratio', 0, true), d.decodeSpeedupRatio);
-  opt('--data-parallel-size <n>', 'ranks per worker', intArg('--data-parallel-size', 1, 1024), d.dataParallelSize);
-  opt('--preemption-mode <mode>', 'lifo | fifo', (v) => {
-    if (v !== 'lifo' && v !== 'fifo') throw bad('--preemption-mode', `expected lifo or fifo, got ${v}`);
-    return v;
-  }, d.preemptionMode);
+  opt(
+    '--decode-speedup-ratio <x>',
+    'further divides decode time',
+    numArg('--decode-speedup-ratio', 0, true),
+    d.decodeSpeedupRatio,
+  );
+  opt(
+    '--data-parallel-size <n>',
+    'ranks per worker',
+    intArg('--data-parallel-size', 1, 1024),
+    d.dataParallelSize,
+  );
+  opt(
+    '--preemption-mode <mode>',
+    'lifo | fifo',
+    (v) => {
+      if (v !== 'lifo' && v !== 'fifo') throw bad('--preemption-mode', `expected lifo or fifo, got ${v}`);
+      return v;
+    },
+    d.preemptionMode,
+  );
   opt('--no-enable-prefix-caching', 'turn the prefix cache (and KV events) off');
   opt('--no-enable-chunked-prefill', 'turn chunked prefill off');
-  opt('--engine-type <type>', 'scheduler flavour: vllm | sglang', mockerArg('--engine-type', (v) => v.trim() as EngineType), d.engineType);
+  opt(
+    '--engine-type <type>',
+    'scheduler flavour: vllm | sglang',
+    mockerArg('--engine-type', (v) => v.trim() as EngineType),
+    d.engineType,
+  );
   opt(
     '--sglang-max-prefill-tokens <n>',
     'sglang flavour: prefill token budget of one pass',
     mockerArg('--sglang-max-prefill-tokens', (v) => {
       const n = Number(BigInt(v.trim()));
-      if (n > MAX_SGLANG_PREFILL_TOKENS) throw bad('--sglang-max-prefill-tokens', `at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
+      if (n > MAX_SGLANG_PREFILL_TOKENS)
+        throw bad('--sglang-max-prefill-tokens', `at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
       return n;
     }),
     d.sglangMaxPrefillTokens,
   );
-  opt('--reasoning <json>', 'reasoning-token output, JSON {"start_thinking_token_id":N,"end_thinking_token_id":M,"thinking_ratio":R}', mockerArg('--reasoning', (v) => reasoningOf(JSON.parse(v))));
-  opt('--planner-profile-data <file>', 'pass times interpolated from profiled data (JSON of the arrays, or upstream .npz)', mockerArg('--planner-profile-data', (v) => v));
-  opt('--aic-perf-model', 'pass times from the AIC model: backend --engine-type, system --aic-system (default h200_sxm), model --model-path');
-  opt('--model-path <path>', 'with --aic-perf-model: model directory (its config.json), a config.json, or a built-in model id', mockerArg('--model-path', (v) => v));
+  opt(
+    '--reasoning <json>',
+    'reasoning-token output, JSON {"start_thinking_token_id":N,"end_thinking_token_id":M,"thinking_ratio":R}',
+    mockerArg('--reasoning', (v) => reasoningOf(JSON.parse(v))),
+  );
+  opt(
+    '--planner-profile-data <file>',
+    'pass times interpolated from profiled data (JSON of the arrays, or upstream .npz)',
+    mockerArg('--planner-profile-data', (v) => v),
+  );
+  opt(
+    '--aic-perf-model',
+    'pass times from the AIC model: backend --engine-type, system --aic-system (default h200_sxm), model --model-path',
+  );
+  opt(
+    '--model-path <path>',
+    'with --aic-perf-model: model directory (its config.json), a config.json, or a built-in model id',
+    mockerArg('--model-path', (v) => v),
+  );
   return cmd;
 }
 
 export function addSimOptions(cmd: Command): Command {
   const g = 'Simulation:';
   const opt = (o: Option) => cmd.addOption(o.helpGroup(g));
-  opt(new Option('--seed <n>', 'seed of the router, engines and generator').argParser(intArg('--seed', 0, 0xffffffff)).default(0));
-  opt(new Option('--event-delay-ms <ms>', 'engine -> router delay of KV events and loads').argParser(numArg('--event-delay-ms', 0)).default(0));
-  opt(new Option('--dispatch-delay-ms <ms>', 'router -> engine delay of a request').argParser(numArg('--dispatch-delay-ms', 0)).default(0));
-  opt(new Option('--trace-block-size <n>', 'tokens per trace hash id (§18)').argParser(intArg('--trace-block-size', 1, 1 << 20)).default(512));
-  opt(new Option('--arrival-speedup-ratio <x>', 'divides trace timestamps and delays').argParser(numArg('--arrival-speedup-ratio', 0, true)).default(1));
+  opt(
+    new Option('--seed <n>', 'seed of the router, engines and generator')
+      .argParser(intArg('--seed', 0, 0xffffffff))
+      .default(0),
+  );
+  opt(
+    new Option('--event-delay-ms <ms>', 'engine -> router delay of KV events and loads')
+      .argParser(numArg('--event-delay-ms', 0))
+      .default(0),
+  );
+  opt(
+    new Option('--dispatch-delay-ms <ms>', 'router -> engine delay of a request')
+      .argParser(numArg('--dispatch-delay-ms', 0))
+      .default(0),
+  );
+  opt(
+    new Option('--trace-block-size <n>', 'tokens per trace hash id (§18)')
+      .argParser(intArg('--trace-block-size', 1, 1 << 20))
+      .default(512),
+  );
+  opt(
+    new Option('--arrival-speedup-ratio <x>', 'divides trace timestamps and delays')
+      .argParser(numArg('--arrival-speedup-ratio', 0, true))
+      .default(1),
+  );
   opt(new Option('--strict', 'abort on the first malformed trace row instead of skipping it'));
   opt(new Option('--report-json <file>', 'write the JSON report here'));
   opt(new Option('--no-oracle', 'skip the oracle bounds (pooled LRU, infinite cache)'));
@@ -109,13 +189,34 @@ export function addSimOptions(cmd: Command): Command {
 export function addSyntheticOptions(cmd: Command): Command {
   const g = 'Synthetic workload (instead of a trace file):';
   const opt = (o: Option) => cmd.addOption(o.helpGroup(g));
-  opt(new Option('--synthetic <preset>', `generate the workload; presets: ${Object.keys(PRESETS).join(', ')}, or "custom"`));
+  opt(
+    new Option(
+      '--synthetic <preset>',
+      `generate the workload; presets: ${Object.keys(PRESETS).join(', ')}, or "custom"`,
+    ),
+  );
   opt(new Option('--sessions <n>', 'sessions (tasks)').argParser(intArg('--sessions', 1)));
-  opt(new Option('--session-rate <per-s>', 'Poisson session arrivals per second').argParser(numArg('--session-rate', 0, true)));
-  opt(new Option('--duration-s <s>', 'sessions = session rate × this (instead of --sessions)').argParser(numArg('--duration-s', 0, true)));
+  opt(
+    new Option('--session-rate <per-s>', 'Poisson session arrivals per second').argParser(
+      numArg('--session-rate', 0, true),
+    ),
+  );
+  opt(
+    new Option('--duration-s <s>', 'sessions = session rate × this (instead of --sessions)').argParser(
+      numArg('--duration-s', 0, true),
+    ),
+  );
   opt(new Option('--turns <dist>', 'turns per session, e.g. uniform:4:8'));
-  opt(new Option('--system-prompts <n>', 'distinct shared system prompts').argParser(intArg('--system-prompts', 0)));
-  opt(new Option('--system-prompt-tokens <n>', 'system prompt length').argParser(intArg('--system-prompt-tokens', 0)));
+  opt(
+    new Option('--system-prompts <n>', 'distinct shared system prompts').argParser(
+      intArg('--system-prompts', 0),
+    ),
+  );
+  opt(
+    new Option('--system-prompt-tokens <n>', 'system prompt length').argParser(
+      intArg('--system-prompt-tokens', 0),
+    ),
+  );
   opt(new Option('--user-tokens <dist>', 'new user tokens per turn, e.g. lognormal:1200:0.5:128:6000'));
   opt(new Option('--output-tokens <dist>', 'output tokens per turn'));
   opt(new Option('--think-time-ms <dist>', 'pause between a turn and the next, e.g. exp:500:50:5000'));
@@ -210,15 +311,31 @@ export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
  * h200_sxm (warned). `aicSystem` is the router table's `--aic-system`: in a replay the same flag
  * names the hardware of the router's AIC predictor and of the engines.
  */
-export function engineTimingPlanOf(o: Pick<EngineOpts, 'engineType' | 'plannerProfileData' | 'aicPerfModel' | 'modelPath'>, aicSystem: string | null, warnings: string[]): EngineTimingPlan {
+export function engineTimingPlanOf(
+  o: Pick<EngineOpts, 'engineType' | 'plannerProfileData' | 'aicPerfModel' | 'modelPath'>,
+  aicSystem: string | null,
+  warnings: string[],
+): EngineTimingPlan {
   if (o.aicPerfModel === true && o.plannerProfileData !== undefined) {
-    throw new KvrError('invalid_argument', '--aic-perf-model and --planner-profile-data both set pass times; choose one', 400, { flag: '--aic-perf-model' });
+    throw new KvrError(
+      'invalid_argument',
+      '--aic-perf-model and --planner-profile-data both set pass times; choose one',
+      400,
+      { flag: '--aic-perf-model' },
+    );
   }
   if (o.plannerProfileData !== undefined) return { kind: 'profile', path: o.plannerProfileData };
   if (o.aicPerfModel !== true) return { kind: 'polynomial' };
   // The mocker requires --model-path anyway; here it is needed only for this model.
-  if (o.modelPath === undefined) throw new KvrError('invalid_argument', '--aic-perf-model needs --model-path (a model directory, a config.json or a built-in model id)', 400, { flag: '--model-path' });
-  if (aicSystem === null) warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
+  if (o.modelPath === undefined)
+    throw new KvrError(
+      'invalid_argument',
+      '--aic-perf-model needs --model-path (a model directory, a config.json or a built-in model id)',
+      400,
+      { flag: '--model-path' },
+    );
+  if (aicSystem === null)
+    warnings.push(`--aic-perf-model without --aic-system: modelling ${DEFAULT_AIC_SYSTEM}`);
   return { kind: 'aic', backend: o.engineType, system: aicSystem ?? DEFAULT_AIC_SYSTEM, model: o.modelPath };
 }
 

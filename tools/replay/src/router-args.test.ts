@@ -40,7 +40,15 @@ describe('splitRouterArgs', () => {
 
   it('covers every routing flag of the config table', () => {
     const flags = routerSpecs().map((s) => s.flag);
-    for (const f of ['--router-mode', '--router-kv-overlap-score-credit', '--router-predicted-ttl-secs', '--router-queue-policy', '--admission-control', '--kv-cache-block-size', '--load-aware']) {
+    for (const f of [
+      '--router-mode',
+      '--router-kv-overlap-score-credit',
+      '--router-predicted-ttl-secs',
+      '--router-queue-policy',
+      '--admission-control',
+      '--kv-cache-block-size',
+      '--load-aware',
+    ]) {
       expect(flags).toContain(f);
     }
     expect(flags).not.toContain('--discovery-backend');
@@ -49,10 +57,15 @@ describe('splitRouterArgs', () => {
 
 describe('resolveRouter', () => {
   it('uses the config resolver: CLI over env, presets, validation messages', () => {
-    const r = resolveRouter(['--router-mode', 'kv'], { DYN_ROUTER_MODE: 'random', DYN_ROUTER_TEMPERATURE: '0.5' });
+    const r = resolveRouter(['--router-mode', 'kv'], {
+      DYN_ROUTER_MODE: 'random',
+      DYN_ROUTER_TEMPERATURE: '0.5',
+    });
     expect(r.config.routerMode).toBe('kv');
     expect(r.config.routerTemperature).toBe(0.5);
     expect(resolveRouter(['--load-aware'], {}).config.routerMode).toBe('kv');
-    expect(() => resolveRouter(['--router-temperature', '-1'], {})).toThrow(/--router-temperature must be >= 0/);
+    expect(() => resolveRouter(['--router-temperature', '-1'], {})).toThrow(
+      /--router-temperature must be >= 0/,
+    );
   });
 });

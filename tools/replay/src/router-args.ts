@@ -3,7 +3,15 @@
  * command line is split into the router's flags (resolved by `resolveConfig('router', …)` with its
  * precedence, `None`, presets and validation) and the tool's own options (parsed by commander).
  */
-import { GROUPS, flagsFor, negationOf, resolveConfig, type FlagSpec, type Group, type ResolvedConfig } from '@kvrouter/config';
+import {
+  GROUPS,
+  flagsFor,
+  negationOf,
+  resolveConfig,
+  type FlagSpec,
+  type Group,
+  type ResolvedConfig,
+} from '@kvrouter/config';
 import { Option, type Command } from 'commander';
 
 /** The table groups that configure routing; infrastructure (discovery, planes) means nothing here. */
@@ -67,7 +75,10 @@ export interface RouterResolution {
 }
 
 /** Resolves the router flags (CLI > environment > default) exactly as the standalone router would. */
-export function resolveRouter(argv: readonly string[], env: Record<string, string | undefined>): RouterResolution {
+export function resolveRouter(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+): RouterResolution {
   const r = resolveConfig('router', argv, env);
   return { config: r.config, warnings: r.warnings };
 }
@@ -82,7 +93,8 @@ export function addRouterHelp(cmd: Command): Command {
       const choices = s.choices ? ` [${s.choices.join('|')}]` : '';
       const heading = `Router (${group}):`;
       cmd.addOption(new Option(`${s.flag}${arg}`, `${s.help}${choices}${env}`).helpGroup(heading));
-      if (s.type === 'bool') cmd.addOption(new Option(negationOf(s.flag!), `Turn ${s.flag} off.`).helpGroup(heading));
+      if (s.type === 'bool')
+        cmd.addOption(new Option(negationOf(s.flag!), `Turn ${s.flag} off.`).helpGroup(heading));
     }
   }
   return cmd;

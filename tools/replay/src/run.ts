@@ -7,7 +7,12 @@ import { isAbsolute, resolve } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import { aicEngineTimingFromFlag } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { DEFAULT_ENGINE_CONFIG, profileTimingFromFlag, type EngineConfig, type TimingModel } from '@kvrouter/engine-sim';
+import {
+  DEFAULT_ENGINE_CONFIG,
+  profileTimingFromFlag,
+  type EngineConfig,
+  type TimingModel,
+} from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
 import {
   buildReport,
@@ -41,13 +46,19 @@ export interface Io {
 export function loadTrace(path: string, strict: boolean, io: Io): Workload {
   const text = readFileSync(path, 'utf8');
   const t = parseTrace(text, { strict });
-  for (const i of t.issues.slice(0, 20)) io.stderr.write(`warning: ${path}:${i.line}: ${i.message} (row skipped)\n`);
+  for (const i of t.issues.slice(0, 20))
+    io.stderr.write(`warning: ${path}:${i.line}: ${i.message} (row skipped)\n`);
   if (t.issues.length > 20) io.stderr.write(`warning: ${t.issues.length - 20} more malformed rows skipped\n`);
   return { rows: t.rows, source: { trace: path, rows: t.rows.length, skipped: t.issues.length } };
 }
 
-export function makeWorkload(trace: string | undefined, o: SyntheticOpts & { strict?: boolean; seed: number; traceBlockSize: number }, io: Io): Workload {
-  if (trace !== undefined && o.synthetic !== undefined) throw new Error('give either a trace file or --synthetic, not both');
+export function makeWorkload(
+  trace: string | undefined,
+  o: SyntheticOpts & { strict?: boolean; seed: number; traceBlockSize: number },
+  io: Io,
+): Workload {
+  if (trace !== undefined && o.synthetic !== undefined)
+    throw new Error('give either a trace file or --synthetic, not both');
   if (trace !== undefined) return loadTrace(trace, o.strict === true, io);
   if (o.synthetic === undefined) throw new Error('no workload: give a trace file or --synthetic <preset>');
   const spec = syntheticSpecOf(o, o.traceBlockSize);
@@ -94,11 +105,20 @@ const replayFail = (message: string, flag: string): never => {
  * messages (both use engine-sim's and aic-model's flag helpers). Files are the caller's (relative to
  * the directory `pnpm replay` was run from).
  */
-export function engineTimingOf(t: EngineTimingPlan, engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>): TimingModel | undefined {
+export function engineTimingOf(
+  t: EngineTimingPlan,
+  engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>,
+): TimingModel | undefined {
   const totalKvTokens = engine.numGpuBlocks * engine.blockSize;
   if (t.kind === 'polynomial') return undefined;
   if (t.kind === 'profile')
-    return profileTimingFromFlag(t.path, (p, binary) => (binary ? readCallerFile(p) : readCallerFile(p, 'utf8')), totalKvTokens, replayFail, (b) => inflateRawSync(b));
+    return profileTimingFromFlag(
+      t.path,
+      (p, binary) => (binary ? readCallerFile(p) : readCallerFile(p, 'utf8')),
+      totalKvTokens,
+      replayFail,
+      (b) => inflateRawSync(b),
+    );
   return aicEngineTimingFromFlag(t, totalKvTokens, readModelFile, replayFail);
 }
 
@@ -108,7 +128,12 @@ export interface EngineTiming {
 }
 
 /** Plan (warnings on stderr) and model for the engine flags; `aicSystem` is the router table's `--aic-system`. */
-export function engineTimingFor(o: EngineOpts, aicSystem: string | null, sim: SimConfig, io: Io): EngineTiming {
+export function engineTimingFor(
+  o: EngineOpts,
+  aicSystem: string | null,
+  sim: SimConfig,
+  io: Io,
+): EngineTiming {
   const warnings: string[] = [];
   const plan = engineTimingPlanOf(o, aicSystem, warnings);
   for (const w of warnings) io.stderr.write(`warning: ${w}\n`);

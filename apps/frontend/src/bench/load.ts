@@ -14,11 +14,17 @@ function postText(url: string, body: string): Promise<{ status: number; text: st
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
       (res) => {
         const parts: Buffer[] = [];
         res.on('data', (d: Buffer) => parts.push(d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8') }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8') }),
+        );
         res.on('error', reject);
       },
     );
@@ -90,7 +96,9 @@ export async function runLoad(url: string, model: string, o: LoadOptions) {
   // the measured phase then sees the steady mix, where one request in 16 starts a new session.
   for (let i = 0; i < o.sessions; i += 4)
     await Promise.all(
-      Array.from({ length: Math.min(4, o.sessions - i) }, () => one(url, model, wl.take().messages, o.maxTokens).catch(() => undefined)),
+      Array.from({ length: Math.min(4, o.sessions - i) }, () =>
+        one(url, model, wl.take().messages, o.maxTokens).catch(() => undefined),
+      ),
     );
   // The client's own event-loop delay: end-to-end figures include it, so a tail here is not the server's.
   const eld = monitorEventLoopDelay({ resolution: 1 });

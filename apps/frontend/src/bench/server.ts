@@ -22,7 +22,13 @@ import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import '../http/cjs-interop.js';
 import express from 'express';
 import { resolveConfig } from '@kvrouter/config';
-import { InprocRequestClient, TcpRequestClient, defaultInprocHub, type RequestClient, type Transport } from '@kvrouter/runtime';
+import {
+  InprocRequestClient,
+  TcpRequestClient,
+  defaultInprocHub,
+  type RequestClient,
+  type Transport,
+} from '@kvrouter/runtime';
 import type { GenerateItem } from '@kvrouter/sim-worker';
 import { Frontend } from '../frontend.js';
 import { ChatMlTemplate } from '../tokenizer/template.js';
@@ -30,9 +36,14 @@ import { TiktokenTokenizer } from '../tokenizer/tiktoken.js';
 
 const speedup = process.env.BENCH_ENGINE_SPEEDUP ?? '1000';
 const engines = process.env.BENCH_ENGINES ?? 'process';
-if (engines !== 'process' && engines !== 'embedded') throw new Error(`BENCH_ENGINES: expected process or embedded, got ${engines}`);
+if (engines !== 'process' && engines !== 'embedded')
+  throw new Error(`BENCH_ENGINES: expected process or embedded, got ${engines}`);
 const NUM_ENGINES = 4;
-const log = { info: () => undefined, warn: (m: string) => console.error(m), error: (m: string) => console.error(m) };
+const log = {
+  info: () => undefined,
+  warn: (m: string) => console.error(m),
+  error: (m: string) => console.error(m),
+};
 
 let mocker: ChildProcess | null = null;
 let stopping = false;
@@ -58,7 +69,10 @@ if (engines === 'process') {
       ...['--speedup-ratio', speedup, '--decode-speedup-ratio', '1'],
       ...['--discovery-backend', 'file', '--request-plane', 'tcp', '--event-plane', 'zmq'],
     ],
-    { env: { ...process.env, DYN_FILE_KV: fileKv, DYN_TCP_RPC_PORT: '' }, stdio: ['ignore', 'ignore', 'inherit'] },
+    {
+      env: { ...process.env, DYN_FILE_KV: fileKv, DYN_TCP_RPC_PORT: '' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
   );
   mocker.once('exit', (code, sig) => {
     if (!stopping) {
@@ -66,24 +80,43 @@ if (engines === 'process') {
       process.exit(1);
     }
   });
-  const argv = ['--http-host', '127.0.0.1', '--http-port', '0', '--discovery-backend', 'file', '--request-plane', 'tcp', '--event-plane', 'zmq'];
+  const argv = [
+    '--http-host',
+    '127.0.0.1',
+    '--http-port',
+    '0',
+    '--discovery-backend',
+    'file',
+    '--request-plane',
+    'tcp',
+    '--event-plane',
+    'zmq',
+  ];
   const { config } = resolveConfig('frontend', [...argv, ...process.argv.slice(2)], { DYN_FILE_KV: fileKv });
   fe = await Frontend.start(config, { log });
 } else {
-  const { config } = resolveConfig('frontend', ['--http-host', '127.0.0.1', '--http-port', '0', ...process.argv.slice(2)], {});
+  const { config } = resolveConfig(
+    'frontend',
+    ['--http-host', '127.0.0.1', '--http-port', '0', ...process.argv.slice(2)],
+    {},
+  );
   fe = await Frontend.start(config, {
     log,
     embedded: { engine: { speedupRatio: Number(speedup), decodeSpeedupRatio: 1 }, defaultMaxTokens: 16 },
   });
 }
 // Every engine routable before any load.
-for (const end = performance.now() + 60_000; !fe.registry.allSets().some((s) => s.readyCount === NUM_ENGINES); ) {
+for (
+  const end = performance.now() + 60_000;
+  !fe.registry.allSets().some((s) => s.readyCount === NUM_ENGINES);
+) {
   if (performance.now() > end) throw new Error(`bench: ${NUM_ENGINES} engines did not register within 60 s`);
   await new Promise((r) => setTimeout(r, 50));
 }
 const set = fe.registry.allSets().find((s) => s.readyCount === NUM_ENGINES)!;
 const transports: Transport[] = [...set.workers.keys()].map((id) => set.transportOf(id)!);
-const client: RequestClient = engines === 'process' ? new TcpRequestClient() : new InprocRequestClient(defaultInprocHub());
+const client: RequestClient =
+  engines === 'process' ? new TcpRequestClient() : new InprocRequestClient(defaultInprocHub());
 const tok = new TiktokenTokenizer();
 const template = new ChatMlTemplate();
 let rr = 0;
@@ -93,7 +126,11 @@ app.disable('x-powered-by');
 app.post('/v1/chat/completions', express.json({ limit: '192mb' }), (req, res, next) => {
   void (async () => {
     const t0 = performance.now();
-    const b = req.body as { model: string; messages: { role: 'user'; content: string }[]; max_tokens?: number };
+    const b = req.body as {
+      model: string;
+      messages: { role: 'user'; content: string }[];
+      max_tokens?: number;
+    };
     const ids = Uint32Array.from(tok.encode(template.render(b.messages, { addGenerationPrompt: true })));
     const transport = transports[rr++ % transports.length]!;
     const id = `p-${++seq}`;
@@ -107,10 +144,14 @@ app.post('/v1/chat/completions', express.json({ limit: '192mb' }), (req, res, ne
       stop_conditions: { max_tokens: b.max_tokens ?? 16 },
     })) {
       n += item.token_ids.length;
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: cl100k.decode(item.token_ids) }, finish_reason: item.finish_reason ?? null }] })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: cl100k.decode(item.token_ids) }, finish_reason: item.finish_reason ?? null }] })}\n\n`,
+      );
     }
     const end = performance.now();
-    res.write(`data: ${JSON.stringify({ id, choices: [], usage: { prompt_tokens: ids.length, completion_tokens: n }, nvext: { timing: { dispatch_ms: dispatched - t0, engine_ms: end - dispatched } } })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ id, choices: [], usage: { prompt_tokens: ids.length, completion_tokens: n }, nvext: { timing: { dispatch_ms: dispatched - t0, engine_ms: end - dispatched } } })}\n\n`,
+    );
     res.end('data: [DONE]\n\n');
   })().catch(next);
 });
@@ -118,7 +159,9 @@ const proxy = http.createServer(app);
 proxy.keepAliveTimeout = 65_000;
 await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
 const port = (proxy.address() as AddressInfo).port;
-console.log(JSON.stringify({ frontend: fe.url, proxy: `http://127.0.0.1:${port}`, model: fe.registry.list()[0]!.id }));
+console.log(
+  JSON.stringify({ frontend: fe.url, proxy: `http://127.0.0.1:${port}`, model: fe.registry.list()[0]!.id }),
+);
 
 // Control on stdin, one line per command, answered by one JSON line: `eld` = this process's
 // event-loop delay (ms percentiles) and GC pauses since the previous `eld`, then reset.

@@ -51,7 +51,12 @@ export interface SessionWorkloadOptions {
 /** An endless, deterministic sequence of turns, sessions interleaved round robin. */
 export class SessionWorkload {
   private readonly rng: Xs;
-  private readonly state: { context: string; history: ChatTurn['messages']; turn: number; generation: number }[] = [];
+  private readonly state: {
+    context: string;
+    history: ChatTurn['messages'];
+    turn: number;
+    generation: number;
+  }[] = [];
   private next = 0;
   private readonly o: Required<SessionWorkloadOptions>;
 

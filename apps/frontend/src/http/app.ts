@@ -70,7 +70,9 @@ export function createApp(d: AppDeps): RequestListener {
   app.get(p.models, (_req, res) => {
     res.json({
       object: 'list',
-      data: d.registry.list().map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
+      data: d.registry
+        .list()
+        .map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
     });
   });
   app.get(p.health, (_req, res) => {
@@ -81,7 +83,13 @@ export function createApp(d: AppDeps): RequestListener {
       instances: sets.flatMap((s) =>
         [...s.workers.values()]
           .filter((w) => w.routed)
-          .map((w) => ({ model: s.model, namespace: s.namespace, component: s.component, endpoint: s.endpoint, instance_id: w.id.toString() })),
+          .map((w) => ({
+            model: s.model,
+            namespace: s.namespace,
+            component: s.component,
+            endpoint: s.endpoint,
+            instance_id: w.id.toString(),
+          })),
       ),
     };
     res.status(d.healthy() ? 200 : 503).json(body);
@@ -100,7 +108,13 @@ export function createApp(d: AppDeps): RequestListener {
   app.use(docsRouter('/openapi.json'));
 
   const notYet = (req: Request, res: Response) => sendError(res, notImplemented(req.path));
-  for (const path of [p.embeddings, p.responses, '/v1/images/generations', '/v1/videos/generations', '/v1/videos/generations/stream'])
+  for (const path of [
+    p.embeddings,
+    p.responses,
+    '/v1/images/generations',
+    '/v1/videos/generations',
+    '/v1/videos/generations/stream',
+  ])
     app.post(path, notYet);
   if (d.enableAnthropicApi) {
     app.post(p.anthropic, notYet);
@@ -113,8 +127,7 @@ export function createApp(d: AppDeps): RequestListener {
   // Body-parser failures (413, bad encodings) and anything a handler passed on.
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = err as { type?: string; status?: number; message?: string };
-    if (e?.type === 'entity.too.large')
-      return sendError(res, payloadTooLarge(d.bodyLimitMb));
+    if (e?.type === 'entity.too.large') return sendError(res, payloadTooLarge(d.bodyLimitMb));
     if (req.path === '/busy_threshold' && typeof e?.status === 'number' && e.status < 500)
       return void res.status(422).json({ error: e.message ?? 'malformed body' });
     sendError(res, err);

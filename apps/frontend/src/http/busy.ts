@@ -8,7 +8,11 @@ import type { BusyThresholds } from '@kvrouter/core-cost';
 import { parseJson } from '@kvrouter/protocols';
 import type { ModelRegistry } from '../models.js';
 
-const FIELDS = ['active_decode_blocks_threshold', 'active_prefill_tokens_threshold', 'active_prefill_tokens_threshold_frac'] as const;
+const FIELDS = [
+  'active_decode_blocks_threshold',
+  'active_prefill_tokens_threshold',
+  'active_prefill_tokens_threshold_frac',
+] as const;
 
 function view(model: string, t: BusyThresholds) {
   return {
@@ -41,9 +45,11 @@ export function busyThresholdPost(registry: ModelRegistry) {
     } catch (e) {
       return fail(res, 422, `malformed JSON body: ${(e as Error).message}`);
     }
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) return fail(res, 422, 'body must be a JSON object');
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      return fail(res, 422, 'body must be a JSON object');
     const b = body as Record<string, unknown>;
-    if (typeof b.model !== 'string' || b.model.length === 0) return fail(res, 422, 'model: required, a non-empty string');
+    if (typeof b.model !== 'string' || b.model.length === 0)
+      return fail(res, 422, 'model: required, a non-empty string');
     const set: Partial<BusyThresholds> = {};
     let any = false;
     for (const f of FIELDS) {
@@ -61,7 +67,8 @@ export function busyThresholdPost(registry: ModelRegistry) {
           return fail(res, 400, `active_prefill_tokens_threshold must be an integer >= 0, got ${v}`);
         set.activePrefillTokens = v;
       } else {
-        if (v !== null && v < 0) return fail(res, 400, `active_prefill_tokens_threshold_frac must be >= 0, got ${v}`);
+        if (v !== null && v < 0)
+          return fail(res, 400, `active_prefill_tokens_threshold_frac must be >= 0, got ${v}`);
         set.activePrefillTokensFrac = v;
       }
     }

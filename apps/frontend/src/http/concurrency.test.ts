@@ -68,7 +68,12 @@ describe('disconnect', () => {
     const ac = new AbortController();
     const r = await fetch(`${fe.url}/v1/chat/completions`, {
       method: 'POST',
-      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'tell me everything' }], max_tokens: 20_000, stream: true }),
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'tell me everything' }],
+        max_tokens: 20_000,
+        stream: true,
+      }),
       signal: ac.signal,
     });
     const reader = bodyReader(r);
@@ -109,7 +114,13 @@ describe('early end', () => {
     // The engines emit random cl100k ids: within 20 000 tokens an "e" turns up long before the end.
     const r = await fetch(`${fe.url}/v1/chat/completions`, {
       method: 'POST',
-      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'go' }], max_tokens: 20_000, stop: ['e'], stream: true }),
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'go' }],
+        max_tokens: 20_000,
+        stop: ['e'],
+        stream: true,
+      }),
     });
     const events = await readSse(r);
     expect(events[events.length - 1]).toBe('[DONE]');
@@ -118,7 +129,10 @@ describe('early end', () => {
     // The text before the stop string never contains it.
     const text = events
       .slice(0, -1)
-      .map((e) => (JSON.parse(e) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '')
+      .map(
+        (e) =>
+          (JSON.parse(e) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '',
+      )
       .join('');
     expect(text).not.toContain('e');
     await eventually(() => routerIdle(fe), 5000, 'booking freed after the stop string');

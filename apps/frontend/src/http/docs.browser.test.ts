@@ -15,7 +15,8 @@ let fe: Frontend;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`node tools/services.mjs install\``);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run \`node tools/services.mjs install\``);
   fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1']);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -53,8 +54,11 @@ describe('/docs in Chromium', () => {
     await page.waitForSelector('.opblock-summary-path', { timeout: 20_000 });
     const blocks = page.locator('.opblock-summary-path');
     const paths: string[] = [];
-    for (let i = 0; i < (await blocks.count()); i++) paths.push((await blocks.nth(i).getAttribute('data-path')) ?? '');
-    expect(paths).toEqual(expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/models', '/busy_threshold']));
+    for (let i = 0; i < (await blocks.count()); i++)
+      paths.push((await blocks.nth(i).getAttribute('data-path')) ?? '');
+    expect(paths).toEqual(
+      expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/models', '/busy_threshold']),
+    );
     const shot = await page.screenshot({ fullPage: false });
     expect(shot.length).toBeGreaterThan(10_000); // a rendered page, not a blank one
     expect(external).toEqual([]);

@@ -13,7 +13,11 @@ const errorSchema = {
   properties: {
     error: {
       type: 'object',
-      properties: { message: { type: 'string' }, type: { type: 'string' }, code: { type: 'string', nullable: true } },
+      properties: {
+        message: { type: 'string' },
+        type: { type: 'string' },
+        code: { type: 'string', nullable: true },
+      },
     },
   },
 };
@@ -32,10 +36,18 @@ const nvextSchema = {
   },
 };
 
-function op(summary: string, body: Record<string, unknown> | null, ok: string, extra: Record<string, unknown> = {}) {
+function op(
+  summary: string,
+  body: Record<string, unknown> | null,
+  ok: string,
+  extra: Record<string, unknown> = {},
+) {
   const responses: Record<string, unknown> = {
     '200': { description: ok },
-    default: { description: 'OpenAI error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+    default: {
+      description: 'OpenAI error',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    },
   };
   return {
     summary,
@@ -54,7 +66,11 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
       messages: {
         type: 'array',
         minItems: 1,
-        items: { type: 'object', required: ['role'], properties: { role: { type: 'string' }, content: { type: 'string' } } },
+        items: {
+          type: 'object',
+          required: ['role'],
+          properties: { role: { type: 'string' }, content: { type: 'string' } },
+        },
       },
       stream: { type: 'boolean' },
       stream_options: { type: 'object', properties: { include_usage: { type: 'boolean' } } },
@@ -79,9 +95,16 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
       nvext: { $ref: '#/components/schemas/Nvext' },
     },
   };
-  const notImpl = (s: string) => op(`${s} (answers 501 until implemented)`, { type: 'object' }, 'not returned');
+  const notImpl = (s: string) =>
+    op(`${s} (answers 501 until implemented)`, { type: 'object' }, 'not returned');
   const paths: Record<string, unknown> = {
-    [p.chat]: { post: op('OpenAI chat completions (SSE when stream is true)', chatBody, 'chat.completion or SSE chunks ending with [DONE]') },
+    [p.chat]: {
+      post: op(
+        'OpenAI chat completions (SSE when stream is true)',
+        chatBody,
+        'chat.completion or SSE chunks ending with [DONE]',
+      ),
+    },
     [p.completions]: { post: op('OpenAI text completions', cmpBody, 'text_completion or SSE chunks') },
     [p.models]: { get: op('Models with at least one ready worker', null, 'model list') },
     [p.embeddings]: { post: notImpl('Embeddings') },
@@ -95,7 +118,7 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
     '/busy_threshold': {
       get: op('Busy thresholds of every model', null, '{"thresholds": [...]}'),
       post: op(
-        'Set (any threshold field present) or read one model\'s busy thresholds',
+        "Set (any threshold field present) or read one model's busy thresholds",
         {
           type: 'object',
           required: ['model'],
@@ -106,7 +129,7 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
             active_prefill_tokens_threshold_frac: { type: 'number', nullable: true },
           },
         },
-        'the model\'s thresholds',
+        "the model's thresholds",
       ),
     },
   };
@@ -116,7 +139,11 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
   }
   return {
     openapi: '3.0.3',
-    info: { title: 'kvrouter frontend', version: '0.1.0', description: 'OpenAI-compatible frontend with a KV-cache-aware router' },
+    info: {
+      title: 'kvrouter frontend',
+      version: '0.1.0',
+      description: 'OpenAI-compatible frontend with a KV-cache-aware router',
+    },
     paths,
     components: { schemas: { Error: errorSchema, Nvext: nvextSchema } },
   };

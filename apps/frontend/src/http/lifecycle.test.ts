@@ -15,15 +15,22 @@ import { runInteractive } from '../interactive.js';
 import { bodyReader, eventually, routerIdle, startFrontend } from '../test-helpers.js';
 
 const MODEL = 'mock-model';
-const chat = (extra: object = {}) => JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra });
+const chat = (extra: object = {}) =>
+  JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra });
 
 function sseTokens(text: string): { done: boolean; completion: number | null; content: string } {
-  const events = text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+  const events = text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6));
   let completion: number | null = null;
   let content = '';
   for (const e of events) {
     if (e === '[DONE]') continue;
-    const c = JSON.parse(e) as { usage?: { completion_tokens: number } | null; choices: { delta?: { content?: string } }[] };
+    const c = JSON.parse(e) as {
+      usage?: { completion_tokens: number } | null;
+      choices: { delta?: { content?: string } }[];
+    };
     if (c.usage) completion = c.usage.completion_tokens;
     content += c.choices[0]?.delta?.content ?? '';
   }
@@ -36,8 +43,21 @@ describe('TLS', () => {
     const cert = path.join(dir, 'cert.pem');
     const key = path.join(dir, 'key.pem');
     const gen = spawnSync('openssl', [
-      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
     ]);
     expect(gen.status, gen.stderr?.toString()).toBe(0);
     const fe = await startFrontend(['--tls-cert-path', cert, '--tls-key-path', key, '--mocker-workers', '1']);
@@ -58,7 +78,9 @@ describe('TLS', () => {
         req.end(chat());
       });
       expect(body.status).toBe(200);
-      expect((JSON.parse(body.text) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(4);
+      expect(
+        (JSON.parse(body.text) as { usage: { completion_tokens: number } }).usage.completion_tokens,
+      ).toBe(4);
       // Plain HTTP on the TLS port does not get an answer.
       await expect(fetch(fe.url.replace('https', 'http') + '/live')).rejects.toThrow();
     } finally {
@@ -79,7 +101,10 @@ describe('graceful shutdown', () => {
     const fe = await startFrontend(['--mocker-workers', '2'], { embedded: { engine: { speedupRatio: 1 } } });
     const url = fe.url;
     const streams = [0, 1, 2].map(() =>
-      fetch(`${url}/v1/chat/completions`, { method: 'POST', body: chat({ max_tokens: 150, stream: true, stream_options: { include_usage: true } }) }).then((r) => r.text()),
+      fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        body: chat({ max_tokens: 150, stream: true, stream_options: { include_usage: true } }),
+      }).then((r) => r.text()),
     );
     await eventually(() => fe.inflightRequests === 3, 5000, 'three requests in flight');
     const closing = fe.close(10);
@@ -97,8 +122,13 @@ describe('graceful shutdown', () => {
   });
 
   it('cuts streams still running when the timeout expires', async () => {
-    const fe = await startFrontend(['--mocker-workers', '1'], { embedded: { engine: { speedupRatio: 0.5 } } });
-    const s = fetch(`${fe.url}/v1/chat/completions`, { method: 'POST', body: chat({ max_tokens: 5000, stream: true }) })
+    const fe = await startFrontend(['--mocker-workers', '1'], {
+      embedded: { engine: { speedupRatio: 0.5 } },
+    });
+    const s = fetch(`${fe.url}/v1/chat/completions`, {
+      method: 'POST',
+      body: chat({ max_tokens: 5000, stream: true }),
+    })
       .then((r) => r.text())
       .catch((e: unknown) => `error ${(e as Error).message}`);
     await eventually(() => fe.inflightRequests === 1, 5000, 'request in flight');
@@ -113,20 +143,39 @@ describe('graceful shutdown', () => {
 
 describe('migration', () => {
   it('a worker dying mid-stream is replaced: the client stream completes with every token, the metric counts it', async () => {
-    const fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1', '--mocker-workers', '2', '--migration-limit', '2'], {
-      embedded: { engine: { speedupRatio: 2 } },
-    });
+    const fe = await startFrontend(
+      [
+        '--router-mode',
+        'kv',
+        '--router-event-threads',
+        '1',
+        '--mocker-workers',
+        '2',
+        '--migration-limit',
+        '2',
+      ],
+      {
+        embedded: { engine: { speedupRatio: 2 } },
+      },
+    );
     try {
       const r = await fetch(`${fe.url}/v1/chat/completions`, {
         method: 'POST',
         // Long enough that the stream is still running when a slow (loaded) test process looks.
-        body: chat({ max_tokens: 400, stream: true, stream_options: { include_usage: true }, nvext: { extra_fields: ['timing'] } }),
+        body: chat({
+          max_tokens: 400,
+          stream: true,
+          stream_options: { include_usage: true },
+          nvext: { extra_fields: ['timing'] },
+        }),
       });
       const reader = bodyReader(r);
       let text = '';
       while ((text.match(/"content":/g) ?? []).length < 6) text += (await reader.read()) ?? '';
       const set = fe.registry.allSets()[0]!;
-      const serving = fe.fleet!.workers.find((w) => set.router.rankLoad({ worker_id: w.instanceId, dp_rank: 0 }).active_requests === 1)!;
+      const serving = fe.fleet!.workers.find(
+        (w) => set.router.rankLoad({ worker_id: w.instanceId, dp_rank: 0 }).active_requests === 1,
+      )!;
       expect(serving).toBeDefined();
       serving.crash();
       for (let piece = await reader.read(); piece !== null; piece = await reader.read()) text += piece;
@@ -135,7 +184,9 @@ describe('migration', () => {
       expect(s.completion).toBe(400);
       expect(text).toContain('"migrations":1');
       const m = await (await fetch(`${fe.url}/metrics`)).text();
-      expect(m).toMatch(/dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/);
+      expect(m).toMatch(
+        /dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/,
+      );
       await eventually(() => routerIdle(fe), 5000, 'router idle');
       // The dead worker is out of routing right away, not after its lease expires.
       expect(set.router.workerIds()).toHaveLength(1);
@@ -147,7 +198,10 @@ describe('migration', () => {
   it('without a migration budget the stream ends with an error event', async () => {
     const fe = await startFrontend(['--mocker-workers', '1'], { embedded: { engine: { speedupRatio: 2 } } });
     try {
-      const r = await fetch(`${fe.url}/v1/chat/completions`, { method: 'POST', body: chat({ max_tokens: 60, stream: true }) });
+      const r = await fetch(`${fe.url}/v1/chat/completions`, {
+        method: 'POST',
+        body: chat({ max_tokens: 60, stream: true }),
+      });
       const reader = bodyReader(r);
       let text = '';
       while ((text.match(/"content":/g) ?? []).length < 4) text += (await reader.read()) ?? '';

@@ -35,9 +35,15 @@ describe('migration with worker processes', () => {
   it('kill -9 of the serving worker mid-stream: the stream completes on the other one', async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-fkv-'));
     const workers = await Promise.all([startWorker(root), startWorker(root)]);
-    const fe = await startFrontend(['--discovery-backend', 'file', '--migration-limit', '3'], { env: { DYN_FILE_KV: root } });
+    const fe = await startFrontend(['--discovery-backend', 'file', '--migration-limit', '3'], {
+      env: { DYN_FILE_KV: root },
+    });
     try {
-      await eventually(() => fe.registry.allSets().some((s) => s.readyCount === 2), 15_000, 'both workers discovered');
+      await eventually(
+        () => fe.registry.allSets().some((s) => s.readyCount === 2),
+        15_000,
+        'both workers discovered',
+      );
       const r = await fetch(`${fe.url}/v1/chat/completions`, {
         method: 'POST',
         body: JSON.stringify({
@@ -66,7 +72,9 @@ describe('migration with worker processes', () => {
         .find((c) => c.usage)!;
       expect(usage.usage!.completion_tokens).toBe(400);
       const m = await (await fetch(`${fe.url}/metrics`)).text();
-      expect(m).toMatch(/dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/);
+      expect(m).toMatch(
+        /dynamo_frontend_model_migration_total\{model="mock-model",migration_type="ongoing_request"\} 1/,
+      );
     } finally {
       await fe.close(0);
     }

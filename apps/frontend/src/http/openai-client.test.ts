@@ -46,7 +46,8 @@ describe('openai client', () => {
     // = 5 special tokens (3 im_start, 2 im_end) + the BPE of the four text pieces between them,
     // counted here with the vocabulary package directly.
     const bpe = (t: string) => cl100k.encode(t).length;
-    const isl = 5 + bpe('system\nYou are terse.') + 2 * bpe('\n') + bpe('user\nSay hello.') + bpe('assistant\n');
+    const isl =
+      5 + bpe('system\nYou are terse.') + 2 * bpe('\n') + bpe('user\nSay hello.') + bpe('assistant\n');
     expect(r.usage!.prompt_tokens).toBe(isl);
     expect(r.usage!.total_tokens).toBe(isl + 7);
     expect(r.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(0);
@@ -81,7 +82,12 @@ describe('openai client', () => {
     expect(r.usage!.prompt_tokens).toBe(4);
     expect(r.usage!.completion_tokens).toBe(4);
 
-    const s = await client.completions.create({ model: MODEL, prompt: [1, 2, 3, 4, 5, 6], max_tokens: 3, stream: true });
+    const s = await client.completions.create({
+      model: MODEL,
+      prompt: [1, 2, 3, 4, 5, 6],
+      max_tokens: 3,
+      stream: true,
+    });
     let n = 0;
     let finish: string | null = null;
     for await (const c of s) {
@@ -99,7 +105,8 @@ describe('openai client', () => {
     const first = await ask();
     // The workers' KV events reach the index asynchronously.
     let second = await ask();
-    for (let i = 0; i < 20 && second.usage!.prompt_tokens_details!.cached_tokens === 0; i++) second = await ask();
+    for (let i = 0; i < 20 && second.usage!.prompt_tokens_details!.cached_tokens === 0; i++)
+      second = await ask();
     expect(first.usage!.prompt_tokens).toBe(second.usage!.prompt_tokens);
     // bs 16: every full block but the last computed token's block is reusable.
     const isl = second.usage!.prompt_tokens;
@@ -110,7 +117,9 @@ describe('openai client', () => {
     await expect(
       client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
     ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    await expect(client.chat.completions.create({ model: MODEL, messages: [] })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(client.chat.completions.create({ model: MODEL, messages: [] })).rejects.toBeInstanceOf(
+      OpenAI.BadRequestError,
+    );
     const e: unknown = await client.chat.completions
       .create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: -1 })
       .then(

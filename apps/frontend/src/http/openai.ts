@@ -41,7 +41,11 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 /** Handles one request whose body text was read already (plain node objects: no express in the hot path). */
-export type CompletionsHandler = (req: IncomingMessage, res: ServerResponse, bodyText: unknown) => Promise<void>;
+export type CompletionsHandler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  bodyText: unknown,
+) => Promise<void>;
 
 export function completionsHandler(svc: InferenceService, kind: Kind): CompletionsHandler {
   const endpoint = kind === 'chat' ? 'chat_completions' : 'completions';
@@ -66,7 +70,8 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
       } catch (e) {
         // An invalid request that names its model still counts in that model's request metrics.
         const b = body as { model?: unknown; stream?: unknown };
-        if (typeof b?.model === 'string' && b.model.length > 0) svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
+        if (typeof b?.model === 'string' && b.model.length > 0)
+          svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
         throw e;
       }
       completion = await svc.start(r, {
@@ -103,7 +108,12 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
         const nvext = c.nvextOut();
         const choice =
           kind === 'chat'
-            ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finish }
+            ? {
+                index: 0,
+                message: { role: 'assistant', content: text },
+                logprobs: null,
+                finish_reason: finish,
+              }
             : { index: 0, text, logprobs: null, finish_reason: finish };
         const out: Record<string, unknown> = {
           id,
@@ -121,15 +131,33 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
       const usage = r.includeUsage ? { usage: null } : {};
       if (kind === 'chat' && !c.queryOnly)
         await sse.send(
-          JSON.stringify({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], ...usage }),
+          JSON.stringify({
+            ...base,
+            choices: [
+              { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+            ],
+            ...usage,
+          }),
         );
-      else if (echo) await sse.send(JSON.stringify({ ...base, choices: [{ index: 0, text: echo, logprobs: null, finish_reason: null }], ...usage }));
+      else if (echo)
+        await sse.send(
+          JSON.stringify({
+            ...base,
+            choices: [{ index: 0, text: echo, logprobs: null, finish_reason: null }],
+            ...usage,
+          }),
+        );
       for (let d = first; !d.done; d = await c.deltas.next()) {
         const { text, finishReason } = d.value;
         if (text.length === 0 && !finishReason) continue;
         const choice =
           kind === 'chat'
-            ? { index: 0, delta: finishReason && text.length === 0 ? {} : { content: text }, logprobs: null, finish_reason: finishReason }
+            ? {
+                index: 0,
+                delta: finishReason && text.length === 0 ? {} : { content: text },
+                logprobs: null,
+                finish_reason: finishReason,
+              }
             : { index: 0, text, logprobs: null, finish_reason: finishReason };
         const chunk: Record<string, unknown> = { ...base, choices: [choice], ...usage };
         if (finishReason) {

@@ -5,16 +5,25 @@ import { toOpenAiError } from '../errors.js';
 /** The raw text body parsed losslessly (u64 ids in nvext stay exact). */
 export function parseBody(text: unknown): unknown {
   if (typeof text !== 'string' || text.length === 0)
-    throw new KvrError('invalid_request', 'request body: expected a JSON object, got an empty body', 400, { field: 'body' });
+    throw new KvrError('invalid_request', 'request body: expected a JSON object, got an empty body', 400, {
+      field: 'body',
+    });
   try {
     return parseJson(text);
   } catch (e) {
-    throw new KvrError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`, 400, { field: 'body' });
+    throw new KvrError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`, 400, {
+      field: 'body',
+    });
   }
 }
 
 export function payloadTooLarge(limitMb: number): KvrError {
-  return new KvrError('payload_too_large', `request body exceeds the limit of ${limitMb} MB (DYN_HTTP_BODY_LIMIT_MB)`, 413, { field: 'body' });
+  return new KvrError(
+    'payload_too_large',
+    `request body exceeds the limit of ${limitMb} MB (DYN_HTTP_BODY_LIMIT_MB)`,
+    413,
+    { field: 'body' },
+  );
 }
 
 /**
@@ -49,7 +58,8 @@ export function readUtf8Body(req: IncomingMessage, limitBytes: number, limitMb: 
     };
     req.on('data', onData);
     req.once('end', () => {
-      const text = parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8');
+      const text =
+        parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8');
       // A leading byte-order mark is not part of the JSON (express's decoder drops it too).
       resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
     });
@@ -62,7 +72,12 @@ export function readUtf8Body(req: IncomingMessage, limitBytes: number, limitMb: 
 }
 
 /** One JSON response (what express's `res.status(s).type('application/json').send(text)` sends). */
-export function sendJson(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers?: Record<string, string>,
+): void {
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),

@@ -19,7 +19,15 @@ const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
 describe('parseChatRequest', () => {
   it('accepts a minimal body and fills the defaults', () => {
     const r = parseChatRequest(base);
-    expect(r).toMatchObject({ kind: 'chat', model: 'm', stream: false, includeUsage: false, maxTokens: null, stop: [], addGenerationPrompt: true });
+    expect(r).toMatchObject({
+      kind: 'chat',
+      model: 'm',
+      stream: false,
+      includeUsage: false,
+      maxTokens: null,
+      stop: [],
+      addGenerationPrompt: true,
+    });
     expect(r.messages).toEqual([{ role: 'user', content: 'hi' }]);
   });
 
@@ -27,7 +35,13 @@ describe('parseChatRequest', () => {
     const r = parseChatRequest({
       ...base,
       messages: [
-        { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'text', text: 'b' },
+          ],
+        },
         { role: 'assistant', content: null, tool_calls: [{ id: 't' }] },
       ],
     });
@@ -37,13 +51,21 @@ describe('parseChatRequest', () => {
 
   it('max_completion_tokens wins over max_tokens; stream_options needs stream', () => {
     expect(parseChatRequest({ ...base, max_tokens: 5, max_completion_tokens: 9 }).maxTokens).toBe(9);
-    expect(fieldOf(() => parseChatRequest({ ...base, stream_options: { include_usage: true } }))).toBe('stream_options');
-    expect(parseChatRequest({ ...base, stream: true, stream_options: { include_usage: true } }).includeUsage).toBe(true);
+    expect(fieldOf(() => parseChatRequest({ ...base, stream_options: { include_usage: true } }))).toBe(
+      'stream_options',
+    );
+    expect(
+      parseChatRequest({ ...base, stream: true, stream_options: { include_usage: true } }).includeUsage,
+    ).toBe(true);
   });
 
   it('names the offending field', () => {
     expect(fieldOf(() => parseChatRequest({ ...base, model: '' }))).toBe('model');
-    expect(fieldOf(() => parseChatRequest({ ...base, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }))).toBe('messages[0].content[0].type');
+    expect(
+      fieldOf(() =>
+        parseChatRequest({ ...base, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }),
+      ),
+    ).toBe('messages[0].content[0].type');
     expect(fieldOf(() => parseChatRequest({ ...base, stop: ['a', 'b', 'c', 'd', 'e'] }))).toBe('stop');
     expect(fieldOf(() => parseChatRequest({ ...base, top_p: 1.5 }))).toBe('top_p');
     expect(fieldOf(() => parseChatRequest({ ...base, logprobs: true }))).toBe('logprobs');
@@ -52,7 +74,10 @@ describe('parseChatRequest', () => {
   });
 
   it('nvext.token_data makes messages optional; nvext u64 ids stay exact', () => {
-    const r = parseChatRequest({ model: 'm', nvext: { token_data: [1, 2, 3], backend_instance_id: 18446744073709551615n } });
+    const r = parseChatRequest({
+      model: 'm',
+      nvext: { token_data: [1, 2, 3], backend_instance_id: 18446744073709551615n },
+    });
     expect(Array.from(r.nvext.token_data!)).toEqual([1, 2, 3]);
     expect(r.nvext.backend_instance_id).toBe(18446744073709551615n);
     expect(r.messages).toEqual([]);

@@ -67,7 +67,8 @@ export type InferenceRequest = ChatRequest | CompletionRequest;
 
 const U32_MAX = 0xffffffff;
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObj = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 const present = (v: unknown): boolean => v !== undefined && v !== null;
 
 function describe(v: unknown): string {
@@ -103,7 +104,8 @@ function str(v: unknown, field: string): string {
 }
 
 function tokenIds(v: unknown, field: string): Uint32Array {
-  if (!Array.isArray(v)) throw badRequest(field, `${field}: expected an array of token ids, got ${describe(v)}`);
+  if (!Array.isArray(v))
+    throw badRequest(field, `${field}: expected an array of token ids, got ${describe(v)}`);
   const out = new Uint32Array(v.length);
   for (let i = 0; i < v.length; i++) out[i] = int(v[i], `${field}[${i}]`, 0, U32_MAX);
   return out;
@@ -117,7 +119,10 @@ function common(b: Record<string, unknown>): CommonRequest {
   let includeUsage = false;
   if (present(b.stream_options)) {
     if (!isObj(b.stream_options))
-      throw badRequest('stream_options', `stream_options: expected an object, got ${describe(b.stream_options)}`);
+      throw badRequest(
+        'stream_options',
+        `stream_options: expected an object, got ${describe(b.stream_options)}`,
+      );
     if (!stream) throw badRequest('stream_options', 'stream_options: only allowed when stream is true');
     const iu = b.stream_options.include_usage;
     if (present(iu)) includeUsage = bool(iu, 'stream_options.include_usage');
@@ -135,7 +140,9 @@ function common(b: Record<string, unknown>): CommonRequest {
     if (stop.length > 4) throw badRequest('stop', `stop: at most 4 sequences, got ${stop.length}`);
     if (stop.some((s) => s.length === 0)) throw badRequest('stop', 'stop: sequences must be non-empty');
   }
-  const stopTokenIds = present(b.stop_token_ids) ? Array.from(tokenIds(b.stop_token_ids, 'stop_token_ids')) : [];
+  const stopTokenIds = present(b.stop_token_ids)
+    ? Array.from(tokenIds(b.stop_token_ids, 'stop_token_ids'))
+    : [];
   if (present(b.n) && int(b.n, 'n', 1, 128) !== 1) throw badRequest('n', 'n: only n = 1 is supported');
   if (present(b.best_of) && int(b.best_of, 'best_of', 1, 128) !== 1)
     throw badRequest('best_of', 'best_of: only best_of = 1 is supported');
@@ -146,8 +153,10 @@ function common(b: Record<string, unknown>): CommonRequest {
   if (present(b.top_p)) sampling.top_p = num(b.top_p, 'top_p', 0, 1);
   if (present(b.top_k)) sampling.top_k = int(b.top_k, 'top_k', -1, U32_MAX);
   if (present(b.seed)) sampling.seed = int(b.seed, 'seed', -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-  if (present(b.presence_penalty)) sampling.presence_penalty = num(b.presence_penalty, 'presence_penalty', -2, 2);
-  if (present(b.frequency_penalty)) sampling.frequency_penalty = num(b.frequency_penalty, 'frequency_penalty', -2, 2);
+  if (present(b.presence_penalty))
+    sampling.presence_penalty = num(b.presence_penalty, 'presence_penalty', -2, 2);
+  if (present(b.frequency_penalty))
+    sampling.frequency_penalty = num(b.frequency_penalty, 'frequency_penalty', -2, 2);
   if (present(b.repetition_penalty))
     sampling.repetition_penalty = num(b.repetition_penalty, 'repetition_penalty', 0, Number.MAX_VALUE);
   const out: CommonRequest = {
@@ -179,7 +188,10 @@ function contentOf(v: unknown, field: string, role: ChatRole, hasToolCalls: bool
     const f = `${field}[${i}]`;
     if (!isObj(p)) throw badRequest(f, `${f}: expected a content part object, got ${describe(p)}`);
     if (p.type !== 'text')
-      throw badRequest(`${f}.type`, `${f}.type: only "text" content parts are supported, got ${describe(p.type)}`);
+      throw badRequest(
+        `${f}.type`,
+        `${f}.type: only "text" content parts are supported, got ${describe(p.type)}`,
+      );
     text += str(p.text, `${f}.text`);
   }
   return text;
@@ -196,15 +208,24 @@ function messages(v: unknown): ChatMessage[] {
     if (!isObj(m)) throw badRequest(f, `${f}: expected an object, got ${describe(m)}`);
     const role = m.role;
     if (typeof role !== 'string' || !(CHAT_ROLES as readonly string[]).includes(role))
-      throw badRequest(`${f}.role`, `${f}.role: expected one of ${CHAT_ROLES.join(', ')}, got ${describe(role)}`);
+      throw badRequest(
+        `${f}.role`,
+        `${f}.role: expected one of ${CHAT_ROLES.join(', ')}, got ${describe(role)}`,
+      );
     const r = role as ChatRole;
     let toolCalls: unknown[] | undefined;
     if (present(m.tool_calls)) {
       if (!Array.isArray(m.tool_calls))
-        throw badRequest(`${f}.tool_calls`, `${f}.tool_calls: expected an array, got ${describe(m.tool_calls)}`);
+        throw badRequest(
+          `${f}.tool_calls`,
+          `${f}.tool_calls: expected an array, got ${describe(m.tool_calls)}`,
+        );
       toolCalls = m.tool_calls;
     }
-    const msg: ChatMessage = { role: r, content: contentOf(m.content, `${f}.content`, r, toolCalls !== undefined) };
+    const msg: ChatMessage = {
+      role: r,
+      content: contentOf(m.content, `${f}.content`, r, toolCalls !== undefined),
+    };
     if (present(m.name)) msg.name = str(m.name, `${f}.name`);
     if (toolCalls) msg.tool_calls = toolCalls;
     if (present(m.tool_call_id)) msg.tool_call_id = str(m.tool_call_id, `${f}.tool_call_id`);
@@ -225,16 +246,21 @@ export function parseChatRequest(raw: unknown): ChatRequest {
   const msgs = c.nvext.token_data && !present(b.messages) ? [] : messages(b.messages);
   const req: ChatRequest = { kind: 'chat', ...c, messages: msgs, addGenerationPrompt: true };
   if (present(b.tools)) {
-    if (!Array.isArray(b.tools)) throw badRequest('tools', `tools: expected an array, got ${describe(b.tools)}`);
+    if (!Array.isArray(b.tools))
+      throw badRequest('tools', `tools: expected an array, got ${describe(b.tools)}`);
     req.tools = b.tools;
   }
   if (present(b.tool_choice)) req.toolChoice = b.tool_choice;
   if (present(b.chat_template_kwargs)) {
     if (!isObj(b.chat_template_kwargs))
-      throw badRequest('chat_template_kwargs', `chat_template_kwargs: expected an object, got ${describe(b.chat_template_kwargs)}`);
+      throw badRequest(
+        'chat_template_kwargs',
+        `chat_template_kwargs: expected an object, got ${describe(b.chat_template_kwargs)}`,
+      );
     req.templateKwargs = b.chat_template_kwargs;
   }
-  if (present(b.add_generation_prompt)) req.addGenerationPrompt = bool(b.add_generation_prompt, 'add_generation_prompt');
+  if (present(b.add_generation_prompt))
+    req.addGenerationPrompt = bool(b.add_generation_prompt, 'add_generation_prompt');
   return req;
 }
 
@@ -250,14 +276,26 @@ export function parseCompletionRequest(raw: unknown): CompletionRequest {
   else if (Array.isArray(p)) {
     if (p.length === 0) throw badRequest('prompt', 'prompt: must not be empty');
     if (typeof p[0] === 'string') {
-      if (p.length > 1) throw badRequest('prompt', 'prompt: batches of several prompts are not supported; send one per request');
+      if (p.length > 1)
+        throw badRequest(
+          'prompt',
+          'prompt: batches of several prompts are not supported; send one per request',
+        );
       prompt = p[0];
     } else if (Array.isArray(p[0])) {
-      if (p.length > 1) throw badRequest('prompt', 'prompt: batches of several prompts are not supported; send one per request');
+      if (p.length > 1)
+        throw badRequest(
+          'prompt',
+          'prompt: batches of several prompts are not supported; send one per request',
+        );
       promptTokens = tokenIds(p[0], 'prompt[0]');
     } else promptTokens = tokenIds(p, 'prompt');
     if (promptTokens?.length === 0) throw badRequest('prompt', 'prompt: must not be empty');
-  } else throw badRequest('prompt', `prompt: expected a string, an array of strings or token ids, got ${describe(p)}`);
+  } else
+    throw badRequest(
+      'prompt',
+      `prompt: expected a string, an array of strings or token ids, got ${describe(p)}`,
+    );
   if (present(b.suffix)) throw badRequest('suffix', 'suffix: not supported by kvrouter');
   const echo = present(b.echo) ? bool(b.echo, 'echo') : false;
   return { kind: 'completions', ...c, prompt, promptTokens, echo };

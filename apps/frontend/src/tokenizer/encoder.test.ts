@@ -28,7 +28,9 @@ function charTokenizer(specials: ReadonlyMap<string, number>): TextTokenizer & {
       return out;
     },
     encode(text: string): number[] {
-      return splitSpecials(text, specials).flatMap((p) => (typeof p === 'number' ? [p] : Array.from(this.encodeText(p))));
+      return splitSpecials(text, specials).flatMap((p) =>
+        typeof p === 'number' ? [p] : Array.from(this.encodeText(p)),
+      );
     },
     decode: () => '',
   };
@@ -63,7 +65,15 @@ describe('splitSpecials', () => {
     expect(splitSpecials('<|<|a|>', shared)).toEqual(['<|', 1]);
     expect(splitSpecials('', shared)).toEqual([]);
     // No common prefix: the regex path.
-    expect(splitSpecials('x[A]y<B>', new Map([['[A]', 1], ['<B>', 2]]))).toEqual(['x', 1, 'y', 2]);
+    expect(
+      splitSpecials(
+        'x[A]y<B>',
+        new Map([
+          ['[A]', 1],
+          ['<B>', 2],
+        ]),
+      ),
+    ).toEqual(['x', 1, 'y', 2]);
   });
 
   it('equals the regex cut on random texts made of special fragments', () => {

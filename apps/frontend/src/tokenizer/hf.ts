@@ -18,7 +18,9 @@ interface HfTokenizerApi {
   get_vocab(withAddedTokens: boolean): Map<string, number>;
   token_to_id(token: string): number | undefined;
 }
-const Tokenizer = (hfTokenizers as unknown as { Tokenizer: new (tokenizerJson: object, config: object) => HfTokenizerApi }).Tokenizer;
+const Tokenizer = (
+  hfTokenizers as unknown as { Tokenizer: new (tokenizerJson: object, config: object) => HfTokenizerApi }
+).Tokenizer;
 
 function readJson(file: string, required: boolean): Json | null {
   let text: string;
@@ -26,21 +28,26 @@ function readJson(file: string, required: boolean): Json | null {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
     if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new KvrError('tokenizer_load_failed', `cannot read ${file}: ${(e as Error).message}`, 500, { field: 'model-path' });
+    throw new KvrError('tokenizer_load_failed', `cannot read ${file}: ${(e as Error).message}`, 500, {
+      field: 'model-path',
+    });
   }
   try {
     const v = JSON.parse(text) as unknown;
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('not a JSON object');
     return v as Json;
   } catch (e) {
-    throw new KvrError('tokenizer_load_failed', `${file}: invalid JSON (${(e as Error).message})`, 500, { field: 'model-path' });
+    throw new KvrError('tokenizer_load_failed', `${file}: invalid JSON (${(e as Error).message})`, 500, {
+      field: 'model-path',
+    });
   }
 }
 
 /** `"<s>"` or `{"content": "<s>", ...}` (AddedToken form) → the text. */
 export function tokenText(v: unknown): string | null {
   if (typeof v === 'string') return v;
-  if (v && typeof v === 'object' && typeof (v as Json).content === 'string') return (v as Json).content as string;
+  if (v && typeof v === 'object' && typeof (v as Json).content === 'string')
+    return (v as Json).content as string;
   return null;
 }
 
@@ -90,7 +97,9 @@ export class HfTokenizer implements TextTokenizer {
     try {
       this.tok = new Tokenizer(files.tokenizerJson, files.config);
     } catch (e) {
-      throw new KvrError('tokenizer_load_failed', `tokenizer.json: ${(e as Error).message}`, 500, { field: 'model-path' });
+      throw new KvrError('tokenizer_load_failed', `tokenizer.json: ${(e as Error).message}`, 500, {
+        field: 'model-path',
+      });
     }
     const specials = new Map<string, number>();
     const added = (files.tokenizerJson.added_tokens ?? []) as { id?: unknown; content?: unknown }[];
@@ -106,11 +115,13 @@ export class HfTokenizer implements TextTokenizer {
     this.specialIds = new Set(specials.values());
     this.bosToken = tokenText(files.config.bos_token);
     this.eosToken = tokenText(files.config.eos_token);
-    const idOf = (t: string | null): number | undefined => (t === null ? undefined : (specials.get(t) ?? this.tok.token_to_id(t)));
+    const idOf = (t: string | null): number | undefined =>
+      t === null ? undefined : (specials.get(t) ?? this.tok.token_to_id(t));
     const eos = idOf(this.eosToken);
     this.eosTokenIds = eos === undefined ? [] : [eos];
     const bos = idOf(this.bosToken);
-    const addBos = files.config.add_bos_token !== false && bos !== undefined && files.config.add_bos_token === true;
+    const addBos =
+      files.config.add_bos_token !== false && bos !== undefined && files.config.add_bos_token === true;
     this.bosTokenIds = addBos ? [bos] : [];
     const pre = files.tokenizerJson.pre_tokenizer as Json | null | undefined;
     const norm = files.tokenizerJson.normalizer as Json | null | undefined;

@@ -16,7 +16,8 @@ export function specFor(modelPath: string | null): TokenizerSpec {
 }
 
 export function loadTokenizer(spec: TokenizerSpec): LoadedTokenizer {
-  if (spec.kind === 'tiktoken') return { spec, tokenizer: new TiktokenTokenizer(), template: new ChatMlTemplate() };
+  if (spec.kind === 'tiktoken')
+    return { spec, tokenizer: new TiktokenTokenizer(), template: new ChatMlTemplate() };
   const files = readHfModel(spec.dir);
   const tok = new HfTokenizer(files, path.basename(path.resolve(spec.dir)));
   // A model without a template of its own is prompted with ChatML (what most recent chat models use).

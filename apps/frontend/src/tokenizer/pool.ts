@@ -80,7 +80,8 @@ export class TokenizerPool {
   }
 
   private failAll(e: Error): void {
-    for (const p of this.pending.values()) p.reject(new KvrError('tokenizer_error', `tokenizer thread failed: ${e.message}`, 500));
+    for (const p of this.pending.values())
+      p.reject(new KvrError('tokenizer_error', `tokenizer thread failed: ${e.message}`, 500));
     this.pending.clear();
   }
 

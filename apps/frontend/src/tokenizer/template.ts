@@ -50,9 +50,14 @@ export class JinjaChatTemplate implements ChatTemplate {
     try {
       this.t = new Template(source);
     } catch (e) {
-      throw new KvrError('chat_template_invalid', `chat template does not parse: ${(e as Error).message}`, 500, {
-        field: 'chat_template',
-      });
+      throw new KvrError(
+        'chat_template_invalid',
+        `chat template does not parse: ${(e as Error).message}`,
+        500,
+        {
+          field: 'chat_template',
+        },
+      );
     }
   }
 
@@ -69,9 +74,14 @@ export class JinjaChatTemplate implements ChatTemplate {
       });
     } catch (e) {
       // Templates raise on inputs they reject (e.g. roles out of order): the request is at fault.
-      throw new KvrError('invalid_request', `chat template rejected the messages: ${(e as Error).message}`, 400, {
-        field: 'messages',
-      });
+      throw new KvrError(
+        'invalid_request',
+        `chat template rejected the messages: ${(e as Error).message}`,
+        400,
+        {
+          field: 'messages',
+        },
+      );
     }
   }
 }

@@ -16,7 +16,24 @@ import { TokenizerPool } from './pool.js';
 import { ChatMlTemplate } from './template.js';
 import { TiktokenTokenizer } from './tiktoken.js';
 
-const WORDS = ['the', 'cat', ' sat', 'über', '日本語', '🙂', '\n', '  ', 'token', 'izer', '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<|im_', 'end|>', 'x'];
+const WORDS = [
+  'the',
+  'cat',
+  ' sat',
+  'über',
+  '日本語',
+  '🙂',
+  '\n',
+  '  ',
+  'token',
+  'izer',
+  '<|im_start|>',
+  '<|im_end|>',
+  '<|endoftext|>',
+  '<|im_',
+  'end|>',
+  'x',
+];
 
 function randomText(rng: Rng, n: number): string {
   let s = '';
@@ -29,7 +46,11 @@ describe('tiktoken (cl100k) tokenizer', () => {
 
   it('special tokens map to their ids; the same text outside them is ordinary text', () => {
     // <|im_start|> = 100264 and <|im_end|> = 100265 in cl100k_base; "user" between them is BPE.
-    expect(Array.from(tok.encode('<|im_start|>user<|im_end|>'))).toEqual([100264, ...cl100k.encode('user'), 100265]);
+    expect(Array.from(tok.encode('<|im_start|>user<|im_end|>'))).toEqual([
+      100264,
+      ...cl100k.encode('user'),
+      100265,
+    ]);
     // encodeText never produces a special id.
     expect(Array.from(tok.encodeText('<|im_end|>'))).not.toContain(100265);
   });
@@ -55,7 +76,10 @@ describe('tiktoken (cl100k) tokenizer', () => {
     await fast.encode(t.render([old], { addGenerationPrompt: true }));
     const stats = { tokenizedChars: 0, offloaded: false };
     const next = { role: 'user' as const, content: 'short new question that is long enough to be cached' };
-    await fast.encode(t.render([old, { role: 'assistant', content: 'ok' }, next], { addGenerationPrompt: true }), stats);
+    await fast.encode(
+      t.render([old, { role: 'assistant', content: 'ok' }, next], { addGenerationPrompt: true }),
+      stats,
+    );
     // Pieces: "user\n<old>" (cached), "\n", "assistant\nok", "\n", "user\n<next>", "\n", "assistant\n".
     // Uncached: "assistant\nok" (12) + "user\n" + next (5 + 51) + "\n" ×3 + "assistant\n" (10) = 81 — the
     // small ones are below the cache threshold and always tokenized; the 518-char old turn is not.
@@ -95,25 +119,55 @@ describe('Hugging Face tokenizer.json + chat template (--model-path)', () => {
       JSON.stringify({
         version: '1.0',
         added_tokens: [
-          { id: n, content: '<s>', special: true, single_word: false, lstrip: false, rstrip: false, normalized: false },
-          { id: n + 1, content: '</s>', special: true, single_word: false, lstrip: false, rstrip: false, normalized: false },
+          {
+            id: n,
+            content: '<s>',
+            special: true,
+            single_word: false,
+            lstrip: false,
+            rstrip: false,
+            normalized: false,
+          },
+          {
+            id: n + 1,
+            content: '</s>',
+            special: true,
+            single_word: false,
+            lstrip: false,
+            rstrip: false,
+            normalized: false,
+          },
         ],
         normalizer: null,
         pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
         post_processor: null,
         decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
-        model: { type: 'BPE', dropout: null, unk_token: null, fuse_unk: false, byte_fallback: false, vocab, merges: ['h i', 'Ġ hi'] },
+        model: {
+          type: 'BPE',
+          dropout: null,
+          unk_token: null,
+          fuse_unk: false,
+          byte_fallback: false,
+          vocab,
+          merges: ['h i', 'Ġ hi'],
+        },
       }),
     );
     fs.writeFileSync(
       path.join(dir, 'tokenizer_config.json'),
-      JSON.stringify({ bos_token: '<s>', eos_token: { content: '</s>' }, add_bos_token: true, ...(template ? { chat_template: template } : {}) }),
+      JSON.stringify({
+        bos_token: '<s>',
+        eos_token: { content: '</s>' },
+        add_bos_token: true,
+        ...(template ? { chat_template: template } : {}),
+      }),
     );
     return dir;
   }
 
   it('loads vocabulary, specials, BOS/EOS and renders the Jinja template', () => {
-    const tpl = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+    const tpl =
+      '{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}';
     const { tokenizer, template } = loadTokenizer({ kind: 'hf', dir: modelDir(tpl) });
     const eos = tokenizer.specialTokens.get('</s>')!;
     const bos = tokenizer.specialTokens.get('<s>')!;
@@ -135,7 +189,9 @@ describe('Hugging Face tokenizer.json + chat template (--model-path)', () => {
     const fast = new PromptEncoder({ tokenizer, mode: 'fastokens' });
     const rng = new Rng(3);
     for (let i = 0; i < 30; i++) {
-      const text = Array.from({ length: rng.int(1, 40) }, () => rng.pick(['hi', ' hi', '<s>', '</s>', 'ab', '\n', '!'])).join('');
+      const text = Array.from({ length: rng.int(1, 40) }, () =>
+        rng.pick(['hi', ' hi', '<s>', '</s>', 'ab', '\n', '!']),
+      ).join('');
       expect(Array.from(await fast.encode(text))).toEqual(Array.from(await def.encode(text)));
     }
   });

@@ -28,4 +28,5 @@ export interface TextTokenizer {
 }
 
 /** Plain data that rebuilds the same tokenizer in a worker thread. */
-export type TokenizerSpec = { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' } | { kind: 'hf'; dir: string };
+export type TokenizerSpec =
+  { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' } | { kind: 'hf'; dir: string };

@@ -13,8 +13,13 @@ interface Job {
 const { tokenizer } = loadTokenizer(workerData as TokenizerSpec);
 parentPort!.on('message', (job: Job) => {
   try {
-    const out = job.texts.map((t) => Uint32Array.from(job.whole ? tokenizer.encode(t) : tokenizer.encodeText(t)));
-    parentPort!.postMessage({ id: job.id, out }, out.map((a) => a.buffer));
+    const out = job.texts.map((t) =>
+      Uint32Array.from(job.whole ? tokenizer.encode(t) : tokenizer.encodeText(t)),
+    );
+    parentPort!.postMessage(
+      { id: job.id, out },
+      out.map((a) => a.buffer),
+    );
   } catch (e) {
     parentPort!.postMessage({ id: job.id, error: { message: (e as Error).message } });
   }

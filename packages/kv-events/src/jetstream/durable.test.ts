@@ -48,7 +48,14 @@ describe('JetStream durable mode (nats-server -js)', () => {
     let rid = 0;
     const run = (n: number) => {
       for (let i = 0; i < n; i++)
-        eng.enqueue({ id: `r${rid++}`, tokenIds: Uint32Array.from({ length: rng.int(20, 120) }, () => rng.int(1, 500)), maxTokens: 4 }, now);
+        eng.enqueue(
+          {
+            id: `r${rid++}`,
+            tokenIds: Uint32Array.from({ length: rng.int(20, 120) }, () => rng.int(1, 500)),
+            maxTokens: 4,
+          },
+          now,
+        );
       while (eng.hasWork(0)) {
         const r = eng.step(now, 0);
         now += r.durationMs;
@@ -88,20 +95,36 @@ describe('JetStream durable mode (nats-server -js)', () => {
     expect(a.stats.decodeFailures).toBe(1);
     // Acks reach the server asynchronously: a check may find a floor of 0 and purge nothing; a
     // later one (the stream still holds more than 40 messages) purges.
-    expect(await waitFor(async () => (await jsm.streams.info(names.stream)).state.first_seq > 1, 5000)).toBe(true);
+    expect(await waitFor(async () => (await jsm.streams.info(names.stream)).state.first_seq > 1, 5000)).toBe(
+      true,
+    );
 
     // A's index is the engine's cache.
     const dumpA = await indexA.dump();
-    expect(new Set(dumpA.map((e) => (e.event.data as { stored: { blocks: { block_hash: bigint }[] } }).stored.blocks[0].block_hash))).toEqual(
-      eng.cachedBlocks(0),
-    );
+    expect(
+      new Set(
+        dumpA.map(
+          (e) =>
+            (e.event.data as { stored: { blocks: { block_hash: bigint }[] } }).stored.blocks[0].block_hash,
+        ),
+      ),
+    ).toEqual(eng.cachedBlocks(0));
 
     // Router B starts from the snapshot plus what is left of the stream.
     const indexB = new RadixIndexer();
-    const b = await DurableKvConsumer.start({ nc, namespace: NS, component: COMP, routerId: 0xbbn, index: indexB, snapshotThreshold: 1e9 });
+    const b = await DurableKvConsumer.start({
+      nc,
+      namespace: NS,
+      component: COMP,
+      routerId: 0xbbn,
+      index: indexB,
+      snapshotThreshold: 1e9,
+    });
     consumers.push(b);
     expect(b.stats.snapshotEvents).toBeGreaterThan(0);
-    expect(await waitFor(async () => dumpKey(await indexB.dump()).join() === dumpKey(dumpA).join(), 5000)).toBe(true);
+    expect(
+      await waitFor(async () => dumpKey(await indexB.dump()).join() === dumpKey(dumpA).join(), 5000),
+    ).toBe(true);
     // B read fewer stream messages than A applied (the purged ones came from the snapshot).
     expect(b.stats.applied).toBeLessThan(total);
   });

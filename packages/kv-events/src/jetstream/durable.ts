@@ -58,7 +58,11 @@ export function durableNames(namespace: string, component: string): DurableNames
 }
 
 /** Creates the stream if missing (subjects `{stream}.*`, max_age). */
-export async function ensureStream(jsm: JetStreamManager, names: DurableNames, maxAgeSec = DEFAULT_STREAM_MAX_AGE_SEC): Promise<void> {
+export async function ensureStream(
+  jsm: JetStreamManager,
+  names: DurableNames,
+  maxAgeSec = DEFAULT_STREAM_MAX_AGE_SEC,
+): Promise<void> {
   try {
     await jsm.streams.info(names.stream);
     return;
@@ -179,7 +183,10 @@ export class DurableKvConsumer {
   ) {
     this.names = durableNames(opts.namespace, opts.component);
     this.consumerName = durableConsumerName(checkU64(opts.routerId, 'routerId'));
-    this.threshold = checkPositive(opts.snapshotThreshold ?? DEFAULT_SNAPSHOT_THRESHOLD, 'router_snapshot_threshold');
+    this.threshold = checkPositive(
+      opts.snapshotThreshold ?? DEFAULT_SNAPSHOT_THRESHOLD,
+      'router_snapshot_threshold',
+    );
   }
 
   get stats(): DurableStats {
@@ -243,7 +250,10 @@ export class DurableKvConsumer {
       prev = cur;
       if (i + 1 < max) await sleep(this.opts.snapshotReadPauseMs ?? 100);
     }
-    this.opts.onError?.(new Error(`snapshot ${RADIX_STATE_OBJECT}: no two reads agreed in ${max} tries; using the last`), 'snapshot');
+    this.opts.onError?.(
+      new Error(`snapshot ${RADIX_STATE_OBJECT}: no two reads agreed in ${max} tries; using the last`),
+      'snapshot',
+    );
     return prev ?? null;
   }
 
@@ -296,10 +306,13 @@ export class DurableKvConsumer {
     const base = this.opts.checkIntervalMs ?? 1000;
     const jitter = this.opts.checkJitterMs ?? 100;
     const r = (this.opts.random ?? Math.random)();
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      void this.maybeSnapshot().finally(() => this.schedule());
-    }, Math.max(1, base + (2 * r - 1) * jitter));
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        void this.maybeSnapshot().finally(() => this.schedule());
+      },
+      Math.max(1, base + (2 * r - 1) * jitter),
+    );
   }
 
   /** The periodic check: snapshot + purge when the stream holds more than the threshold. */
@@ -327,10 +340,12 @@ export class DurableKvConsumer {
     if (this.opts.liveWorkers) {
       const live = new Set(await this.opts.liveWorkers());
       const dumpNow = await this.opts.index.dump();
-      for (const id of new Set(dumpNow.map((e) => e.worker_id as bigint))) if (!live.has(id)) this.opts.index.removeWorker(id);
+      for (const id of new Set(dumpNow.map((e) => e.worker_id as bigint)))
+        if (!live.has(id)) this.opts.index.removeWorker(id);
     }
     let floor = Number.MAX_SAFE_INTEGER;
-    for await (const ci of this.jsm.consumers.list(this.names.stream)) floor = Math.min(floor, ci.ack_floor.stream_seq);
+    for await (const ci of this.jsm.consumers.list(this.names.stream))
+      floor = Math.min(floor, ci.ack_floor.stream_seq);
     if (floor === Number.MAX_SAFE_INTEGER) floor = 0;
     await this.opts.index.flush();
     const events = await this.opts.index.dump();
@@ -356,7 +371,9 @@ export class DurableKvConsumer {
 
   private decodeFailure(e: unknown): void {
     this.counters.decodeFailures++;
-    this.opts.onDecodeFailure?.(e instanceof DecodeError ? e : new DecodeError(errorMessage(e), { field: 'payload' }));
+    this.opts.onDecodeFailure?.(
+      e instanceof DecodeError ? e : new DecodeError(errorMessage(e), { field: 'payload' }),
+    );
   }
 }
 

@@ -15,10 +15,14 @@ export function resolveEventPlaneKind(
 ): EventPlaneKind {
   const c = choice ?? 'auto';
   if (c === 'nats' || c === 'zmq' || c === 'inproc') return c;
-  if (c !== 'auto') throw invalidArg('event_plane', `must be one of auto, nats, zmq, inproc; got ${JSON.stringify(c)}`);
+  if (c !== 'auto')
+    throw invalidArg('event_plane', `must be one of auto, nats, zmq, inproc; got ${JSON.stringify(c)}`);
   if (discoveryBackend === 'mem' || discoveryBackend === 'file') return 'zmq';
   if (discoveryBackend === 'etcd' || discoveryBackend === 'kubernetes') return 'nats';
-  throw invalidArg('discovery_backend', `must be one of mem, file, etcd, kubernetes; got ${JSON.stringify(discoveryBackend)}`);
+  throw invalidArg(
+    'discovery_backend',
+    `must be one of mem, file, etcd, kubernetes; got ${JSON.stringify(discoveryBackend)}`,
+  );
 }
 
 export interface CreateEventPlaneOptions extends PlaneOptions {
@@ -40,7 +44,8 @@ export function createEventPlane(o: CreateEventPlaneOptions): EventPlane {
       if (!o.nc) throw invalidArg('nc', 'the nats event plane needs a NATS connection (connectNats)');
       return new NatsEventPlane({ ...base, nc: o.nc, discovery: o.discovery ?? null });
     case 'zmq':
-      if (!o.discovery) throw invalidArg('discovery', 'the zmq event plane needs discovery to find publishers');
+      if (!o.discovery)
+        throw invalidArg('discovery', 'the zmq event plane needs discovery to find publishers');
       return new ZmqEventPlane({ ...base, ...o.zmq, discovery: o.discovery });
     case 'inproc':
       return new InprocEventPlane(o.bus ?? defaultBus(), base);

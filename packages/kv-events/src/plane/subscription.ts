@@ -47,7 +47,9 @@ export class EnvelopeQueue implements EventSubscription {
   fail(e: unknown): void {
     this.failures++;
     const err =
-      e instanceof DecodeError ? e : new DecodeError(e instanceof Error ? e.message : String(e), { field: 'envelope' });
+      e instanceof DecodeError
+        ? e
+        : new DecodeError(e instanceof Error ? e.message : String(e), { field: 'envelope' });
     try {
       this.opts.onDecodeFailure?.(err);
     } catch {

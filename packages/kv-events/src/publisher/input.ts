@@ -30,10 +30,12 @@ const TIERS = new Set<unknown>(STORAGE_TIERS);
 export const MAX_BLOCKS_PER_EVENT = 65_536;
 
 export function checkInput(ev: EngineKvInput): CheckedInput {
-  if (typeof ev !== 'object' || ev === null) throw invalidArg('event', `must be an object, got ${describe(ev)}`);
+  if (typeof ev !== 'object' || ev === null)
+    throw invalidArg('event', `must be an object, got ${describe(ev)}`);
   const rank = ev.dp_rank === undefined ? 0 : checkU32(ev.dp_rank, 'dp_rank');
   const tier = ev.storage_tier ?? 'device';
-  if (!TIERS.has(tier)) throw invalidArg('storage_tier', `must be one of ${STORAGE_TIERS.join(', ')}, got ${describe(tier)}`);
+  if (!TIERS.has(tier))
+    throw invalidArg('storage_tier', `must be one of ${STORAGE_TIERS.join(', ')}, got ${describe(tier)}`);
   const d = ev.data;
   if (d === 'cleared') return { rank, tier, data: d };
   if (typeof d !== 'object' || d === null)
@@ -46,10 +48,14 @@ export function checkInput(ev: EngineKvInput): CheckedInput {
     if (sp !== null) checkU32(sp, 'data.stored.start_position');
     if (!Array.isArray(s.blocks)) throw invalidArg('data.stored.blocks', 'must be an array');
     if (s.blocks.length > MAX_BLOCKS_PER_EVENT)
-      throw invalidArg('data.stored.blocks', `holds ${s.blocks.length} blocks, limit ${MAX_BLOCKS_PER_EVENT}`);
+      throw invalidArg(
+        'data.stored.blocks',
+        `holds ${s.blocks.length} blocks, limit ${MAX_BLOCKS_PER_EVENT}`,
+      );
     for (let i = 0; i < s.blocks.length; i++) {
       const b = s.blocks[i] as KvCacheStoredBlockData | undefined;
-      if (typeof b !== 'object' || b === null) throw invalidArg(`data.stored.blocks[${i}]`, 'must be an object');
+      if (typeof b !== 'object' || b === null)
+        throw invalidArg(`data.stored.blocks[${i}]`, 'must be an object');
       checkU64(b.block_hash, `data.stored.blocks[${i}].block_hash`);
       checkU64(b.tokens_hash, `data.stored.blocks[${i}].tokens_hash`);
       const mm = b.mm_extra_info ?? null;
@@ -63,8 +69,12 @@ export function checkInput(ev: EngineKvInput): CheckedInput {
     if (typeof r !== 'object' || r === null || !Array.isArray(r.block_hashes))
       throw invalidArg('data.removed.block_hashes', 'must be an array');
     if (r.block_hashes.length > MAX_BLOCKS_PER_EVENT)
-      throw invalidArg('data.removed.block_hashes', `holds ${r.block_hashes.length} hashes, limit ${MAX_BLOCKS_PER_EVENT}`);
-    for (let i = 0; i < r.block_hashes.length; i++) checkU64(r.block_hashes[i], `data.removed.block_hashes[${i}]`);
+      throw invalidArg(
+        'data.removed.block_hashes',
+        `holds ${r.block_hashes.length} hashes, limit ${MAX_BLOCKS_PER_EVENT}`,
+      );
+    for (let i = 0; i < r.block_hashes.length; i++)
+      checkU64(r.block_hashes[i], `data.removed.block_hashes[${i}]`);
     return { rank, tier, data: d };
   }
   throw invalidArg('data', 'must have a "stored" or "removed" key, or be "cleared"');

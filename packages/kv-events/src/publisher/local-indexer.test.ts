@@ -51,8 +51,12 @@ describe('LocalIndexer.query (§3.5 table)', () => {
     ]);
     expect(li.query(q(2n, 1n))).toEqual({ InvalidRange: { start_id: 2n, end_id: 1n } });
     // 5 > newest + 1 = 4
-    expect(li.query(q(5n))).toEqual({ TooNew: { requested_start: 5n, requested_end: null, newest_available: 3n } });
-    expect(li.query(q(5n, 9n))).toEqual({ TooNew: { requested_start: 5n, requested_end: 9n, newest_available: 3n } });
+    expect(li.query(q(5n))).toEqual({
+      TooNew: { requested_start: 5n, requested_end: null, newest_available: 3n },
+    });
+    expect(li.query(q(5n, 9n))).toEqual({
+      TooNew: { requested_start: 5n, requested_end: 9n, newest_available: 3n },
+    });
     // start = newest + 1 -> empty Events (implementation choice in §3.5)
     expect(li.query(q(4n))).toEqual({ Events: { events: [], last_event_id: 3n } });
     const ev2 = li.query(q(2n));
@@ -76,7 +80,13 @@ describe('LocalIndexer.query (§3.5 table)', () => {
     const d = li.query(q(2n));
     expect('TreeDump' in d && d.TreeDump.last_event_id).toBe(6n);
     // held: 1,2,3 (chain) and 5 (child of 3); 4 was removed -> 4 blocks
-    expect('TreeDump' in d && d.TreeDump.events.map((e) => (e.event.data as { stored: { blocks: { tokens_hash: bigint }[] } }).stored.blocks[0].tokens_hash)).toEqual([1n, 2n, 3n, 5n]);
+    expect(
+      'TreeDump' in d &&
+        d.TreeDump.events.map(
+          (e) =>
+            (e.event.data as { stored: { blocks: { tokens_hash: bigint }[] } }).stored.blocks[0].tokens_hash,
+        ),
+    ).toEqual([1n, 2n, 3n, 5n]);
     const e = li.query(q(3n));
     expect('Events' in e && e.Events.events.map((x) => x.event.event_id)).toEqual([3n, 4n, 5n, 6n]);
   });
@@ -85,6 +95,8 @@ describe('LocalIndexer.query (§3.5 table)', () => {
     const li = new LocalIndexer(W, 0);
     expect(li.query(q(null))).toEqual({ TreeDump: { events: [], last_event_id: 0n } });
     expect(li.query(q(1n))).toEqual({ Events: { events: [], last_event_id: 0n } });
-    expect(li.query(q(2n))).toEqual({ TooNew: { requested_start: 2n, requested_end: null, newest_available: 0n } });
+    expect(li.query(q(2n))).toEqual({
+      TooNew: { requested_start: 2n, requested_end: null, newest_available: 0n },
+    });
   });
 });

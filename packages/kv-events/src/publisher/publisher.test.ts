@@ -153,12 +153,26 @@ describe('KvEventPublisher: input', () => {
     const { p, out } = make({ batchingTimeoutMs: 10 });
     p.engineEvent({ data: chain(null, [1n]) });
     const bad = [
-      [{ data: { stored: { parent_hash: null, start_position: null, blocks: [{ block_hash: 1, tokens_hash: 2n, mm_extra_info: null }] } } }, 'data.stored.blocks[0].block_hash'],
+      [
+        {
+          data: {
+            stored: {
+              parent_hash: null,
+              start_position: null,
+              blocks: [{ block_hash: 1, tokens_hash: 2n, mm_extra_info: null }],
+            },
+          },
+        },
+        'data.stored.blocks[0].block_hash',
+      ],
       [{ data: { removed: { block_hashes: [1n, -1n] } } }, 'data.removed.block_hashes[1]'],
       [{ dp_rank: -1, data: 'cleared' }, 'dp_rank'],
       [{ storage_tier: 'gpu', data: 'cleared' }, 'storage_tier'],
       [{ data: 'clear' }, 'data'],
-      [{ data: { stored: { parent_hash: 2 ** 70, start_position: null, blocks: [] } } }, 'data.stored.parent_hash'],
+      [
+        { data: { stored: { parent_hash: 2 ** 70, start_position: null, blocks: [] } } },
+        'data.stored.parent_hash',
+      ],
     ] as const;
     for (const [input, field] of bad) {
       let err: unknown;
@@ -171,7 +185,9 @@ describe('KvEventPublisher: input', () => {
       expect((err as { detail?: { field?: string } }).detail?.field).toBe(field);
     }
     expect(() => p.noteEngineSequence(0, -3)).toThrow(/seq/);
-    expect(() => new KvEventPublisher({ workerId: 1n, batchingTimeoutMs: 15_001 })).toThrow(/batching_timeout_ms/);
+    expect(() => new KvEventPublisher({ workerId: 1n, batchingTimeoutMs: 15_001 })).toThrow(
+      /batching_timeout_ms/,
+    );
     // The first event is still the only pending one and still merges with its child.
     p.engineEvent({ data: chain(1001n, [2n]) });
     p.flush();
@@ -182,10 +198,20 @@ describe('KvEventPublisher: input', () => {
     const { p } = make();
     p.engineEvent({ data: chain(null, [1n, 2n]) });
     p.engineEvent({ data: removed([1002n]) });
-    const res = p.handleQuery(0, { worker_id: 42n as never, start_event_id: 2n as never, end_event_id: null });
+    const res = p.handleQuery(0, {
+      worker_id: 42n as never,
+      start_event_id: 2n as never,
+      end_event_id: null,
+    });
     expect(res).toEqual({
       Events: {
-        events: [{ worker_id: 42n, storage_tier: 'device', event: { event_id: 2n, dp_rank: 0, data: removed([1002n]) } }],
+        events: [
+          {
+            worker_id: 42n,
+            storage_tier: 'device',
+            event: { event_id: 2n, dp_rank: 0, data: removed([1002n]) },
+          },
+        ],
         last_event_id: 2n,
       },
     });
@@ -194,6 +220,8 @@ describe('KvEventPublisher: input', () => {
       Error: 'dp_rank 3 is not served by worker 42',
     });
     const off = new KvEventPublisher({ workerId: 1n, localIndexer: false });
-    expect('Error' in off.handleQuery(0, { worker_id: 1n as never, start_event_id: null, end_event_id: null })).toBe(true);
+    expect(
+      'Error' in off.handleQuery(0, { worker_id: 1n as never, start_event_id: null, end_event_id: null }),
+    ).toBe(true);
   });
 });

@@ -223,7 +223,15 @@ export class KvEventPublisher {
         for (const h of pass) p.hashes.push(h);
       } else {
         this.flush();
-        this.pending = { rank: ev.rank, tier: ev.tier, kind: 'removed', parent: null, startPosition: null, blocks: [], hashes: pass };
+        this.pending = {
+          rank: ev.rank,
+          tier: ev.tier,
+          kind: 'removed',
+          parent: null,
+          startPosition: null,
+          blocks: [],
+          hashes: pass,
+        };
       }
     }
     const p = this.pending!;
@@ -275,7 +283,8 @@ export class KvEventPublisher {
   handleQuery(dpRank: number, req: LocalIndexerQueryRequest): LocalIndexerQueryResponse {
     const rs = this.ranks.get(dpRank);
     if (!rs) return { Error: `dp_rank ${dpRank} is not served by worker ${this.workerId}` };
-    if (!rs.local) return { Error: `worker ${this.workerId} runs without a local indexer (enable_local_indexer=false)` };
+    if (!rs.local)
+      return { Error: `worker ${this.workerId} runs without a local indexer (enable_local_indexer=false)` };
     // What is still batched has no id yet; a query sees only numbered events.
     return rs.local.query(req);
   }

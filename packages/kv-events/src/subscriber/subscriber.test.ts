@@ -61,7 +61,10 @@ interface Rig {
   timers: ManualTimers;
   recoveries: RecoveryInfo[];
   errors: unknown[];
-  worker(id: bigint, opts?: { ranks?: number[]; ringSize?: number }): { p: KvEventPublisher; out: RouterEvent[] };
+  worker(
+    id: bigint,
+    opts?: { ranks?: number[]; ringSize?: number },
+  ): { p: KvEventPublisher; out: RouterEvent[] };
 }
 
 function rig(opts: Partial<KvSubscriberOptions> = {}): Rig {
@@ -227,7 +230,9 @@ describe('KvEventSubscriber: retries and limits', () => {
     p.engineEvent({ data: chain(1001n, [2n]) });
     p.engineEvent({ data: chain(1002n, [3n]) });
     r.sub.handleEvent(out[0]);
-    r.q.override = (req) => ({ TooNew: { requested_start: req.start_event_id, requested_end: null, newest_available: 1n as never } });
+    r.q.override = (req) => ({
+      TooNew: { requested_start: req.start_event_id, requested_end: null, newest_available: 1n as never },
+    });
     r.sub.handleEvent(out[2]);
     const delays: number[] = [];
     for (let i = 0; i < 8; i++) {
@@ -258,7 +263,10 @@ describe('KvEventSubscriber: retries and limits', () => {
     const r = rig({ maxRetries: 2 });
     r.worker(7n);
     let n = 0;
-    const replies: Array<LocalIndexerQueryResponse | Error> = [new Error('connection refused'), { Error: 'boom' }];
+    const replies: Array<LocalIndexerQueryResponse | Error> = [
+      new Error('connection refused'),
+      { Error: 'boom' },
+    ];
     r.q.override = () => replies[n++] ?? null!;
     r.sub.addWorker(7n);
     await tick();
@@ -382,12 +390,28 @@ describe('KvEventSubscriber: Cleared, discovery, resync, malformed input', () =>
     const bus = new InprocEventBus();
     const topic = kvEventsTopic('ns', 'backend');
     const failures: string[] = [];
-    const sub = new KvEventSubscriber({ index, query: null, onDecodeFailure: (e) => failures.push(e.message) });
+    const sub = new KvEventSubscriber({
+      index,
+      query: null,
+      onDecodeFailure: (e) => failures.push(e.message),
+    });
     const routerPlane = bus.plane({ publisherId: 1n });
     sub.start(() => routerPlane.subscribe(topic, { onDecodeFailure: (e) => sub.decodeFailure(e) }));
-    const pub = new KvEventPublisher({ workerId: 9n, sink: planeSink(bus.plane({ publisherId: 9n }), topic) });
+    const pub = new KvEventPublisher({
+      workerId: 9n,
+      sink: planeSink(bus.plane({ publisherId: 9n }), topic),
+    });
     bus.deliver(topic.subject, new Uint8Array([0xc1])); // not msgpack
-    bus.deliver(topic.subject, encodeEnvelope({ publisher_id: 9n, sequence: 1n, published_at: 0, topic: 't', payload: new Uint8Array([0x90]) }));
+    bus.deliver(
+      topic.subject,
+      encodeEnvelope({
+        publisher_id: 9n,
+        sequence: 1n,
+        published_at: 0,
+        topic: 't',
+        payload: new Uint8Array([0x90]),
+      }),
+    );
     bus.deliver(
       topic.subject,
       encodeEnvelope({
@@ -395,7 +419,11 @@ describe('KvEventSubscriber: Cleared, discovery, resync, malformed input', () =>
         sequence: 2n,
         published_at: 0,
         topic: 't',
-        payload: encodeRouterEvent({ worker_id: 9n, storage_tier: 'device', event: { event_id: 1n, dp_rank: 0, data: 'cleared' } } as never).subarray(0, 10),
+        payload: encodeRouterEvent({
+          worker_id: 9n,
+          storage_tier: 'device',
+          event: { event_id: 1n, dp_rank: 0, data: 'cleared' },
+        } as never).subarray(0, 10),
       }),
     );
     pub.engineEvent({ data: chain(null, [1n, 2n]) });

@@ -472,7 +472,11 @@ export class KvEventSubscriber {
     });
     const worker = { worker_id: rc.ws.id, dp_rank: rc.rank as DpRank };
     Promise.race([
-      this.query!.query(worker, { worker_id: rc.ws.id, start_event_id: start as never, end_event_id: null }, ac.signal),
+      this.query!.query(
+        worker,
+        { worker_id: rc.ws.id, start_event_id: start as never, end_event_id: null },
+        ac.signal,
+      ),
       timeout,
     ]).then(
       (res) => this.settle(rc, token, start, res, null, timer),
@@ -500,7 +504,8 @@ export class KvEventSubscriber {
       let applied: number;
       let outcome: 'events' | 'dump';
       if ('Events' in res) {
-        if (start === null || rc.state !== 'live') return this.retry(rc, 'Events reply to a full-dump request');
+        if (start === null || rc.state !== 'live')
+          return this.retry(rc, 'Events reply to a full-dump request');
         applied = this.applyEvents(rc, res.Events.events);
         outcome = 'events';
         this.counters.recoveredByEvents++;
@@ -544,7 +549,9 @@ export class KvEventSubscriber {
     rc.retries++;
     if (rc.retries > this.maxRetries) {
       this.opts.onError?.(
-        new Error(`recovery of worker ${rc.ws.id} dp_rank ${rc.rank} abandoned after ${this.maxRetries} retries: ${reason}`),
+        new Error(
+          `recovery of worker ${rc.ws.id} dp_rank ${rc.rank} abandoned after ${this.maxRetries} retries: ${reason}`,
+        ),
         'recovery',
       );
       const info: RecoveryInfo = {

@@ -43,7 +43,8 @@ class FakeEngine {
       for await (const [id, , start] of this.replay) {
         const from = new DataView(start.buffer, start.byteOffset, 8).getBigUint64(0);
         for (const [seq, p] of [...this.sent].sort((a, b) => (a[0] < b[0] ? -1 : 1)))
-          if (seq >= from) await this.replay.send([id, Buffer.alloc(0), Buffer.from(beU64(seq)), Buffer.from(p)]);
+          if (seq >= from)
+            await this.replay.send([id, Buffer.alloc(0), Buffer.from(beU64(seq)), Buffer.from(p)]);
         await this.replay.send([id, Buffer.alloc(0), Buffer.alloc(8, 0xff), Buffer.alloc(0)]);
       }
     } catch {
@@ -67,7 +68,11 @@ async function setup(withReplay: boolean) {
   await eng.start();
   const out: RouterEvent[] = [];
   const dropped: number[] = [];
-  const pub = new KvEventPublisher({ workerId: 3n, sink: { publishEvent: (e) => out.push(e) }, onEngineDropped: (n) => dropped.push(n) });
+  const pub = new KvEventPublisher({
+    workerId: 3n,
+    sink: { publishEvent: (e) => out.push(e) },
+    onEngineDropped: (n) => dropped.push(n),
+  });
   const warnings: string[] = [];
   const ingest = new VllmZmqIngest({
     endpoint: eng.pubEndpoint,
@@ -107,7 +112,11 @@ describe('VllmZmqIngest', () => {
     });
     expect(data(out[1])).toEqual({ removed: { block_hashes: [12n] } });
     expect(data(out[2])).toEqual({
-      stored: { parent_hash: 11n, start_position: null, blocks: [{ block_hash: 13n, tokens_hash: H_1_4, mm_extra_info: null }] },
+      stored: {
+        parent_hash: 11n,
+        start_position: null,
+        blocks: [{ block_hash: 13n, tokens_hash: H_1_4, mm_extra_info: null }],
+      },
     });
     expect(data(out[3])).toEqual({ removed: { block_hashes: [13n] } });
     expect(ingest.stats.replayed).toBe(1);
@@ -123,7 +132,16 @@ describe('VllmZmqIngest', () => {
     await eng.pub.send([Buffer.alloc(0), Buffer.from(beU64(4n)), Buffer.from([0xc1])]); // not msgpack
     await eng.batch(5n, [['BlockStored', [21], null, [1, 2, 3, 4], 4, null, null, null]]);
     expect(await waitFor(() => out.length === 2)).toBe(true);
-    expect(out.map(data)).toEqual(['cleared', { stored: { parent_hash: null, start_position: null, blocks: [{ block_hash: 21n, tokens_hash: H_1_4, mm_extra_info: null }] } }]);
+    expect(out.map(data)).toEqual([
+      'cleared',
+      {
+        stored: {
+          parent_hash: null,
+          start_position: null,
+          blocks: [{ block_hash: 21n, tokens_hash: H_1_4, mm_extra_info: null }],
+        },
+      },
+    ]);
     // seq 0 then 5: 1..4 never arrived as decodable batches -> 4 dropped
     expect(dropped).toEqual([4]);
     expect(ingest.stats.decodeFailures).toBe(2);

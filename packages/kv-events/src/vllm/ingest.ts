@@ -49,11 +49,20 @@ export class VllmZmqIngest {
   private lastSeq: bigint | null = null;
   private closed = false;
   private readonly loop: Promise<void>;
-  private readonly counters: VllmIngestStats = { messages: 0, events: 0, decodeFailures: 0, replayed: 0, replayFailures: 0 };
+  private readonly counters: VllmIngestStats = {
+    messages: 0,
+    events: 0,
+    decodeFailures: 0,
+    replayed: 0,
+    replayFailures: 0,
+  };
 
   constructor(private readonly opts: VllmIngestOptions) {
     if (typeof opts.endpoint !== 'string' || !/^(tcp|ipc|inproc):\/\/.+/.test(opts.endpoint))
-      throw invalidArg('endpoint', `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(opts.endpoint)}`);
+      throw invalidArg(
+        'endpoint',
+        `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(opts.endpoint)}`,
+      );
     this.rank = checkU32(opts.dpRank ?? 0, 'dpRank');
     checkPositive(opts.kvBlockSize, 'kvBlockSize');
     this.decoder = new VllmKvEventDecoder({

@@ -31,7 +31,11 @@ function refLocal(tokens: ArrayLike<number>, bs: number, opts: BlockHashOptions 
       ? (1337n + oracle(new TextEncoder().encode(opts.loraName), 0n)) & M64
       : 1337n;
   const eagle = opts.isEagle === true;
-  const n = eagle ? (tokens.length >= 1 ? Math.floor((tokens.length - 1) / bs) : 0) : Math.floor(tokens.length / bs);
+  const n = eagle
+    ? tokens.length >= 1
+      ? Math.floor((tokens.length - 1) / bs)
+      : 0
+    : Math.floor(tokens.length / bs);
   const width = eagle ? bs + 1 : bs;
   const res: bigint[] = [];
   for (let i = 0; i < n; i++) {
@@ -131,7 +135,9 @@ describe.each([
         const bs = rng.pick(SIZES);
         const t = randomTokens(rng, rng.int(0, 3 * bs + 5));
         const opts = { loraName: rng.pick(names) };
-        expect(localBlockHashes(t, bs, opts), `bs ${bs} lora ${opts.loraName}`).toEqual(refLocal(t, bs, opts));
+        expect(localBlockHashes(t, bs, opts), `bs ${bs} lora ${opts.loraName}`).toEqual(
+          refLocal(t, bs, opts),
+        );
       }
       expect(loraSeed('')).toBe(BASE_SEED);
       expect(localBlockHashes([1, 2, 3, 4], 4, { loraName: '' })).toEqual([14643705804678351452n]);
@@ -175,7 +181,10 @@ describe.each([
       for (let r = 0; r < 30; r++) {
         const bs = rng.pick(SIZES);
         const tt = randomTokens(rng, rng.int(0, 3 * bs + 5));
-        const opts = { isEagle: true, mmHashes: rng.bool(0.3) ? [[rng.u64()], undefined, [1n, 2n]] : undefined };
+        const opts = {
+          isEagle: true,
+          mmHashes: rng.bool(0.3) ? [[rng.u64()], undefined, [1n, 2n]] : undefined,
+        };
         expect(localBlockHashes(tt, bs, opts), `bs ${bs} len ${tt.length}`).toEqual(refLocal(tt, bs, opts));
       }
     });
@@ -183,7 +192,9 @@ describe.each([
     it('bs = 0 yields no hashes; number[] and Uint32Array inputs agree', () => {
       expect(computeLocalBlockHashes([1, 2, 3], 0).length).toBe(0);
       expect(localBlockHashes(new Uint32Array([1, 2, 3, 4]), 4)).toEqual(localBlockHashes([1, 2, 3, 4], 4));
-      expect(localBlockHashes([0xffffffff, 0, 0x80000000, 1], 2)).toEqual(refLocal([0xffffffff, 0, 0x80000000, 1], 2));
+      expect(localBlockHashes([0xffffffff, 0, 0x80000000, 1], 2)).toEqual(
+        refLocal([0xffffffff, 0, 0x80000000, 1], 2),
+      );
     });
 
     it('writes into `out` when it is large enough and returns exactly 2*nBlocks entries', () => {
@@ -207,10 +218,19 @@ describe.each([
         [() => computeLocalBlockHashes([1, 2, 3, 4], 1.5, undefined, out), 'blockSize'],
         [() => computeLocalBlockHashes([1, 2, -3, 4], 2, undefined, out), 'tokens[2]'],
         [() => computeLocalBlockHashes([1, 2, 2 ** 32, 4], 2, undefined, out), 'tokens[2]'],
-        [() => computeLocalBlockHashes([1, 2, 3, 4], 2, { mmHashes: [undefined, [1n, -1n]] }, out), 'mmHashes[1][1]'],
+        [
+          () => computeLocalBlockHashes([1, 2, 3, 4], 2, { mmHashes: [undefined, [1n, -1n]] }, out),
+          'mmHashes[1][1]',
+        ],
         [() => computeLocalBlockHashes([1, 2, 3, 4], 2, { mmHashes: [[1n << 64n]] }, out), 'mmHashes[0][0]'],
-        [() => computeLocalBlockHashes([1, 2, 3, 4], 2, { mmHashes: [[3 as unknown as bigint]] }, out), 'mmHashes[0][0]'],
-        [() => computeLocalBlockHashes([1, 2, 3, 4], 2, { loraName: 5 as unknown as string }, out), 'loraName'],
+        [
+          () => computeLocalBlockHashes([1, 2, 3, 4], 2, { mmHashes: [[3 as unknown as bigint]] }, out),
+          'mmHashes[0][0]',
+        ],
+        [
+          () => computeLocalBlockHashes([1, 2, 3, 4], 2, { loraName: 5 as unknown as string }, out),
+          'loraName',
+        ],
       ];
       for (const [f, field] of cases) {
         let err: unknown;
@@ -258,7 +278,14 @@ describe.each([
         dv.setBigUint64(8, b, true);
         const want = oracle(buf, 1337n);
         expect(sequenceHashOf(a, b)).toBe(want);
-        chainHashInto(Number(a & 0xffffffffn), Number(a >> 32n), Number(b & 0xffffffffn), Number(b >> 32n), out, 0);
+        chainHashInto(
+          Number(a & 0xffffffffn),
+          Number(a >> 32n),
+          Number(b & 0xffffffffn),
+          Number(b >> 32n),
+          out,
+          0,
+        );
         expect((BigInt(out[1]) << 32n) | BigInt(out[0])).toBe(want);
       }
     });

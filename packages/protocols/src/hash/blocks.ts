@@ -40,7 +40,14 @@ const bswap32 = (x: number): number =>
  * `out[outIdx]`, `out[outIdx + 1]`. The fixed 16-byte input makes this a straight line: the
  * 9..16-byte path (mul128 fold of the keyed halves) and the XXH3 avalanche, inlined.
  */
-export function chainHashInto(prevLo: number, prevHi: number, localLo: number, localHi: number, out: Uint32Array, outIdx: number): void {
+export function chainHashInto(
+  prevLo: number,
+  prevHi: number,
+  localLo: number,
+  localHi: number,
+  out: Uint32Array,
+  outIdx: number,
+): void {
   const al = (prevLo ^ BF1_LO) >>> 0;
   const ah = (prevHi ^ BF1_HI) >>> 0;
   const bl = (localLo ^ BF2_LO) >>> 0;
@@ -52,7 +59,8 @@ export function chainHashInto(prevLo: number, prevHi: number, localLo: number, l
   const l11 = Math.imul(ah, bh) >>> 0;
   const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
   const w1 = m1 >>> 0;
-  const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+  const m2 =
+    (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
   const w2 = m2 >>> 0;
   const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
   // acc = 16 + swap64(a) + b + fold(a * b)
@@ -62,7 +70,11 @@ export function chainHashInto(prevLo: number, prevHi: number, localLo: number, l
   // XXH3 avalanche: h ^= h >> 37; h *= 0x165667919E3779F9; h ^= h >> 32
   lo = (lo ^ (hi >>> 5)) >>> 0;
   const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-  const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+  const nh =
+    ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+      Math.imul(lo, 0x16566791) +
+      Math.imul(hi, 0x9e3779f9)) >>>
+    0;
   out[outIdx] = nl ^ nh;
   out[outIdx + 1] = nh;
 }
@@ -71,7 +83,8 @@ const PAIR = new Uint32Array(2);
 const pairToU64 = (p: Uint32Array, i: number): bigint => (BigInt(p[i + 1]) << 32n) | BigInt(p[i]);
 
 function checkU64(v: unknown, field: string): bigint {
-  if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) throw invalid(field, `must be a u64 bigint, got ${String(v)}`);
+  if (typeof v !== 'bigint' || v < 0n || v > U64_MAX)
+    throw invalid(field, `must be a u64 bigint, got ${String(v)}`);
   return v;
 }
 
@@ -79,7 +92,14 @@ function checkU64(v: unknown, field: string): bigint {
 export function sequenceHashOf(prev: bigint, local: bigint): bigint {
   checkU64(prev, 'prev');
   checkU64(local, 'local');
-  chainHashInto(Number(prev & 0xffffffffn), Number(prev >> 32n), Number(local & 0xffffffffn), Number(local >> 32n), PAIR, 0);
+  chainHashInto(
+    Number(prev & 0xffffffffn),
+    Number(prev >> 32n),
+    Number(local & 0xffffffffn),
+    Number(local >> 32n),
+    PAIR,
+    0,
+  );
   return pairToU64(PAIR, 0);
 }
 
@@ -96,8 +116,17 @@ export function hashTokenBlock(
   out: Uint32Array,
   outIdx: number,
 ): void {
-  if (!(start >= 0 && count >= 0 && start + count <= tokens.length && Number.isInteger(start) && Number.isInteger(count))) {
-    throw invalid('start/count', `[${start}, ${start}+${count}) is outside tokens of length ${tokens.length}`);
+  if (!(
+    start >= 0 &&
+    count >= 0 &&
+    start + count <= tokens.length &&
+    Number.isInteger(start) &&
+    Number.isInteger(count)
+  )) {
+    throw invalid(
+      'start/count',
+      `[${start}, ${start}+${count}) is outside tokens of length ${tokens.length}`,
+    );
   }
   hashWords(tokens, start, tokens, start + count, 4 * count, seedContext(seedLo, seedHi), out, outIdx);
 }
@@ -141,7 +170,8 @@ function toTokenArray(tokens: Uint32Array | readonly number[]): Uint32Array {
   const t = new Uint32Array(n);
   for (let i = 0; i < n; i++) {
     const v = arr[i];
-    if (typeof v !== 'number' || v >>> 0 !== v) throw invalid(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
+    if (typeof v !== 'number' || v >>> 0 !== v)
+      throw invalid(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
     t[i] = v;
   }
   return t;
@@ -209,7 +239,9 @@ export function computeLocalBlockHashes(
   const bytes = 4 * width;
   if (!anyMm) {
     if (bytes === 64) hash64Blocks(toks, n, blockSize, C, res);
-    else for (let i = 0, s = 0; i < n; i++, s += blockSize) hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
+    else
+      for (let i = 0, s = 0; i < n; i++, s += blockSize)
+        hashWords(toks, s, toks, s + width, bytes, C, res, 2 * i);
     return res;
   }
   for (let i = 0, s = 0; i < n; i++, s += blockSize) {
@@ -239,7 +271,12 @@ export function computeLocalBlockHashes(
 export function computeSequenceHashes(local: Uint32Array, out?: Uint32Array): Uint32Array {
   const len = local.length;
   if ((len & 1) !== 0) throw invalid('local', `pairs array must have even length, got ${len}`);
-  const res = out !== undefined && out.length >= len ? (out.length === len ? out : out.subarray(0, len)) : new Uint32Array(len);
+  const res =
+    out !== undefined && out.length >= len
+      ? out.length === len
+        ? out
+        : out.subarray(0, len)
+      : new Uint32Array(len);
   if (len === 0) return res;
   if (useWasm(len >>> 1) && wasmSequenceHashes(local, len >>> 1, res)) return res;
   res[0] = local[0];
@@ -267,7 +304,8 @@ function chainRun(local: Uint32Array, res: Uint32Array, from: number, to: number
     const l11 = Math.imul(ah, bh) >>> 0;
     const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
     const w1 = m1 >>> 0;
-    const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+    const m2 =
+      (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
     const w2 = m2 >>> 0;
     const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
     const sl = 16 + bswap32(ah) + bl + ((l00 ^ w2) >>> 0);
@@ -275,7 +313,11 @@ function chainRun(local: Uint32Array, res: Uint32Array, from: number, to: number
     const hi = (bswap32(al) + bh + ((w1 ^ w3) >>> 0) + (sl - lo) * TWO_NEG32) >>> 0;
     lo = (lo ^ (hi >>> 5)) >>> 0;
     const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-    const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+    const nh =
+      ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+        Math.imul(lo, 0x16566791) +
+        Math.imul(hi, 0x9e3779f9)) >>>
+      0;
     pl = (nl ^ nh) >>> 0;
     ph = nh;
     res[i] = pl;
@@ -292,9 +334,15 @@ function chainRun(local: Uint32Array, res: Uint32Array, from: number, to: number
 const P64_1_LO = 0x85ebca87;
 const P64_1_HI = 0x9e3779b1;
 const LEN64_LO = Math.imul(64, P64_1_LO) >>> 0;
-const LEN64_HI = (((((64 * P64_1_LO - LEN64_LO) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(64, P64_1_HI)) >>> 0);
+const LEN64_HI = ((((64 * P64_1_LO - LEN64_LO) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(64, P64_1_HI)) >>> 0;
 
-function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Array, local: Uint32Array): void {
+function hash64Blocks(
+  toks: Uint32Array,
+  n: number,
+  stride: number,
+  C: Uint32Array,
+  local: Uint32Array,
+): void {
   // Secret words of the four folds: fold f reads block words FOLD_WORD[f].. against K[FOLD_SECRET[f]]..
   const K0 = C[C_SEC + 0];
   const K4 = C[C_SEC + 4];
@@ -327,7 +375,8 @@ function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Arr
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -342,7 +391,8 @@ function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Arr
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -357,7 +407,8 @@ function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Arr
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -372,7 +423,8 @@ function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Arr
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -382,13 +434,24 @@ function hash64Blocks(toks: Uint32Array, n: number, stride: number, C: Uint32Arr
     const hi = (ach + (acl - lo) * TWO_NEG32) >>> 0;
     lo = (lo ^ (hi >>> 5)) >>> 0;
     const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-    const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+    const nh =
+      ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+        Math.imul(lo, 0x16566791) +
+        Math.imul(hi, 0x9e3779f9)) >>>
+      0;
     local[2 * i] = (nl ^ nh) >>> 0;
     local[2 * i + 1] = nh;
   }
 }
 
-function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Uint32Array, local: Uint32Array, seq: Uint32Array): void {
+function hash64BlocksChained(
+  toks: Uint32Array,
+  n: number,
+  stride: number,
+  C: Uint32Array,
+  local: Uint32Array,
+  seq: Uint32Array,
+): void {
   let pl = 0;
   let ph = 0;
   // Secret words of the four folds: fold f reads block words FOLD_WORD[f].. against K[FOLD_SECRET[f]]..
@@ -423,7 +486,8 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -438,7 +502,8 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -453,7 +518,8 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -468,7 +534,8 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const l10 = Math.imul(ah, bl) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
       const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-      const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+      const m2 =
+        (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
       const w3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
       acl += (l00 ^ (m2 >>> 0)) >>> 0;
       ach += ((m1 >>> 0) ^ w3) >>> 0;
@@ -478,7 +545,11 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
     const hi = (ach + (acl - lo) * TWO_NEG32) >>> 0;
     lo = (lo ^ (hi >>> 5)) >>> 0;
     const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-    const nh = ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, 0x16566791) + Math.imul(hi, 0x9e3779f9)) >>> 0;
+    const nh =
+      ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
+        Math.imul(lo, 0x16566791) +
+        Math.imul(hi, 0x9e3779f9)) >>>
+      0;
     const xl = (nl ^ nh) >>> 0;
     local[2 * i] = xl;
     local[2 * i + 1] = nh;
@@ -498,7 +569,12 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const c11 = Math.imul(cah, cbh) >>> 0;
       const cm1 = (cal * cbl - c00) * TWO_NEG32 + 0.5 + c01 + c10;
       const cw1 = cm1 >>> 0;
-      const cm2 = (cal * cbh - c01) * TWO_NEG32 + (cah * cbl - c10) * TWO_NEG32 + c11 + Math.floor(cm1 * TWO_NEG32) + 0.5;
+      const cm2 =
+        (cal * cbh - c01) * TWO_NEG32 +
+        (cah * cbl - c10) * TWO_NEG32 +
+        c11 +
+        Math.floor(cm1 * TWO_NEG32) +
+        0.5;
       const cw2 = cm2 >>> 0;
       const cw3 = ((cah * cbh - c11) * TWO_NEG32 + 0.5 + Math.floor(cm2 * TWO_NEG32)) >>> 0;
       const sl = 16 + bswap32(cah) + cbl + ((c00 ^ cw2) >>> 0);
@@ -506,7 +582,11 @@ function hash64BlocksChained(toks: Uint32Array, n: number, stride: number, C: Ui
       const chi = (bswap32(cal) + cbh + ((cw1 ^ cw3) >>> 0) + (sl - clo) * TWO_NEG32) >>> 0;
       clo = (clo ^ (chi >>> 5)) >>> 0;
       const cnl = Math.imul(clo, 0x9e3779f9) >>> 0;
-      const cnh = ((((clo * 0x9e3779f9 - cnl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(clo, 0x16566791) + Math.imul(chi, 0x9e3779f9)) >>> 0;
+      const cnh =
+        ((((clo * 0x9e3779f9 - cnl) * TWO_NEG32 + 0.5) >>> 0) +
+          Math.imul(clo, 0x16566791) +
+          Math.imul(chi, 0x9e3779f9)) >>>
+        0;
       pl = (cnl ^ cnh) >>> 0;
       ph = cnh;
     }
@@ -535,11 +615,14 @@ export function computeBlockAndSequenceHashes(
   }
   const len = tokens instanceof Uint32Array || Array.isArray(tokens) ? tokens.length : 0;
   const n = blockCount(len, blockSize, opts?.isEagle === true);
-  if (!(local instanceof Uint32Array) || local.length < 2 * n) throw invalid('local', `must be a Uint32Array of at least ${2 * n} entries`);
-  if (!(seq instanceof Uint32Array) || seq.length < 2 * n) throw invalid('seq', `must be a Uint32Array of at least ${2 * n} entries`);
+  if (!(local instanceof Uint32Array) || local.length < 2 * n)
+    throw invalid('local', `must be a Uint32Array of at least ${2 * n} entries`);
+  if (!(seq instanceof Uint32Array) || seq.length < 2 * n)
+    throw invalid('seq', `must be a Uint32Array of at least ${2 * n} entries`);
   if (tokens instanceof Uint32Array && opts?.mmHashes === undefined && (blockSize === 16 || useWasm(n))) {
     const lora = opts?.loraName;
-    if (lora !== undefined && typeof lora !== 'string') throw invalid('loraName', `must be a string, got ${typeof lora}`);
+    if (lora !== undefined && typeof lora !== 'string')
+      throw invalid('loraName', `must be a string, got ${typeof lora}`);
     let seedLo = 1337;
     let seedHi = 0;
     if (lora !== undefined && lora !== '') {
@@ -548,9 +631,20 @@ export function computeBlockAndSequenceHashes(
       seedHi = p[1];
     }
     const eagle = opts?.isEagle === true;
-    if (useWasm(n) && wasmBlockHashes(tokens, n, blockSize, eagle ? blockSize + 1 : blockSize, seedLo, seedHi, local, seq)) return n;
+    if (
+      useWasm(n) &&
+      wasmBlockHashes(tokens, n, blockSize, eagle ? blockSize + 1 : blockSize, seedLo, seedHi, local, seq)
+    )
+      return n;
     if (blockSize === 16 && !eagle) {
-      hash64BlocksChained(tokens, n, 16, seedLo === 1337 && seedHi === 0 ? BASE_CONTEXT : seedContext(seedLo, seedHi), local, seq);
+      hash64BlocksChained(
+        tokens,
+        n,
+        16,
+        seedLo === 1337 && seedHi === 0 ? BASE_CONTEXT : seedContext(seedLo, seedHi),
+        local,
+        seq,
+      );
       return n;
     }
   }
@@ -579,7 +673,11 @@ export function u64sToPairs(v: readonly bigint[]): Uint32Array {
 }
 
 /** Local block hashes as bigints (convenience form of `computeLocalBlockHashes`). */
-export function localBlockHashes(tokens: Uint32Array | readonly number[], blockSize: number, opts?: BlockHashOptions): LocalBlockHash[] {
+export function localBlockHashes(
+  tokens: Uint32Array | readonly number[],
+  blockSize: number,
+  opts?: BlockHashOptions,
+): LocalBlockHash[] {
   return pairsToU64s(computeLocalBlockHashes(tokens, blockSize, opts)) as LocalBlockHash[];
 }
 

@@ -26,7 +26,18 @@ afterEach(() => {
 function wasmOne(words: Uint32Array, seed: bigint): bigint {
   const out = new Uint32Array(2);
   expect(useWasm(1) || wasmHashingAvailable()).toBe(true);
-  expect(wasmBlockHashes(words, 1, words.length, words.length, Number(seed & 0xffffffffn), Number(seed >> 32n), out, null)).toBe(true);
+  expect(
+    wasmBlockHashes(
+      words,
+      1,
+      words.length,
+      words.length,
+      Number(seed & 0xffffffffn),
+      Number(seed >> 32n),
+      out,
+      null,
+    ),
+  ).toBe(true);
   return (BigInt(out[1]) << 32n) | BigInt(out[0]);
 }
 
@@ -37,7 +48,11 @@ const asWords = (b: Uint8Array): Uint32Array => {
 };
 
 /** JS-path results (wasm off) of the same call, as the oracle of the wasm path. */
-function jsLocal(t: Uint32Array, bs: number, opts?: Parameters<typeof computeLocalBlockHashes>[2]): Uint32Array {
+function jsLocal(
+  t: Uint32Array,
+  bs: number,
+  opts?: Parameters<typeof computeLocalBlockHashes>[2],
+): Uint32Array {
   const prev = configureWasmHashing({ enabled: false });
   try {
     return computeLocalBlockHashes(t, bs, opts);
@@ -84,7 +99,8 @@ describe('wasm XXH3 core with explicit seeds', () => {
       [2240, 0n, 0x6e73a90539cf2948n],
       [2240, PRIME64, 0x757ba8487d1b5247n],
     ];
-    for (const [len, seed, want] of table) expect(wasmOne(asWords(b.subarray(0, len)), seed), `len ${len} seed ${seed}`).toBe(want);
+    for (const [len, seed, want] of table)
+      expect(wasmOne(asWords(b.subarray(0, len)), seed), `len ${len} seed ${seed}`).toBe(want);
   });
 
   it('LLVM xxh3 vectors with length a multiple of 4 (xorshift buffer, seed 0): every length class', () => {
@@ -97,9 +113,16 @@ describe('wasm XXH3 core with explicit seeds', () => {
       a[i] = Number(x & 0xffn);
     }
     const want: [number, bigint][] = [
-      [4, 0xbf65290914e80242n], [8, 0xabc1413da6cd0209n], [16, 0x7e46916754d7c9b8n], [32, 0xf59b59b58c304fd1n],
-      [64, 0xfa5271fcce0db1c3n], [96, 0x591ee0ddf9c9ccd1n], [128, 0x06a146ee9a2da378n], [512, 0xcdfa6b6268e3650fn],
-      [2048, 0x330ce110cbb79eaen], [2240, 0xd61d4d2a94e926a8n],
+      [4, 0xbf65290914e80242n],
+      [8, 0xabc1413da6cd0209n],
+      [16, 0x7e46916754d7c9b8n],
+      [32, 0xf59b59b58c304fd1n],
+      [64, 0xfa5271fcce0db1c3n],
+      [96, 0x591ee0ddf9c9ccd1n],
+      [128, 0x06a146ee9a2da378n],
+      [512, 0xcdfa6b6268e3650fn],
+      [2048, 0x330ce110cbb79eaen],
+      [2240, 0xd61d4d2a94e926a8n],
     ];
     for (const [len, h] of want) expect(wasmOne(asWords(a.subarray(0, len)), 0n), `len ${len}`).toBe(h);
   });
@@ -108,7 +131,20 @@ describe('wasm XXH3 core with explicit seeds', () => {
     const rng = new Rng(61);
     const big = rng.bytes(4 * 1600);
     // 60/61 words = 240/244 bytes (129..240 vs long), 256/257 = 1024/1028 bytes (a full 1024-byte block).
-    const counts = [...Array.from({ length: 80 }, (_, i) => i + 1), 59, 60, 61, 62, 255, 256, 257, 272, 512, 513, 1600];
+    const counts = [
+      ...Array.from({ length: 80 }, (_, i) => i + 1),
+      59,
+      60,
+      61,
+      62,
+      255,
+      256,
+      257,
+      272,
+      512,
+      513,
+      1600,
+    ];
     for (const count of counts) {
       for (const seed of [0n, 1337n, M64, rng.u64()]) {
         const bytes = big.subarray(0, 4 * count);
@@ -183,7 +219,9 @@ describe('wasm path vs JS path (property test)', () => {
       const n = rng.int(1, 40);
       const t = new Uint32Array(n * bs + rng.int(0, bs - 1));
       for (let i = 0; i < t.length; i++) t[i] = rng.u32();
-      const mm = Array.from({ length: n }, () => (rng.bool(0.3) ? [rng.u64(), rng.u64()] : rng.bool(0.5) ? [] : undefined));
+      const mm = Array.from({ length: n }, () =>
+        rng.bool(0.3) ? [rng.u64(), rng.u64()] : rng.bool(0.5) ? [] : undefined,
+      );
       const opts = { mmHashes: mm, loraName: rng.bool(0.5) ? randomName(rng) : undefined };
       const want = jsLocal(t, bs, opts);
       expect([...computeLocalBlockHashes(t, bs, opts)], `bs ${bs} n ${n}`).toEqual([...want]);

@@ -23,7 +23,16 @@ interface WasmApi {
 }
 interface Xxh3Exports {
   memory: WasmMemory;
-  blocks(tok: number, n: number, stride: number, len: number, seedLo: number, seedHi: number, local: number, seq: number): void;
+  blocks(
+    tok: number,
+    n: number,
+    stride: number,
+    len: number,
+    seedLo: number,
+    seedHi: number,
+    local: number,
+    seq: number,
+  ): void;
   chain(local: number, n: number, seq: number): void;
 }
 
@@ -50,7 +59,8 @@ export function configureWasmHashing(c: Partial<WasmHashingConfig>): WasmHashing
   const prev = { ...config };
   if (c.enabled !== undefined) config.enabled = c.enabled === true;
   if (c.minBlocks !== undefined) {
-    if (!Number.isInteger(c.minBlocks) || c.minBlocks < 0) throw new RangeError(`minBlocks must be a non-negative integer, got ${c.minBlocks}`);
+    if (!Number.isInteger(c.minBlocks) || c.minBlocks < 0)
+      throw new RangeError(`minBlocks must be a non-negative integer, got ${c.minBlocks}`);
     config.minBlocks = c.minBlocks;
   }
   return prev;

@@ -67,13 +67,33 @@ describe('xxh3_64: published vectors', () => {
       a[i] = Number(x & 0xffn);
     }
     const want: [number, bigint][] = [
-      [0, 0x2d06800538d394c2n], [1, 0xd0d496e05c553485n], [2, 0x84d625edb7055eacn], [3, 0x6ea2d59aca5c3778n],
-      [4, 0xbf65290914e80242n], [5, 0xc01fd099ad4fc8e4n], [6, 0x9e3ea8187399caa5n], [7, 0x9da8b60540644f5an],
-      [8, 0xabc1413da6cd0209n], [9, 0x8bc89400bfed51f6n], [16, 0x7e46916754d7c9b8n], [17, 0xed4be912ba5f836dn],
-      [32, 0xf59b59b58c304fd1n], [33, 0x9013fb74ca603e0cn], [64, 0xfa5271fcce0db1c3n], [65, 0x79c42431727f1012n],
-      [96, 0x591ee0ddf9c9ccd1n], [97, 0x8ffc6a3111fe19dan], [128, 0x06a146ee9a2da378n], [129, 0xbc7138129bf065dan],
-      [403, 0xcefeb3ffa532ad8cn], [512, 0xcdfa6b6268e3650fn], [513, 0x4bb5d42742f9765fn], [2048, 0x330ce110cbb79eaen],
-      [2049, 0x3ba6afa0249fef9an], [2240, 0xd61d4d2a94e926a8n], [2243, 0x0979f786a24edde7n],
+      [0, 0x2d06800538d394c2n],
+      [1, 0xd0d496e05c553485n],
+      [2, 0x84d625edb7055eacn],
+      [3, 0x6ea2d59aca5c3778n],
+      [4, 0xbf65290914e80242n],
+      [5, 0xc01fd099ad4fc8e4n],
+      [6, 0x9e3ea8187399caa5n],
+      [7, 0x9da8b60540644f5an],
+      [8, 0xabc1413da6cd0209n],
+      [9, 0x8bc89400bfed51f6n],
+      [16, 0x7e46916754d7c9b8n],
+      [17, 0xed4be912ba5f836dn],
+      [32, 0xf59b59b58c304fd1n],
+      [33, 0x9013fb74ca603e0cn],
+      [64, 0xfa5271fcce0db1c3n],
+      [65, 0x79c42431727f1012n],
+      [96, 0x591ee0ddf9c9ccd1n],
+      [97, 0x8ffc6a3111fe19dan],
+      [128, 0x06a146ee9a2da378n],
+      [129, 0xbc7138129bf065dan],
+      [403, 0xcefeb3ffa532ad8cn],
+      [512, 0xcdfa6b6268e3650fn],
+      [513, 0x4bb5d42742f9765fn],
+      [2048, 0x330ce110cbb79eaen],
+      [2049, 0x3ba6afa0249fef9an],
+      [2240, 0xd61d4d2a94e926a8n],
+      [2243, 0x0979f786a24edde7n],
     ];
     for (const [len, h] of want) expect(xxh3_64(a.subarray(0, len)), `len ${len}`).toBe(h);
   });
@@ -110,7 +130,10 @@ describe('xxh3_64 vs @node-rs/xxhash', () => {
   it('block boundaries of the long path (1024-byte blocks, 64-byte stripes)', () => {
     const rng = new Rng(13);
     const big = rng.bytes(6200);
-    const lens = [241, 255, 256, 257, 319, 320, 321, 1023, 1024, 1025, 1087, 1088, 1089, 2047, 2048, 2049, 3072, 3073, 6144, 6200];
+    const lens = [
+      241, 255, 256, 257, 319, 320, 321, 1023, 1024, 1025, 1087, 1088, 1089, 2047, 2048, 2049, 3072, 3073,
+      6144, 6200,
+    ];
     for (const len of lens) {
       for (const seed of [0n, 1337n, rng.u64()]) {
         const b = big.subarray(0, len);

@@ -21,18 +21,17 @@ import { KvrError } from '../errors.js';
 
 /** The 192-byte default secret (XXH3_kSecret). */
 const K_SECRET = Uint8Array.from([
-  0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
-  0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f,
-  0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21,
-  0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c,
-  0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3,
-  0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8,
-  0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d,
-  0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64,
-  0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
-  0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e,
-  0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce,
-  0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
+  0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c, 0xde, 0xd4,
+  0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e,
+  0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43,
+  0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c, 0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb,
+  0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3, 0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19,
+  0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8, 0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7,
+  0xc7, 0x0b, 0x4f, 0x1d, 0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78,
+  0x73, 0x64, 0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
+  0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e, 0x2b, 0x16,
+  0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f,
+  0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
 ]);
 
 const TWO_NEG32 = 2.3283064365386963e-10; // 2^-32, exact
@@ -106,7 +105,8 @@ function fillContext(C: Uint32Array, seedLo: number, seedHi: number): void {
     }
   }
   for (let o = 0; o < 192; o++) {
-    C[C_SEC + o] = (derived[o] | (derived[o + 1] << 8) | (derived[o + 2] << 16) | (derived[o + 3] << 24)) >>> 0;
+    C[C_SEC + o] =
+      (derived[o] | (derived[o + 1] << 8) | (derived[o + 2] << 16) | (derived[o + 3] << 24)) >>> 0;
   }
   for (let j = 0; j < 8; j++) {
     const lo = j < 7 ? 3 + 16 * j : 119;
@@ -182,7 +182,8 @@ function fold(al: number, ah: number, bl: number, bh: number): void {
   const l11 = Math.imul(ah, bh) >>> 0;
   const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
   const w1 = m1 >>> 0;
-  const m2 = (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
+  const m2 =
+    (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
   const w2 = m2 >>> 0;
   const w3 = (ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32);
   F[0] = l00 ^ w2;
@@ -195,7 +196,8 @@ function avalanche(lo: number, hi: number, out: Uint32Array, oi: number): void {
   hi = (hi + (lo - l) * TWO_NEG32) >>> 0;
   lo = (l ^ (hi >>> 5)) >>> 0;
   const nl = Math.imul(lo, MX1_LO) >>> 0;
-  const nh = ((((lo * MX1_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, MX1_HI) + Math.imul(hi, MX1_LO)) >>> 0;
+  const nh =
+    ((((lo * MX1_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, MX1_HI) + Math.imul(hi, MX1_LO)) >>> 0;
   out[oi] = nl ^ nh;
   out[oi + 1] = nh;
 }
@@ -204,11 +206,15 @@ function avalanche(lo: number, hi: number, out: Uint32Array, oi: number): void {
 function xxh64Avalanche(lo: number, hi: number, out: Uint32Array, oi: number): void {
   lo = (lo ^ (hi >>> 1)) >>> 0;
   let nl = Math.imul(lo, P64_2_LO) >>> 0;
-  let nh = ((((lo * P64_2_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, P64_2_HI) + Math.imul(hi, P64_2_LO)) >>> 0;
+  let nh =
+    ((((lo * P64_2_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, P64_2_HI) + Math.imul(hi, P64_2_LO)) >>>
+    0;
   lo = (nl ^ ((nl >>> 29) | (nh << 3))) >>> 0;
   hi = (nh ^ (nh >>> 29)) >>> 0;
   nl = Math.imul(lo, P64_3_LO) >>> 0;
-  nh = ((((lo * P64_3_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, P64_3_HI) + Math.imul(hi, P64_3_LO)) >>> 0;
+  nh =
+    ((((lo * P64_3_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, P64_3_HI) + Math.imul(hi, P64_3_LO)) >>>
+    0;
   out[oi] = nl ^ nh;
   out[oi + 1] = nh;
 }
@@ -222,7 +228,8 @@ function rrmxmx(lo: number, hi: number, len: number, out: Uint32Array, oi: numbe
   lo = (lo ^ r49lo ^ r24lo) >>> 0;
   hi = (hi ^ r49hi ^ r24hi) >>> 0;
   let nl = Math.imul(lo, MX2_LO) >>> 0;
-  let nh = ((((lo * MX2_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, MX2_HI) + Math.imul(hi, MX2_LO)) >>> 0;
+  let nh =
+    ((((lo * MX2_LO - nl) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(lo, MX2_HI) + Math.imul(hi, MX2_LO)) >>> 0;
   lo = (nl ^ ((nh >>> 3) + len)) >>> 0;
   hi = nh;
   nl = Math.imul(lo, MX2_LO) >>> 0;
@@ -231,12 +238,30 @@ function rrmxmx(lo: number, hi: number, len: number, out: Uint32Array, oi: numbe
   out[oi + 1] = nh ^ (nh >>> 28);
 }
 
-function len4to8(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
+function len4to8(
+  H: Uint32Array,
+  h: number,
+  T: Uint32Array,
+  t: number,
+  len: number,
+  C: Uint32Array,
+  out: Uint32Array,
+  oi: number,
+): void {
   // input64 = LE32(input + len - 4) + (LE32(input) << 32)
   rrmxmx((T[t - 1] ^ C[C_BF8]) >>> 0, (H[h] ^ C[C_BF8 + 1]) >>> 0, len, out, oi);
 }
 
-function len9to16(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
+function len9to16(
+  H: Uint32Array,
+  h: number,
+  T: Uint32Array,
+  t: number,
+  len: number,
+  C: Uint32Array,
+  out: Uint32Array,
+  oi: number,
+): void {
   const il = (H[h] ^ C[C_BF16]) >>> 0;
   const ih = (H[h + 1] ^ C[C_BF16 + 1]) >>> 0;
   const jl = (T[t - 2] ^ C[C_BF16 + 2]) >>> 0;
@@ -246,7 +271,16 @@ function len9to16(H: Uint32Array, h: number, T: Uint32Array, t: number, len: num
   avalanche(len + bswap32(ih) + jl + F[0], bswap32(il) + jh + F[1], out, oi);
 }
 
-function len17to128(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
+function len17to128(
+  H: Uint32Array,
+  h: number,
+  T: Uint32Array,
+  t: number,
+  len: number,
+  C: Uint32Array,
+  out: Uint32Array,
+  oi: number,
+): void {
   let lo = Math.imul(len, P64_1_LO) >>> 0;
   let hi = ((((len * P64_1_LO - lo) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(len, P64_1_HI)) >>> 0;
   // Pairs of 16-byte lanes: input 16k with secret 32k, input len-16-16k with secret 32k+16.
@@ -265,7 +299,16 @@ function len17to128(H: Uint32Array, h: number, T: Uint32Array, t: number, len: n
   avalanche(lo, hi, out, oi);
 }
 
-function len129to240(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
+function len129to240(
+  H: Uint32Array,
+  h: number,
+  T: Uint32Array,
+  t: number,
+  len: number,
+  C: Uint32Array,
+  out: Uint32Array,
+  oi: number,
+): void {
   let lo = Math.imul(len, P64_1_LO) >>> 0;
   let hi = ((((len * P64_1_LO - lo) * TWO_NEG32 + 0.5) >>> 0) + Math.imul(len, P64_1_HI)) >>> 0;
   for (let i = 0; i < 8; i++) {
@@ -286,7 +329,12 @@ function len129to240(H: Uint32Array, h: number, T: Uint32Array, t: number, len: 
     lo += F[0];
     hi += F[1];
   }
-  fold(T[t - 4] ^ C[C_MID + 28], T[t - 3] ^ C[C_MID + 29], T[t - 2] ^ C[C_MID + 30], T[t - 1] ^ C[C_MID + 31]);
+  fold(
+    T[t - 4] ^ C[C_MID + 28],
+    T[t - 3] ^ C[C_MID + 29],
+    T[t - 2] ^ C[C_MID + 30],
+    T[t - 1] ^ C[C_MID + 31],
+  );
   avalanche(lo + F[0], hi + F[1], out, oi);
 }
 
@@ -304,15 +352,32 @@ function len129to240(H: Uint32Array, h: number, T: Uint32Array, t: number, len: 
  * branches: a carry test per add (x < y ? 1 : 0) compiles to a branch that mispredicts on
  * random data and made a cold 32k-token prompt ~2.5x slower than a repeated one.
  */
-function hashLong(H: Uint32Array, h: number, T: Uint32Array, t: number, len: number, C: Uint32Array, out: Uint32Array, oi: number): void {
-  let a0l = 0xc2b2ae3d, a0h = 0; // PRIME32_3
-  let a1l = P64_1_LO, a1h = P64_1_HI; // PRIME64_1
-  let a2l = P64_2_LO, a2h = P64_2_HI; // PRIME64_2
-  let a3l = P64_3_LO, a3h = P64_3_HI; // PRIME64_3
-  let a4l = 0xc2b2ae63, a4h = 0x85ebca77; // PRIME64_4
-  let a5l = 0x85ebca77, a5h = 0; // PRIME32_2
-  let a6l = 0x165667c5, a6h = 0x27d4eb2f; // PRIME64_5
-  let a7l = P32_1, a7h = 0; // PRIME32_1
+function hashLong(
+  H: Uint32Array,
+  h: number,
+  T: Uint32Array,
+  t: number,
+  len: number,
+  C: Uint32Array,
+  out: Uint32Array,
+  oi: number,
+): void {
+  let a0l = 0xc2b2ae3d,
+    a0h = 0; // PRIME32_3
+  let a1l = P64_1_LO,
+    a1h = P64_1_HI; // PRIME64_1
+  let a2l = P64_2_LO,
+    a2h = P64_2_HI; // PRIME64_2
+  let a3l = P64_3_LO,
+    a3h = P64_3_HI; // PRIME64_3
+  let a4l = 0xc2b2ae63,
+    a4h = 0x85ebca77; // PRIME64_4
+  let a5l = 0x85ebca77,
+    a5h = 0; // PRIME32_2
+  let a6l = 0x165667c5,
+    a6h = 0x27d4eb2f; // PRIME64_5
+  let a7l = P32_1,
+    a7h = 0; // PRIME32_1
   const blocks = Math.floor((len - 1) / 1024);
   const tailStripes = (len - 1 - 1024 * blocks) >>> 6;
   let dl: number, dh: number, kl: number, kh: number, pl: number, x: number;
@@ -507,7 +572,13 @@ let headWords = new Uint32Array(256);
 const tailWords = new Uint32Array(16);
 
 /** Allocation-free XXH3-64 of bytes with a seed given as (lo, hi) u32 words. */
-export function xxh3_64Into(input: Uint8Array, seedLo: number, seedHi: number, out: Uint32Array, outIdx: number): void {
+export function xxh3_64Into(
+  input: Uint8Array,
+  seedLo: number,
+  seedHi: number,
+  out: Uint32Array,
+  outIdx: number,
+): void {
   const len = input.length;
   if (len > 0xffffffff) {
     throw new KvrError('invalid_argument', `input of ${len} bytes exceeds 4 GiB`, 400, { field: 'input' });
@@ -538,7 +609,9 @@ const OUT = new Uint32Array(2);
 /** XXH3-64 of `input` with a u64 seed (default 0). Convenience form; the hot paths use pairs. */
 export function xxh3_64(input: Uint8Array, seed: bigint = 0n): bigint {
   if (typeof seed !== 'bigint' || seed < 0n || seed > M64) {
-    throw new KvrError('invalid_argument', `seed must be a u64 bigint, got ${String(seed)}`, 400, { field: 'seed' });
+    throw new KvrError('invalid_argument', `seed must be a u64 bigint, got ${String(seed)}`, 400, {
+      field: 'seed',
+    });
   }
   xxh3_64Into(input, Number(seed & 0xffffffffn), Number(seed >> 32n), OUT, 0);
   return (BigInt(OUT[1]) << 32n) | BigInt(OUT[0]);

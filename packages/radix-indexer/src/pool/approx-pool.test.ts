@@ -45,7 +45,12 @@ describe('approximate mode and the side index with writer threads', () => {
     const ix = new SideIndexer(pool, { ttlSecs: 5, now: clock.now });
     try {
       const p = prompt(300n, 4);
-      ix.applyEvent(stored(W1.worker_id, [{ ext: 9001n, local: p[0]! }, { ext: 9002n, local: p[1]! }]));
+      ix.applyEvent(
+        stored(W1.worker_id, [
+          { ext: 9001n, local: p[0]! },
+          { ext: 9002n, local: p[1]! },
+        ]),
+      );
       await ix.flush();
       ix.recordRouting(W2, u64sToPairs(p.slice(0, 3)), u64sToPairs(refSequence(p.slice(0, 3))));
       const s = ix.findMatches(p).scores;

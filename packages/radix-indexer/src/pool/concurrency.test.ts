@@ -33,7 +33,8 @@ describe('PoolIndexer under concurrent writes', () => {
           const seq = refSequence(q);
           for (const [k, depth] of pool.findMatches(q).scores) {
             for (let d = 0; d < depth; d++) {
-              if (!everStored.has(`${k}/${seq[d]}`)) throw new Error(`reported ${k} for never-stored block at depth ${d}`);
+              if (!everStored.has(`${k}/${seq[d]}`))
+                throw new Error(`reported ${k} for never-stored block at depth ${d}`);
             }
             reported++;
           }
@@ -58,7 +59,13 @@ describe('PoolIndexer under concurrent writes', () => {
   it('grows its worker slots past the initial width', async () => {
     const pool = PoolIndexer.create({ threads: 2, initialCapacity: 64, maxSlots: 32 });
     try {
-      for (let w = 0; w < 100; w++) pool.applyEvent(stored(BigInt(w), [{ ext: 1n, local: 1n }, { ext: 2n, local: BigInt(w % 3) + 10n }]));
+      for (let w = 0; w < 100; w++)
+        pool.applyEvent(
+          stored(BigInt(w), [
+            { ext: 1n, local: 1n },
+            { ext: 2n, local: BigInt(w % 3) + 10n },
+          ]),
+        );
       await pool.flush();
       const s = pool.findMatches([1n, 10n]).scores;
       expect(s.size).toBe(100);
@@ -80,10 +87,20 @@ describe('PoolIndexer under concurrent writes', () => {
     });
     try {
       // Workers 1 and 2 land on lanes 0 and 1 (round-robin on first sight).
-      pool.applyEvent(stored(1n, [{ ext: 10n, local: 5n }, { ext: 11n, local: 6n }]));
+      pool.applyEvent(
+        stored(1n, [
+          { ext: 10n, local: 5n },
+          { ext: 11n, local: 6n },
+        ]),
+      );
       pool.applyEvent(stored(2n, [{ ext: 20n, local: 5n }]));
       await pool.flush();
-      expect(pool.findMatches([5n, 6n]).scores).toEqual(new Map([['1:0', 2], ['2:0', 1]]));
+      expect(pool.findMatches([5n, 6n]).scores).toEqual(
+        new Map([
+          ['1:0', 2],
+          ['2:0', 1],
+        ]),
+      );
       await pool.crashWriter(0);
       await pool.flush();
       expect(resynced).toEqual([[1n]]);
@@ -95,7 +112,12 @@ describe('PoolIndexer under concurrent writes', () => {
       pool.applyEvent(stored(1n, [{ ext: 10n, local: 5n }]));
       pool.applyEvent(stored(1n, [{ ext: 11n, local: 6n }], 10n));
       await pool.flush();
-      expect(pool.findMatches([5n, 6n]).scores).toEqual(new Map([['1:0', 2], ['2:0', 1]]));
+      expect(pool.findMatches([5n, 6n]).scores).toEqual(
+        new Map([
+          ['1:0', 2],
+          ['2:0', 1],
+        ]),
+      );
     } finally {
       await pool.close();
     }
@@ -134,7 +156,9 @@ describe('PoolIndexer ordering', () => {
         }
       }
       await pool.flush();
-      expect(pool.appliedCounts(), 'every event applied by the time flush resolves').toEqual(single.appliedCounts());
+      expect(pool.appliedCounts(), 'every event applied by the time flush resolves').toEqual(
+        single.appliedCounts(),
+      );
       expect(pool.appliedCounts().get('ok/stored')).toBe(60 * 4 * 16);
       expect(pool.treeSizes()).toEqual(single.treeSizes());
     } finally {

@@ -146,7 +146,12 @@ export class PoolIndexer implements KvIndexer {
     const treeSize = new SharedArrayBuffer(maxSlots * TREE_SIZE_STRIDE * 4);
     this.tableRef = { gen: 0, parts: table.parts(), treeSize };
     this.slots = new SlotRegistry(holderWords(maxSlots));
-    this.reader = new RadixIndexer({ table, slots: this.slots, treeSize: new Int32Array(treeSize), onApplied: opts.onApplied });
+    this.reader = new RadixIndexer({
+      table,
+      slots: this.slots,
+      treeSize: new Int32Array(treeSize),
+      onApplied: opts.onApplied,
+    });
     this.maxBlocks = opts.maxBlocksPerEvent ?? 65_536;
     this.tier = opts.tier ?? 'device';
     this.approx = opts.approximate;
@@ -271,7 +276,8 @@ export class PoolIndexer implements KvIndexer {
 
   /** Approximate mode: records a routing decision in the owner thread of the worker. */
   recordRouting(worker: WorkerWithDpRank, local: Uint32Array, seq: Uint32Array, n = local.length >> 1): void {
-    if (!this.approx) throw new KvrError('not_approximate', 'recordRouting needs a pool created with `approximate`');
+    if (!this.approx)
+      throw new KvrError('not_approximate', 'recordRouting needs a pool created with `approximate`');
     const lane = this.laneOf(worker.worker_id);
     const slot = this.acquire(lane, worker.worker_id, worker.dp_rank);
     const b = lane.builder;
@@ -331,7 +337,12 @@ export class PoolIndexer implements KvIndexer {
     const b = lane.builder;
     if (b.empty && b.release.length === 0) return;
     // Hand the builder's own buffer over (no copy); the next builder takes a spare one.
-    lane.sealed.push({ ops: [b.buf.subarray(0, b.len)], blocks: b.blocks, register: b.register, release: b.release });
+    lane.sealed.push({
+      ops: [b.buf.subarray(0, b.len)],
+      blocks: b.blocks,
+      register: b.register,
+      release: b.release,
+    });
     lane.builder = new OpsBuilder(lane.spare.pop() ?? sharedWords(BUILDER_WORDS));
   }
 
@@ -344,7 +355,10 @@ export class PoolIndexer implements KvIndexer {
     }
     if (pending === 0 && this.lanes.every((l) => l.sealed.length === 0)) return;
     const t = this.reader.table;
-    if (this.maxSlotNeeded > t.maxSlots || t.occupied + this.inflightBlocks + pending > t.capacity * MAX_LOAD) {
+    if (
+      this.maxSlotNeeded > t.maxSlots ||
+      t.occupied + this.inflightBlocks + pending > t.capacity * MAX_LOAD
+    ) {
       this.grow(pending);
       return;
     }
@@ -376,7 +390,8 @@ export class PoolIndexer implements KvIndexer {
       .finally(() => {
         this.inflightBlocks -= batch.blocks;
         // The writer is done reading these (or died): reuse them.
-        for (const o of batch.ops) if (lane.spare.length < SPARE_BUFFERS) lane.spare.push(new Int32Array(o.buffer));
+        for (const o of batch.ops)
+          if (lane.spare.length < SPARE_BUFFERS) lane.spare.push(new Int32Array(o.buffer));
         for (const s of batch.release) {
           this.slots.recycle(s);
           lane.slots.delete(s);
@@ -402,10 +417,19 @@ export class PoolIndexer implements KvIndexer {
       // under MAX_LOAD. Queued blocks are an upper bound on inserts (blocks already in the table
       // insert nothing), so sizing them at GROW_LOAD would leave a large backlog's table far
       // emptier than GROW_LOAD once applied.
-      const capacity = Math.max(t.capacity, capacityFor(t.occupied + 1, GROW_LOAD), capacityFor(needed + 1, MAX_LOAD - 0.05));
+      const capacity = Math.max(
+        t.capacity,
+        capacityFor(t.occupied + 1, GROW_LOAD),
+        capacityFor(needed + 1, MAX_LOAD - 0.05),
+      );
       let maxSlots = t.maxSlots;
       while (maxSlots < this.maxSlotNeeded) maxSlots *= 2;
-      const res = (await this.lanes[0]!.pool.run({ kind: 'grow', table: this.tableRef, capacity, maxSlots } satisfies Task)) as GrowResult;
+      const res = (await this.lanes[0]!.pool.run({
+        kind: 'grow',
+        table: this.tableRef,
+        capacity,
+        maxSlots,
+      } satisfies Task)) as GrowResult;
       this.tableRef = { gen: this.tableRef.gen + 1, parts: res.parts, treeSize: res.treeSize };
       this.reader.adoptTable(BlockTable.fromParts(res.parts), new Int32Array(res.treeSize));
       this.growths++;
@@ -422,11 +446,24 @@ export class PoolIndexer implements KvIndexer {
     // The replacement thread knows none of this lane's external hashes: drop the lane's blocks
     // from the shared table and have the event layer resync its workers.
     const slots = [...lane.slots].filter((s) => this.slots.workers[s] !== undefined);
-    const register = slots.map((s) => [s, this.slots.workers[s]!.worker_id, this.slots.workers[s]!.dp_rank] as [number, bigint, number]);
+    const register = slots.map(
+      (s) =>
+        [s, this.slots.workers[s]!.worker_id, this.slots.workers[s]!.dp_rank] as [number, bigint, number],
+    );
     const workers = [...lane.workers];
-    lane.tail = (lane.pool.run({ kind: 'reset', table: this.tableRef, slots, register } satisfies Task) as Promise<unknown>).then(
+    lane.tail = (
+      lane.pool.run({
+        kind: 'reset',
+        table: this.tableRef,
+        slots,
+        register,
+      } satisfies Task) as Promise<unknown>
+    ).then(
       () => this.opts.onResync?.(workers),
-      (err: unknown) => this.opts.onError?.(new KvrError('writer_crashed', `reset of writer ${lane.id} failed: ${String(err)}`)),
+      (err: unknown) =>
+        this.opts.onError?.(
+          new KvrError('writer_crashed', `reset of writer ${lane.id} failed: ${String(err)}`),
+        ),
     );
   }
 
@@ -442,7 +479,12 @@ export class PoolIndexer implements KvIndexer {
       const idle =
         !this.growing &&
         this.lanes.every(
-          (l, i) => !l.busy && l.sealed.length === 0 && l.builder.empty && l.builder.release.length === 0 && l.tail === tails[i],
+          (l, i) =>
+            !l.busy &&
+            l.sealed.length === 0 &&
+            l.builder.empty &&
+            l.builder.release.length === 0 &&
+            l.tail === tails[i],
         );
       if (idle) return;
     }
@@ -453,7 +495,14 @@ export class PoolIndexer implements KvIndexer {
     if (!this.approx || this.closed) return;
     const now = this.approx.now();
     await Promise.all(
-      this.lanes.map((l) => (l.tail = l.tail.then(() => l.pool.run({ kind: 'tick', table: this.tableRef, now, approx: this.approxConfig() } satisfies Task).then(() => undefined)))),
+      this.lanes.map(
+        (l) =>
+          (l.tail = l.tail.then(() =>
+            l.pool
+              .run({ kind: 'tick', table: this.tableRef, now, approx: this.approxConfig() } satisfies Task)
+              .then(() => undefined),
+          )),
+      ),
     );
   }
 
@@ -487,7 +536,9 @@ export class PoolIndexer implements KvIndexer {
 
   /** Bytes of the writers' private external-hash maps. */
   async writerBytes(): Promise<number> {
-    const r = (await Promise.all(this.lanes.map((l) => l.pool.run({ kind: 'stats' } satisfies Task)))) as { extBytes: number }[];
+    const r = (await Promise.all(this.lanes.map((l) => l.pool.run({ kind: 'stats' } satisfies Task)))) as {
+      extBytes: number;
+    }[];
     return r.reduce((a, b) => a + b.extBytes, 0);
   }
 
@@ -498,8 +549,17 @@ export class PoolIndexer implements KvIndexer {
       this.lanes.map((l) => {
         const register = [...l.slots]
           .filter((s) => this.slots.workers[s] !== undefined)
-          .map((s) => [s, this.slots.workers[s]!.worker_id, this.slots.workers[s]!.dp_rank] as [number, bigint, number]);
-        return l.pool.run({ kind: 'dump', table: this.tableRef, register } satisfies Task) as Promise<RouterEvent[]>;
+          .map(
+            (s) =>
+              [s, this.slots.workers[s]!.worker_id, this.slots.workers[s]!.dp_rank] as [
+                number,
+                bigint,
+                number,
+              ],
+          );
+        return l.pool.run({ kind: 'dump', table: this.tableRef, register } satisfies Task) as Promise<
+          RouterEvent[]
+        >;
       }),
     );
     return parts.flat();
@@ -534,7 +594,9 @@ export class PoolIndexer implements KvIndexer {
  * The index for `--router-event-threads N`: the single-threaded index for N = 1 (or when
  * `KVR_INDEXER_SINGLE_THREAD=1` asks for it while debugging), the pool otherwise.
  */
-export function createKvIndexer(opts: PoolOptions = {}): KvIndexer & { matchSeq(seq: Uint32Array, n?: number): MatchResult } {
+export function createKvIndexer(
+  opts: PoolOptions = {},
+): KvIndexer & { matchSeq(seq: Uint32Array, n?: number): MatchResult } {
   const single = process.env.KVR_INDEXER_SINGLE_THREAD === '1' || (opts.threads ?? 4) <= 1;
   if (single && !opts.approximate) return new RadixIndexer(opts);
   return PoolIndexer.create(single ? { ...opts, threads: 1 } : opts);

@@ -67,7 +67,10 @@ function runOps(t: Extract<Task, { kind: 'ops' }>): OpsResult {
     for (const ops of t.ops) applyOps(index, ops);
   } catch (e) {
     const err = e as { code?: string; message?: string };
-    return { counts: index.countsSince(before), error: { code: err.code ?? 'internal', message: err.message ?? String(e) } };
+    return {
+      counts: index.countsSince(before),
+      error: { code: err.code ?? 'internal', message: err.message ?? String(e) },
+    };
   } finally {
     index.table.publishInserts();
   }
@@ -85,7 +88,18 @@ function applyOps(index: RadixIndexer, ops: Int32Array): void {
         const w = slots.workers[slot];
         // A slot this thread never saw registered (events queued before a reset after a crash)
         // is skipped; the resync that follows restores it.
-        if (w) index.applyStoredRaw(slot, w.worker_id, w.dp_rank, ops[i + 3] === 1, ops[i + 4]!, ops[i + 5]!, ops, i + STORED_HEADER, n);
+        if (w)
+          index.applyStoredRaw(
+            slot,
+            w.worker_id,
+            w.dp_rank,
+            ops[i + 3] === 1,
+            ops[i + 4]!,
+            ops[i + 5]!,
+            ops,
+            i + STORED_HEADER,
+            n,
+          );
         i += STORED_HEADER + 4 * n;
       } else if (op === OP_REMOVED) {
         const n = ops[i + 2]!;
@@ -175,4 +189,3 @@ export default function handle(t: Task): unknown {
       process.exit(1);
   }
 }
-

@@ -72,10 +72,18 @@ export function writerEntry(): WriterEntry {
   if (!source) return { filename: new URL('./worker.js', import.meta.url).href, execArgv: [], kind: 'dist' };
   if (mode === 'dist') {
     const dist = fileURLToPath(new URL('../../dist/pool/worker.js', import.meta.url));
-    if (!existsSync(dist)) throw new KvrError('pool_worker_missing', `KVR_POOL_WORKER=dist but ${dist} is missing: run pnpm build`);
+    if (!existsSync(dist))
+      throw new KvrError(
+        'pool_worker_missing',
+        `KVR_POOL_WORKER=dist but ${dist} is missing: run pnpm build`,
+      );
     return { filename: new URL(`file://${dist}`).href, execArgv: [], kind: 'dist' };
   }
-  const tsx: WriterEntry = { filename: new URL('./worker.ts', import.meta.url).href, execArgv: ['--import', 'tsx', '--conditions=source'], kind: 'tsx' };
+  const tsx: WriterEntry = {
+    filename: new URL('./worker.ts', import.meta.url).href,
+    execArgv: ['--import', 'tsx', '--conditions=source'],
+    kind: 'tsx',
+  };
   if (mode === 'tsx') return tsx;
   try {
     return { filename: bundleWriter(), execArgv: [], kind: 'bundle' };

@@ -36,7 +36,13 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
 
     it('a stored chain matches its leading blocks only', async () => {
       const ix = await make();
-      ix.applyEvent(stored(W1, [{ ext: 100n, local: 1n }, { ext: 101n, local: 2n }, { ext: 102n, local: 3n }]));
+      ix.applyEvent(
+        stored(W1, [
+          { ext: 100n, local: 1n },
+          { ext: 101n, local: 2n },
+          { ext: 102n, local: 3n },
+        ]),
+      );
       await ix.flush();
       expect(ix.findMatches([1n, 2n, 3n]).scores.get(key(W1))).toBe(3);
       expect(ix.findMatches([1n, 2n, 3n, 4n]).scores.get(key(W1))).toBe(3);
@@ -61,7 +67,16 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
     it('rejects a Stored with an unknown parent whole', async () => {
       const ix = await make();
       ix.applyEvent(stored(W1, [{ ext: 100n, local: 1n }]));
-      ix.applyEvent(stored(W1, [{ ext: 201n, local: 5n }, { ext: 202n, local: 6n }], 999n));
+      ix.applyEvent(
+        stored(
+          W1,
+          [
+            { ext: 201n, local: 5n },
+            { ext: 202n, local: 6n },
+          ],
+          999n,
+        ),
+      );
       ix.applyEvent(stored(W2, [{ ext: 301n, local: 5n }], 100n)); // W2 never stored 100
       await ix.flush();
       expect(ix.treeSizes().get(key(W1))).toBe(1);
@@ -72,7 +87,12 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
 
     it('removing a middle block cuts the match there; descendants stay held', async () => {
       const ix = await make();
-      ix.applyEvent(stored(W1, [1n, 2n, 3n, 4n].map((l) => ({ ext: 100n + l, local: l }))));
+      ix.applyEvent(
+        stored(
+          W1,
+          [1n, 2n, 3n, 4n].map((l) => ({ ext: 100n + l, local: l })),
+        ),
+      );
       ix.applyEvent(removed(W1, [102n]));
       await ix.flush();
       expect(ix.findMatches([1n, 2n, 3n, 4n]).scores.get(key(W1))).toBe(1);
@@ -103,7 +123,17 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
 
     it('dp ranks of one worker are separate holders', async () => {
       const ix = await make();
-      ix.applyEvent(stored(W1, [{ ext: 1n, local: 1n }, { ext: 2n, local: 2n }], null, 0));
+      ix.applyEvent(
+        stored(
+          W1,
+          [
+            { ext: 1n, local: 1n },
+            { ext: 2n, local: 2n },
+          ],
+          null,
+          0,
+        ),
+      );
       ix.applyEvent(stored(W1, [{ ext: 1n, local: 1n }], null, 1));
       await ix.flush();
       const r = ix.findMatches([1n, 2n]);
@@ -135,14 +165,29 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
 
     it('invalid events (wrong types, oversized, unknown kind) are counted and change nothing', async () => {
       const ix = await make();
-      ix.applyEvent(stored(W1, [{ ext: 1n, local: 1n }, { ext: 2n, local: 2n }]));
+      ix.applyEvent(
+        stored(W1, [
+          { ext: 1n, local: 1n },
+          { ext: 2n, local: 2n },
+        ]),
+      );
       await ix.flush();
       const before = await ix.dump();
       const bad: unknown[] = [
-        stored(W1, [{ ext: 3n, local: 3n }, { ext: 'x' as unknown as bigint, local: 4n }], 2n),
+        stored(
+          W1,
+          [
+            { ext: 3n, local: 3n },
+            { ext: 'x' as unknown as bigint, local: 4n },
+          ],
+          2n,
+        ),
         stored(W1, [{ ext: 3n, local: -1n }], 2n),
         stored(W1, [{ ext: 3n, local: 1n << 64n }], 2n),
-        stored(W1, Array.from({ length: 70_000 }, (_, i) => ({ ext: BigInt(i + 10), local: BigInt(i + 10) }))),
+        stored(
+          W1,
+          Array.from({ length: 70_000 }, (_, i) => ({ ext: BigInt(i + 10), local: BigInt(i + 10) })),
+        ),
         { ...removed(W1, [1n]), worker_id: -5n },
         removed(W1, [1n, 2 as unknown as bigint]),
         { worker_id: W1, storage_tier: 'device', event: { event_id: 1n, dp_rank: 0, data: { bogus: {} } } },
@@ -161,9 +206,17 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
       const ix = await make();
       const W3 = 99n;
       // The bad value is the last block: anything encoded before it must be discarded.
-      ix.applyEvent(stored(W3, [{ ext: 1n, local: 1n }, { ext: 2n, local: -2n }]));
+      ix.applyEvent(
+        stored(W3, [
+          { ext: 1n, local: 1n },
+          { ext: 2n, local: -2n },
+        ]),
+      );
       ix.applyEvent({ ...removed(W3, [1n, 1n << 64n]) });
-      ix.applyEvent({ ...stored(W3, [{ ext: 5n, local: 'x' as unknown as bigint }]), storage_tier: 'host_pinned' } as RouterEvent);
+      ix.applyEvent({
+        ...stored(W3, [{ ext: 5n, local: 'x' as unknown as bigint }]),
+        storage_tier: 'host_pinned',
+      } as RouterEvent);
       ix.applyEvent(stored(W1, [{ ext: 1n, local: 1n }]));
       await ix.flush();
       expect(ix.treeSizes().has(key(W3))).toBe(false);
@@ -182,7 +235,9 @@ export function runIndexerConformance(name: string, factory: IndexerFactory): vo
       // Parents come before children.
       const seen = new Set<string>();
       for (const ev of events) {
-        const d = ev.event.data as { stored: { parent_hash: bigint | null; blocks: { block_hash: bigint }[] } };
+        const d = ev.event.data as {
+          stored: { parent_hash: bigint | null; blocks: { block_hash: bigint }[] };
+        };
         const k = `${ev.worker_id}:${ev.event.dp_rank}`;
         if (d.stored.parent_hash !== null) expect(seen.has(`${k}/${d.stored.parent_hash}`)).toBe(true);
         seen.add(`${k}/${d.stored.blocks[0].block_hash}`);

@@ -35,7 +35,11 @@ export function removed(worker: bigint, exts: readonly bigint[], dp = 0, eventId
 }
 
 export function cleared(worker: bigint, eventId = 1n): RouterEvent {
-  return { worker_id: worker, storage_tier: 'device', event: { event_id: eventId, dp_rank: 0, data: 'cleared' } } as unknown as RouterEvent;
+  return {
+    worker_id: worker,
+    storage_tier: 'device',
+    event: { event_id: eventId, dp_rank: 0, data: 'cleared' },
+  } as unknown as RouterEvent;
 }
 
 export type Op =
@@ -55,7 +59,10 @@ export class Workload {
   readonly workers: bigint[];
   readonly ranks: number;
 
-  constructor(seed: number, opts: { workers?: number; ranks?: number; prompts?: number; maxLen?: number } = {}) {
+  constructor(
+    seed: number,
+    opts: { workers?: number; ranks?: number; prompts?: number; maxLen?: number } = {},
+  ) {
     this.rng = new Rng(seed);
     const nw = opts.workers ?? 6;
     this.ranks = opts.ranks ?? 2;
@@ -98,7 +105,10 @@ export class Workload {
       const blocks = [];
       for (let d = start; d < end; d++) {
         // Rarely an engine re-uses an external hash for other content.
-        const ext = this.rng.bool(0.02) && list.length > 0 ? this.rng.pick(list).ext : this.extOf(worker, dp, prompt, d);
+        const ext =
+          this.rng.bool(0.02) && list.length > 0
+            ? this.rng.pick(list).ext
+            : this.extOf(worker, dp, prompt, d);
         blocks.push({ ext, local: path[d] });
         list.push({ ext, depth: d, prompt });
       }

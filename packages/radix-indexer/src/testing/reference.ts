@@ -62,7 +62,7 @@ export class ReferenceIndex {
       }
       const { h, e } = this.rank(worker, dp);
       for (const b of data.stored.blocks) {
-        const id: bigint = prev === null ? (b.tokens_hash) : refChain(prev, b.tokens_hash);
+        const id: bigint = prev === null ? b.tokens_hash : refChain(prev, b.tokens_hash);
         h.add(id);
         e.set(b.block_hash, id);
         prev = id;
