@@ -1,1 +1,11 @@
-export {};
+export {
+  FastTokenizer,
+  UnsupportedTokenizer,
+  compileTokenizer,
+  addedTokensOf,
+  type CompileOptions,
+} from './tokenizer.js';
+export { AddedMatcher, type AddedToken, type SplitSink } from './added.js';
+export { MergeTable, Merger } from './bpe.js';
+export { translatePattern, UnsupportedPattern } from './regex.js';
+export { RegexPreTokenizer, preTokenizerFor, type PreTokenizer } from './pretokenize.js';

@@ -1,0 +1,461 @@
+/**
+ * An exact byte-level BPE tokenizer compiled from a Hugging Face `tokenizer.json`.
+ *
+ * Pipeline of `encode(text)` (Hugging Face `encode(text, add_special_tokens=False)`):
+ *   1. added tokens with `normalized: false` are cut out of the raw text (added.ts);
+ *   2. each remaining piece is normalized (NFC/NFD/NFKC/NFKD or none), then added tokens with
+ *      `normalized: true` are cut out of it;
+ *   3. pre-tokenization (pretokenize.ts / scan.ts) into words;
+ *   4. each word: a cache of frequent words, the whole-word vocabulary hit when the model has
+ *      `ignore_merges`, else UTF-8 bytes → byte-level ids → merges (bpe.ts).
+ *
+ * `compileTokenizer` throws `UnsupportedTokenizer` naming the first feature it does not implement;
+ * callers fall back to a general implementation.
+ */
+import { AddedMatcher, type AddedToken, type SplitSink } from './added.js';
+import { MergeTable, Merger } from './bpe.js';
+import { byteToChar, charToByte, utf8Into } from './bytelevel.js';
+import { GPT2_PATTERN, preTokenizerFor, type PreTokenizer } from './pretokenize.js';
+import { UnsupportedPattern } from './regex.js';
+
+export class UnsupportedTokenizer extends Error {
+  constructor(readonly reason: string) {
+    super(`unsupported tokenizer.json: ${reason}`);
+  }
+}
+
+type Json = Record<string, unknown>;
+type NormalForm = 'NFC' | 'NFD' | 'NFKC' | 'NFKD';
+
+export interface CompileOptions {
+  /** Use the generic regex pre-tokenizer even where a hand-written scanner exists (tests). */
+  noScanner?: boolean;
+  /** Words of up to this many UTF-16 units are cached (default 48; 0 disables the cache). */
+  cacheMaxChars?: number;
+  /** Cached words before the cache is cleared (default 65 536). */
+  cacheEntries?: number;
+}
+
+function fail(reason: string): never {
+  throw new UnsupportedTokenizer(reason);
+}
+
+function isObj(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function normalizerOf(n: unknown): NormalForm[] {
+  if (n === null || n === undefined) return [];
+  if (!isObj(n)) fail('normalizer is not an object');
+  switch (n.type) {
+    case 'NFC':
+    case 'NFD':
+    case 'NFKC':
+    case 'NFKD':
+      return [n.type];
+    case 'Sequence': {
+      const list = n.normalizers;
+      if (!Array.isArray(list)) fail('normalizer Sequence without normalizers');
+      return list.flatMap((x) => normalizerOf(x));
+    }
+    default:
+      return fail(`normalizer ${String(n.type)}`);
+  }
+}
+
+/** The Split patterns of the pre-tokenizer chain (ByteLevel last, without prefix space). */
+function splitPatterns(p: unknown): string[] {
+  if (!isObj(p)) fail('no pre_tokenizer');
+  const steps = p.type === 'Sequence' ? p.pretokenizers : [p];
+  if (!Array.isArray(steps) || steps.length === 0) fail('empty pre_tokenizer Sequence');
+  const patterns: string[] = [];
+  let byteLevel = false;
+  for (const s of steps as unknown[]) {
+    if (!isObj(s)) fail('pre_tokenizer step is not an object');
+    if (byteLevel) fail('pre_tokenizer step after ByteLevel');
+    if (s.type === 'Split') {
+      if (s.behavior !== 'Isolated') fail(`Split behavior ${String(s.behavior)}`);
+      if (s.invert === true) fail('Split invert');
+      const pat = s.pattern;
+      if (!isObj(pat)) fail('Split without pattern');
+      if (typeof pat.Regex === 'string') patterns.push(pat.Regex);
+      else if (typeof pat.String === 'string')
+        patterns.push(pat.String.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&'));
+      else fail('Split pattern is neither Regex nor String');
+    } else if (s.type === 'ByteLevel') {
+      if (s.add_prefix_space === true) fail('ByteLevel add_prefix_space');
+      if (s.use_regex !== false) patterns.push(GPT2_PATTERN);
+      byteLevel = true;
+    } else fail(`pre_tokenizer ${String(s.type)}`);
+  }
+  if (!byteLevel) fail('pre_tokenizer without ByteLevel');
+  return patterns;
+}
+
+export function addedTokensOf(json: Json): AddedToken[] {
+  const list = json.added_tokens;
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) fail('added_tokens is not an array');
+  return (list as unknown[]).map((t, i) => {
+    if (!isObj(t) || typeof t.id !== 'number' || typeof t.content !== 'string')
+      fail(`added_tokens[${i}] needs id and content`);
+    return {
+      id: t.id,
+      content: t.content,
+      special: t.special === true,
+      singleWord: t.single_word === true,
+      lstrip: t.lstrip === true,
+      rstrip: t.rstrip === true,
+      normalized: t.normalized === true,
+    };
+  });
+}
+
+export class FastTokenizer {
+  /** Ids are below this. */
+  readonly vocabSize: number;
+  readonly addedTokens: readonly AddedToken[];
+  /** Pre-tokenizer path taken: 'regex' or a scanner name. */
+  readonly preTokenizerKind: string;
+  readonly normalizers: readonly NormalForm[];
+  readonly ignoreMerges: boolean;
+
+  private readonly vocab: Map<string, number>;
+  /** Token text (valid UTF-8 tokens only) → id: whole-word hits for `ignore_merges`. */
+  private readonly textVocab: Map<string, number> | null;
+  private readonly byteIds = new Int32Array(256);
+  private readonly merger: Merger;
+  private readonly raw: AddedMatcher;
+  private readonly norm: AddedMatcher;
+  private readonly pre: PreTokenizer;
+  private readonly cache = new Map<string, number | Int32Array>();
+  private readonly cacheMax: number;
+  private readonly cacheEntries: number;
+  /** Decode: bytes of every id (vocabulary tokens, then added tokens' content) in one buffer. */
+  private readonly decBytes: Uint8Array;
+  private readonly decOff: Int32Array;
+  private readonly specialIds: Uint8Array;
+
+  // Scratch of one encode call.
+  private out = new Uint32Array(1024);
+  private n = 0;
+  private bytes = new Uint8Array(1024);
+  private ids = new Int32Array(1024);
+  private readonly rawSink: SplitSink;
+  private readonly normSink: SplitSink;
+  private segment = '';
+  private normPiece = '';
+  private currentText = '';
+  private readonly onPiece: (start: number, end: number) => void;
+
+  constructor(json: unknown, opts: CompileOptions = {}) {
+    if (!isObj(json)) fail('not a JSON object');
+    if (json.truncation !== null && json.truncation !== undefined) fail('truncation');
+    if (json.padding !== null && json.padding !== undefined) fail('padding');
+    const model = json.model;
+    if (!isObj(model)) fail('no model');
+    if (model.type !== 'BPE') fail(`model ${String(model.type)}`);
+    if (model.dropout !== null && model.dropout !== undefined && model.dropout !== 0) fail('BPE dropout');
+    if (model.byte_fallback === true) fail('BPE byte_fallback');
+    if (typeof model.continuing_subword_prefix === 'string' && model.continuing_subword_prefix !== '')
+      fail('BPE continuing_subword_prefix');
+    if (typeof model.end_of_word_suffix === 'string' && model.end_of_word_suffix !== '')
+      fail('BPE end_of_word_suffix');
+    const dec = json.decoder;
+    if (dec !== null && dec !== undefined && (!isObj(dec) || dec.type !== 'ByteLevel'))
+      fail(`decoder ${isObj(dec) ? String(dec.type) : '?'}`);
+    this.normalizers = normalizerOf(json.normalizer);
+    const patterns = splitPatterns(json.pre_tokenizer);
+    try {
+      this.pre = preTokenizerFor(patterns, opts.noScanner !== true);
+    } catch (e) {
+      if (e instanceof UnsupportedPattern || e instanceof SyntaxError) fail(`pattern: ${e.message}`);
+      throw e;
+    }
+    this.preTokenizerKind = this.pre.kind;
+    this.ignoreMerges = model.ignore_merges === true;
+
+    const vocabObj = model.vocab;
+    if (!isObj(vocabObj)) fail('BPE vocab is not an object');
+    const vocab = new Map<string, number>();
+    let maxId = -1;
+    for (const k in vocabObj) {
+      const id = vocabObj[k];
+      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) fail(`vocab entry ${JSON.stringify(k)}`);
+      vocab.set(k, id);
+      if (id > maxId) maxId = id;
+    }
+    this.vocab = vocab;
+    const b2c = byteToChar();
+    for (let b = 0; b < 256; b++) {
+      const id = vocab.get(b2c[b]!);
+      if (id === undefined) fail(`byte ${b} has no vocabulary token`);
+      this.byteIds[b] = id;
+    }
+
+    const merges = model.merges;
+    if (!Array.isArray(merges)) fail('BPE merges is not an array');
+    const triples = new Int32Array(merges.length * 3);
+    for (let r = 0; r < merges.length; r++) {
+      const m = merges[r] as unknown;
+      let a: string;
+      let b: string;
+      if (typeof m === 'string') {
+        const sp = m.indexOf(' ');
+        if (sp < 0 || m.indexOf(' ', sp + 1) >= 0) fail(`merges[${r}] is not "a b"`);
+        a = m.slice(0, sp);
+        b = m.slice(sp + 1);
+      } else if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') {
+        a = m[0];
+        b = m[1];
+      } else fail(`merges[${r}]`);
+      const ia = vocab.get(a);
+      const ib = vocab.get(b);
+      const im = vocab.get(a + b);
+      if (ia === undefined || ib === undefined || im === undefined) fail(`merges[${r}] out of vocabulary`);
+      triples[3 * r] = ia;
+      triples[3 * r + 1] = ib;
+      triples[3 * r + 2] = im;
+    }
+    this.merger = new Merger(new MergeTable(triples));
+
+    const added = addedTokensOf(json);
+    this.addedTokens = added;
+    for (const t of added) if (t.id > maxId) maxId = t.id;
+    this.vocabSize = maxId + 1;
+    this.raw = new AddedMatcher(added.filter((t) => !t.normalized));
+    this.norm = new AddedMatcher(
+      added.filter((t) => t.normalized).map((t) => ({ ...t, content: this.normalize(t.content) })),
+    );
+
+    const c2b = charToByte();
+    const utf8 = new TextDecoder('utf-8', { fatal: true });
+    const textVocab = this.ignoreMerges ? new Map<string, number>() : null;
+    // Decode table: the bytes of each vocabulary token, then of each added token.
+    const tokenOf = new Array<string | undefined>(this.vocabSize);
+    for (const [k, id] of vocab) tokenOf[id] = k;
+    const addedById = new Map<number, AddedToken>();
+    for (const t of added) if (!addedById.has(t.id)) addedById.set(t.id, t);
+    this.specialIds = new Uint8Array(this.vocabSize);
+    const chunks: Uint8Array[] = [];
+    const off = new Int32Array(this.vocabSize + 1);
+    let total = 0;
+    const enc = new TextEncoder();
+    for (let id = 0; id < this.vocabSize; id++) {
+      const a = addedById.get(id);
+      let bytes: Uint8Array;
+      if (a) {
+        if (a.special) this.specialIds[id] = 1;
+        bytes = byteLevelDecode(a.content, c2b, enc);
+      } else {
+        const k = tokenOf[id];
+        bytes = k === undefined ? new Uint8Array(0) : byteLevelDecode(k, c2b, enc);
+        if (textVocab && k !== undefined && bytes.length > 0) {
+          try {
+            const text = utf8.decode(bytes);
+            if (!textVocab.has(text)) textVocab.set(text, id);
+          } catch {
+            // Not valid UTF-8 on its own: never a whole word.
+          }
+        }
+      }
+      chunks.push(bytes);
+      off[id] = total;
+      total += bytes.length;
+    }
+    off[this.vocabSize] = total;
+    this.decBytes = new Uint8Array(total);
+    for (let id = 0; id < chunks.length; id++) this.decBytes.set(chunks[id]!, off[id]!);
+    this.decOff = off;
+    this.textVocab = textVocab;
+
+    this.cacheMax = opts.cacheMaxChars ?? 48;
+    this.cacheEntries = opts.cacheEntries ?? 65_536;
+    this.onPiece = (start, end) => this.piece(this.segment, start, end);
+    this.normSink = {
+      text: (start, end) => this.words(this.normPiece, start, end),
+      token: (id) => this.push(id),
+    };
+    this.rawSink = {
+      text: (start, end) => this.segmentText(start, end),
+      token: (id) => this.push(id),
+    };
+  }
+
+  /** Token string (byte-level form) of a vocabulary id, or the content of an added token. */
+  idToToken(id: number): string | undefined {
+    for (const t of this.addedTokens) if (t.id === id) return t.content;
+    for (const [k, v] of this.vocab) if (v === id) return k;
+    return undefined;
+  }
+
+  tokenToId(token: string): number | undefined {
+    for (const t of this.addedTokens) if (t.content === token) return t.id;
+    return this.vocab.get(token);
+  }
+
+  /** Whether the normalizer can change text (so a piece's ids depend on normalization). */
+  get normalizes(): boolean {
+    return this.normalizers.length > 0;
+  }
+
+  normalize(s: string): string {
+    for (const f of this.normalizers) s = s.normalize(f);
+    return s;
+  }
+
+  /** Hugging Face `encode(text, add_special_tokens=False)` ids. */
+  encode(text: string): Uint32Array {
+    this.n = 0;
+    this.currentText = text;
+    this.raw.split(text, 0, text.length, this.rawSink);
+    this.currentText = '';
+    return this.out.slice(0, this.n);
+  }
+
+  /** Ids of plain text: no added-token recognition (a piece between two added tokens). */
+  encodeOrdinary(text: string): Uint32Array {
+    this.n = 0;
+    const s = this.normalize(text);
+    this.words(s, 0, s.length);
+    return this.out.slice(0, this.n);
+  }
+
+  /**
+   * Cuts `text` at added tokens (raw pass only; the cut points `encode` starts from): pieces of
+   * ordinary text and added token ids, in order.
+   */
+  splitAdded(text: string, sink: SplitSink): void {
+    this.raw.split(text, 0, text.length, sink);
+  }
+
+  private segmentText(start: number, end: number): void {
+    const t = this.currentText;
+    let s = start === 0 && end === t.length ? t : t.slice(start, end);
+    if (this.normalizers.length > 0) s = this.normalize(s);
+    if (this.norm.size > 0) {
+      this.normPiece = s;
+      this.norm.split(s, 0, s.length, this.normSink);
+    } else this.words(s, 0, s.length);
+  }
+
+  private words(s: string, start: number, end: number): void {
+    if (start !== 0 || end !== s.length) s = s.slice(start, end);
+    this.segment = s;
+    this.pre.run(s, this.onPiece);
+  }
+
+  private push(id: number): void {
+    if (this.n === this.out.length) this.growOut(this.n + 1);
+    this.out[this.n++] = id;
+  }
+
+  private growOut(need: number): void {
+    let cap = this.out.length * 2;
+    while (cap < need) cap *= 2;
+    const o = new Uint32Array(cap);
+    o.set(this.out.subarray(0, this.n));
+    this.out = o;
+  }
+
+  private piece(s: string, start: number, end: number): void {
+    const len = end - start;
+    let key: string | null = null;
+    if (len <= this.cacheMax) {
+      key = s.slice(start, end);
+      const hit = this.cache.get(key);
+      if (hit !== undefined) {
+        if (typeof hit === 'number') this.push(hit);
+        else {
+          if (this.n + hit.length > this.out.length) this.growOut(this.n + hit.length);
+          this.out.set(hit, this.n);
+          this.n += hit.length;
+        }
+        return;
+      }
+    }
+    if (this.textVocab !== null) {
+      const id = this.textVocab.get(key ?? s.slice(start, end));
+      if (id !== undefined) {
+        this.push(id);
+        return;
+      }
+    }
+    if (this.bytes.length < len * 3) {
+      this.bytes = new Uint8Array(len * 3 * 2);
+      this.ids = new Int32Array(len * 3 * 2);
+    }
+    const nb = utf8Into(s, start, end, this.bytes);
+    const ids = this.ids;
+    const bytes = this.bytes;
+    const byteIds = this.byteIds;
+    for (let i = 0; i < nb; i++) ids[i] = byteIds[bytes[i]!]!;
+    const m = this.merger.merge(ids, nb);
+    if (this.n + m > this.out.length) this.growOut(this.n + m);
+    for (let i = 0; i < m; i++) this.out[this.n++] = ids[i]!;
+    if (key !== null) {
+      if (this.cache.size >= this.cacheEntries) this.cache.clear();
+      // Keys of 13+ characters may be views of the whole text in V8: store an own copy.
+      this.cache.set(len >= 13 ? ownCopy(key) : key, m === 1 ? ids[0]! : ids.slice(0, m));
+    }
+  }
+
+  /**
+   * Text of `ids` (Hugging Face `decode`): added tokens as their content, special ones skipped
+   * when `skipSpecial`; unknown ids are dropped; invalid UTF-8 becomes U+FFFD.
+   */
+  decode(ids: ArrayLike<number>, skipSpecial = true): string {
+    return new TextDecoder('utf-8').decode(this.decodeBytes(ids, skipSpecial));
+  }
+
+  decodeBytes(ids: ArrayLike<number>, skipSpecial = true): Uint8Array {
+    let total = 0;
+    const off = this.decOff;
+    const vs = this.vocabSize;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (id < 0 || id >= vs || (skipSpecial && this.specialIds[id] === 1)) continue;
+      total += off[id + 1]! - off[id]!;
+    }
+    const out = new Uint8Array(total);
+    let o = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (id < 0 || id >= vs || (skipSpecial && this.specialIds[id] === 1)) continue;
+      const a = off[id]!;
+      const b = off[id + 1]!;
+      out.set(this.decBytes.subarray(a, b), o);
+      o += b - a;
+    }
+    return out;
+  }
+
+  isSpecial(id: number): boolean {
+    return this.specialIds[id] === 1;
+  }
+}
+
+/** Bytes of a token under the ByteLevel decoder: its alphabet mapped back, else its UTF-8. */
+function byteLevelDecode(
+  tok: string,
+  c2b: Map<string, number>,
+  enc: { encode(s: string): Uint8Array },
+): Uint8Array {
+  const out = new Uint8Array(tok.length);
+  let i = 0;
+  for (const ch of tok) {
+    const b = c2b.get(ch);
+    if (b === undefined) return enc.encode(tok);
+    out[i++] = b;
+  }
+  return out.subarray(0, i);
+}
+
+function ownCopy(s: string): string {
+  return ` ${s}`.slice(1);
+}
+
+/** Compiles a parsed tokenizer.json; throws `UnsupportedTokenizer` with the reason. */
+export function compileTokenizer(json: unknown, opts?: CompileOptions): FastTokenizer {
+  return new FastTokenizer(json, opts);
+}
