@@ -31,7 +31,7 @@ describe('parseChatRequest', () => {
     expect(r.messages).toEqual([{ role: 'user', content: 'hi' }]);
   });
 
-  it('joins text content parts and keeps tool calls', () => {
+  it('keeps content parts as sent and tool calls', () => {
     const r = parseChatRequest({
       ...base,
       messages: [
@@ -45,7 +45,10 @@ describe('parseChatRequest', () => {
         { role: 'assistant', content: null, tool_calls: [{ id: 't' }] },
       ],
     });
-    expect(r.messages[0]!.content).toBe('ab');
+    expect(r.messages[0]!.content).toEqual([
+      { type: 'text', text: 'a' },
+      { type: 'text', text: 'b' },
+    ]);
     expect(r.messages[1]!.content).toBeNull();
   });
 
@@ -65,10 +68,17 @@ describe('parseChatRequest', () => {
       fieldOf(() =>
         parseChatRequest({ ...base, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }),
       ),
+    ).toBe('messages[0].content[0].image_url.url');
+    expect(
+      fieldOf(() =>
+        parseChatRequest({ ...base, messages: [{ role: 'user', content: [{ type: 'input_audio' }] }] }),
+      ),
     ).toBe('messages[0].content[0].type');
     expect(fieldOf(() => parseChatRequest({ ...base, stop: ['a', 'b', 'c', 'd', 'e'] }))).toBe('stop');
     expect(fieldOf(() => parseChatRequest({ ...base, top_p: 1.5 }))).toBe('top_p');
-    expect(fieldOf(() => parseChatRequest({ ...base, logprobs: true }))).toBe('logprobs');
+    expect(fieldOf(() => parseChatRequest({ ...base, logprobs: 3 }))).toBe('logprobs');
+    expect(fieldOf(() => parseChatRequest({ ...base, top_logprobs: 3 }))).toBe('top_logprobs');
+    expect(fieldOf(() => parseChatRequest({ ...base, best_of: 2 }))).toBe('best_of');
     expect(fieldOf(() => parseChatRequest({ ...base, max_tokens: 0 }))).toBe('max_tokens');
     expect(fieldOf(() => parseChatRequest({ ...base, max_tokens: 4294967296 }))).toBe('max_tokens');
   });
@@ -91,7 +101,107 @@ describe('parseCompletionRequest', () => {
     expect(Array.from(parseCompletionRequest({ model: 'm', prompt: [5, 6] }).promptTokens!)).toEqual([5, 6]);
     expect(Array.from(parseCompletionRequest({ model: 'm', prompt: [[7]] }).promptTokens!)).toEqual([7]);
     expect(fieldOf(() => parseCompletionRequest({ model: 'm', prompt: [1, 'a'] }))).toBe('prompt[1]');
-    expect(fieldOf(() => parseCompletionRequest({ model: 'm', prompt: 'x', suffix: 'y' }))).toBe('suffix');
+    expect(fieldOf(() => parseCompletionRequest({ model: 'm', prompt: [[1], 2] }))).toBe('prompt[1]');
+    expect(fieldOf(() => parseCompletionRequest({ model: 'm', prompt: [1], suffix: 'y' }))).toBe('suffix');
+    expect(fieldOf(() => parseCompletionRequest({ model: 'm', prompt: 'x', echo: true, logprobs: 1 }))).toBe(
+      'echo',
+    );
+  });
+
+  it('batched prompts, suffix, logprobs', () => {
+    const r = parseCompletionRequest({ model: 'm', prompt: ['a', [1, 2]], n: 2, logprobs: 2 });
+    expect(r.batch.map((b) => b.prompt)).toEqual(['a', null]);
+    expect(Array.from(r.batch[1]!.promptTokens!)).toEqual([1, 2]);
+    expect(r.n).toBe(2);
+    expect(r.logprobs).toBe(2);
+  });
+});
+
+describe('request surface (chat)', () => {
+  it('sampling, guided decoding, min_tokens, logit_bias, logprobs, n', () => {
+    const r = parseChatRequest({
+      ...base,
+      n: 3,
+      seed: 7,
+      min_p: 0.1,
+      min_tokens: 2,
+      max_tokens: 5,
+      logit_bias: { '50256': -100 },
+      logprobs: true,
+      top_logprobs: 2,
+      response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } },
+    });
+    expect(r.n).toBe(3);
+    expect(r.minTokens).toBe(2);
+    expect(r.logprobs).toBe(2);
+    expect(r.sampling).toEqual({
+      seed: 7,
+      min_p: 0.1,
+      logit_bias: { '50256': -100 },
+      guided_decoding: { json: { type: 'object' } },
+    });
+    expect(
+      parseChatRequest({ ...base, response_format: { type: 'json_object' } }).sampling.guided_decoding,
+    ).toEqual({
+      json_object: true,
+    });
+    expect(parseChatRequest({ ...base, guided_regex: 'a+' }).sampling.guided_decoding).toEqual({
+      regex: 'a+',
+    });
+    expect(fieldOf(() => parseChatRequest({ ...base, guided_regex: 'a', guided_choice: ['x'] }))).toBe(
+      'guided_choice',
+    );
+    expect(fieldOf(() => parseChatRequest({ ...base, min_tokens: 9, max_tokens: 2 }))).toBe('min_tokens');
+    expect(fieldOf(() => parseChatRequest({ ...base, logit_bias: { x: 1 } }))).toBe('logit_bias.x');
+    expect(fieldOf(() => parseChatRequest({ ...base, logit_bias: { '1': 101 } }))).toBe('logit_bias.1');
+    expect(fieldOf(() => parseChatRequest({ ...base, response_format: { type: 'xml' } }))).toBe(
+      'response_format.type',
+    );
+  });
+
+  it('tools and tool_choice', () => {
+    const tools = [
+      { type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: {} } } } },
+      { type: 'function', function: { name: 'g' } },
+    ];
+    expect(parseChatRequest({ ...base, tools }).toolMode).toBe('auto');
+    const none = parseChatRequest({ ...base, tools, tool_choice: 'none' });
+    expect(none.toolMode).toBeNull();
+    expect(none.tools).toBeUndefined();
+    const named = parseChatRequest({
+      ...base,
+      tools,
+      tool_choice: { type: 'function', function: { name: 'f' } },
+    });
+    expect(named.toolMode).toEqual({ name: 'f' });
+    expect(named.sampling.guided_decoding).toEqual({ json: { type: 'object', properties: { a: {} } } });
+    const req = parseChatRequest({ ...base, tools, tool_choice: 'required' });
+    expect((req.sampling.guided_decoding!.json as { items: { anyOf: unknown[] } }).items.anyOf).toHaveLength(
+      2,
+    );
+    expect(fieldOf(() => parseChatRequest({ ...base, tool_choice: 'auto' }))).toBe('tool_choice');
+    expect(
+      fieldOf(() =>
+        parseChatRequest({ ...base, tools, tool_choice: { type: 'function', function: { name: 'h' } } }),
+      ),
+    ).toBe('tool_choice.function.name');
+    expect(fieldOf(() => parseChatRequest({ ...base, tools: [{ type: 'x' }] }))).toBe('tools[0]');
+  });
+
+  it('image parts are collected in order', () => {
+    const r = parseChatRequest({
+      ...base,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is this?' },
+            { type: 'image_url', image_url: { url: 'https://x.test/a.png' } },
+          ],
+        },
+      ],
+    });
+    expect(r.images).toEqual([{ url: 'https://x.test/a.png' }]);
   });
 });
 

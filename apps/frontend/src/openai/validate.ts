@@ -9,24 +9,51 @@ import { badRequest } from '../errors.js';
 export const CHAT_ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function'] as const;
 export type ChatRole = (typeof CHAT_ROLES)[number];
 
+/** A content part as the client sent it (validated): text, or an image by URL. */
+export type ContentPart =
+  { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string; detail?: string } };
+
 export interface ChatMessage {
   role: ChatRole;
-  /** Text parts joined; null only for an assistant turn that carries tool calls. */
-  content: string | null;
+  /**
+   * As sent: a string, the parts (templates that iterate parts get them; the others get the text
+   * with image placeholders), or null only for an assistant turn that carries tool calls.
+   */
+  content: string | ContentPart[] | null;
   name?: string;
   tool_calls?: unknown[];
   tool_call_id?: string;
+  /** Reasoning of an earlier assistant turn (templates that keep it render it). */
+  reasoning_content?: string;
 }
 
-/** Sampling fields forwarded to the engine as `sampling_options` (the simulated engine ignores them). */
+/** Guided decoding (Dynamo's `guided_decoding`): exactly one kind. */
+export interface GuidedDecoding {
+  json?: unknown;
+  json_object?: true;
+  regex?: string;
+  choice?: string[];
+  grammar?: string;
+}
+
+/**
+ * Sampling fields forwarded to the engine as `sampling_options` (the simulated engine accepts and
+ * ignores what only shapes the distribution).
+ */
 export interface SamplingOptions {
   temperature?: number;
   top_p?: number;
   top_k?: number;
+  min_p?: number;
   seed?: number;
   presence_penalty?: number;
   frequency_penalty?: number;
   repetition_penalty?: number;
+  /** Token id (decimal string) → bias in [-100, 100]. */
+  logit_bias?: Record<string, number>;
+  guided_decoding?: GuidedDecoding;
+  /** vLLM's `vllm_xargs` (custom extensions; the mocker reads its test hooks here). */
+  vllm_xargs?: Record<string, unknown>;
 }
 
 interface CommonRequest {
@@ -36,30 +63,72 @@ interface CommonRequest {
   includeUsage: boolean;
   /** Null: up to the context length. */
   maxTokens: number | null;
+  /** `min_tokens`: the engine does not stop (EOS, stop ids) before this many; null = 0. */
+  minTokens: number | null;
   ignoreEos: boolean;
   /** Stop strings (at most 4, as OpenAI). */
   stop: string[];
   stopTokenIds: number[];
   sampling: SamplingOptions;
+  /** Choices per prompt (`n`). */
+  n: number;
+  /**
+   * Top alternatives per generated token (chat `top_logprobs`, completions `logprobs`); null =
+   * no logprobs. Forwarded as `output_options.logprobs`.
+   */
+  logprobs: number | null;
+  /** vLLM's `skip_special_tokens` (default true); set false by the frontend when a parser needs the markers. */
+  skipSpecialTokens: boolean;
   nvext: Nvext;
   user?: string;
 }
 
+/** A tool the client declared (`tools[i]`, type function). */
+export interface ToolSpec {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: unknown; strict?: boolean };
+}
+
+/** `tool_choice` normalised: a named function, or one of the three modes. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { name: string };
+
 export interface ChatRequest extends CommonRequest {
   kind: 'chat';
   messages: ChatMessage[];
-  tools?: unknown[];
+  /** The tools the template is given (absent when none were sent, or `tool_choice` is none). */
+  tools?: ToolSpec[];
+  /** Raw `tool_choice` as sent (templates may read it). */
   toolChoice?: unknown;
+  /** Normalised tool choice; null when the request has no tools or `tool_choice` is none. */
+  toolMode: ToolChoice | null;
+  /** `parallel_tool_calls` (default true): false keeps only the first call. */
+  parallelToolCalls: boolean;
   /** vLLM's `chat_template_kwargs`, passed to the template. */
   templateKwargs?: Record<string, unknown>;
   addGenerationPrompt: boolean;
+  /** transformers' `continue_final_message`. */
+  continueFinalMessage: boolean;
+  /** RAG documents for templates that take them. */
+  documents?: unknown[];
+  /** Image parts in order of appearance (they reach the engine as `multi_modal_data`). */
+  images: { url: string }[];
+}
+
+/** One prompt of a completions request: text, or token ids. */
+export interface CompletionPrompt {
+  prompt: string | null;
+  promptTokens: Uint32Array | null;
 }
 
 export interface CompletionRequest extends CommonRequest {
   kind: 'completions';
-  /** Text prompt, or null when the prompt is token ids. */
+  /** Text prompt, or null when the prompt is token ids. The first of `batch`. */
   prompt: string | null;
   promptTokens: Uint32Array | null;
+  /** Every prompt of a batched request (`prompt: ["a", "b"]`), in order; length 1 otherwise. */
+  batch: CompletionPrompt[];
+  /** Fill-in-the-middle text after the completion (`suffix`), or null. */
+  suffix: string | null;
   echo: boolean;
 }
 
@@ -143,15 +212,22 @@ function common(b: Record<string, unknown>): CommonRequest {
   const stopTokenIds = present(b.stop_token_ids)
     ? Array.from(tokenIds(b.stop_token_ids, 'stop_token_ids'))
     : [];
-  if (present(b.n) && int(b.n, 'n', 1, 128) !== 1) throw badRequest('n', 'n: only n = 1 is supported');
+  const n = present(b.n) ? int(b.n, 'n', 1, 128) : 1;
   if (present(b.best_of) && int(b.best_of, 'best_of', 1, 128) !== 1)
-    throw badRequest('best_of', 'best_of: only best_of = 1 is supported');
-  if (present(b.logprobs) && b.logprobs !== false && b.logprobs !== 0)
-    throw badRequest('logprobs', 'logprobs: not supported by kvrouter');
+    throw badRequest('best_of', 'best_of: only best_of = 1 is supported (use n for several choices)');
+  if (present(b.use_beam_search) && b.use_beam_search !== false)
+    throw badRequest('use_beam_search', 'use_beam_search: beam search is not supported');
+  let minTokens: number | null = null;
+  if (present(b.min_tokens)) {
+    minTokens = int(b.min_tokens, 'min_tokens', 0, U32_MAX);
+    if (maxTokens !== null && minTokens > maxTokens)
+      throw badRequest('min_tokens', `min_tokens: ${minTokens} is more than max_tokens (${maxTokens})`);
+  }
   const sampling: SamplingOptions = {};
   if (present(b.temperature)) sampling.temperature = num(b.temperature, 'temperature', 0, 2);
   if (present(b.top_p)) sampling.top_p = num(b.top_p, 'top_p', 0, 1);
   if (present(b.top_k)) sampling.top_k = int(b.top_k, 'top_k', -1, U32_MAX);
+  if (present(b.min_p)) sampling.min_p = num(b.min_p, 'min_p', 0, 1);
   if (present(b.seed)) sampling.seed = int(b.seed, 'seed', -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
   if (present(b.presence_penalty))
     sampling.presence_penalty = num(b.presence_penalty, 'presence_penalty', -2, 2);
@@ -159,22 +235,129 @@ function common(b: Record<string, unknown>): CommonRequest {
     sampling.frequency_penalty = num(b.frequency_penalty, 'frequency_penalty', -2, 2);
   if (present(b.repetition_penalty))
     sampling.repetition_penalty = num(b.repetition_penalty, 'repetition_penalty', 0, Number.MAX_VALUE);
+  if (present(b.logit_bias)) sampling.logit_bias = logitBias(b.logit_bias);
+  const guided = guidedDecoding(b);
+  if (guided) sampling.guided_decoding = guided;
+  if (present(b.vllm_xargs)) {
+    if (!isObj(b.vllm_xargs))
+      throw badRequest('vllm_xargs', `vllm_xargs: expected an object, got ${describe(b.vllm_xargs)}`);
+    sampling.vllm_xargs = b.vllm_xargs;
+  }
+  const skipSpecialTokens = present(b.skip_special_tokens)
+    ? bool(b.skip_special_tokens, 'skip_special_tokens')
+    : true;
   const out: CommonRequest = {
     model,
     stream,
     includeUsage,
     maxTokens,
+    minTokens,
     ignoreEos,
     stop,
     stopTokenIds,
     sampling,
+    n,
+    logprobs: null,
+    skipSpecialTokens,
     nvext: parseNvext(b.nvext),
   };
   if (present(b.user)) out.user = str(b.user, 'user');
   return out;
 }
 
-function contentOf(v: unknown, field: string, role: ChatRole, hasToolCalls: boolean): string | null {
+function logitBias(v: unknown): Record<string, number> {
+  if (!isObj(v)) throw badRequest('logit_bias', `logit_bias: expected an object, got ${describe(v)}`);
+  const out: Record<string, number> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (!/^\d+$/.test(k) || Number(k) > U32_MAX)
+      throw badRequest(`logit_bias.${k}`, `logit_bias: keys must be token ids, got ${describe(k)}`);
+    out[k] = num(x, `logit_bias.${k}`, -100, 100);
+  }
+  return out;
+}
+
+/** `response_format`, vLLM's `guided_*` and `structured_outputs` → one guided-decoding spec. */
+function guidedDecoding(b: Record<string, unknown>): GuidedDecoding | null {
+  const found: [string, GuidedDecoding][] = [];
+  const rf = b.response_format;
+  if (present(rf)) {
+    if (!isObj(rf))
+      throw badRequest('response_format', `response_format: expected an object, got ${describe(rf)}`);
+    const t = rf.type;
+    if (t === 'json_object') found.push(['response_format', { json_object: true }]);
+    else if (t === 'json_schema') {
+      const js = rf.json_schema;
+      if (!isObj(js))
+        throw badRequest(
+          'response_format.json_schema',
+          `response_format.json_schema: expected an object with name and schema, got ${describe(js)}`,
+        );
+      str(js.name, 'response_format.json_schema.name');
+      const schema = js.schema ?? {};
+      if (!isObj(schema))
+        throw badRequest(
+          'response_format.json_schema.schema',
+          `response_format.json_schema.schema: expected a JSON schema object, got ${describe(schema)}`,
+        );
+      found.push(['response_format', { json: schema }]);
+    } else if (t !== 'text')
+      throw badRequest(
+        'response_format.type',
+        `response_format.type: expected one of text, json_object, json_schema, got ${describe(t)}`,
+      );
+  }
+  const so = isObj(b.structured_outputs) ? b.structured_outputs : null;
+  if (present(b.structured_outputs) && !so)
+    throw badRequest(
+      'structured_outputs',
+      `structured_outputs: expected an object, got ${describe(b.structured_outputs)}`,
+    );
+  for (const [field, key] of [
+    ['guided_json', 'json'],
+    ['guided_regex', 'regex'],
+    ['guided_choice', 'choice'],
+    ['guided_grammar', 'grammar'],
+  ] as const) {
+    for (const [name, v] of [
+      [field, b[field]],
+      [`structured_outputs.${key}`, so?.[key]],
+    ] as const) {
+      if (!present(v)) continue;
+      if (key === 'json') {
+        const j = typeof v === 'string' ? parseJsonField(v, name) : v;
+        if (!isObj(j)) throw badRequest(name, `${name}: expected a JSON schema object, got ${describe(v)}`);
+        found.push([name, { json: j }]);
+      } else if (key === 'choice') {
+        if (!Array.isArray(v) || v.length === 0)
+          throw badRequest(name, `${name}: expected a non-empty array of strings, got ${describe(v)}`);
+        found.push([name, { choice: v.map((c, i) => str(c, `${name}[${i}]`)) }]);
+      } else found.push([name, { [key]: str(v, name) }]);
+    }
+  }
+  if (so && so.json_object === true) found.push(['structured_outputs.json_object', { json_object: true }]);
+  if (found.length > 1)
+    throw badRequest(
+      found[1]![0],
+      `${found[1]![0]}: only one kind of guided decoding per request (also given: ${found[0]![0]})`,
+    );
+  return found[0]?.[1] ?? null;
+}
+
+function parseJsonField(v: string, field: string): unknown {
+  try {
+    return JSON.parse(v) as unknown;
+  } catch {
+    throw badRequest(field, `${field}: not valid JSON`);
+  }
+}
+
+function contentOf(
+  v: unknown,
+  field: string,
+  role: ChatRole,
+  hasToolCalls: boolean,
+  images: { url: string }[],
+): string | ContentPart[] | null {
   if (typeof v === 'string') return v;
   if (v === null || v === undefined) {
     if (role === 'assistant' && hasToolCalls) return null;
@@ -182,22 +365,34 @@ function contentOf(v: unknown, field: string, role: ChatRole, hasToolCalls: bool
   }
   if (!Array.isArray(v))
     throw badRequest(field, `${field}: expected a string or an array of content parts, got ${describe(v)}`);
-  let text = '';
+  const out: ContentPart[] = [];
   for (let i = 0; i < v.length; i++) {
     const p: unknown = v[i];
     const f = `${field}[${i}]`;
     if (!isObj(p)) throw badRequest(f, `${f}: expected a content part object, got ${describe(p)}`);
-    if (p.type !== 'text')
+    if (p.type === 'text') out.push({ type: 'text', text: str(p.text, `${f}.text`) });
+    else if (p.type === 'image_url') {
+      const iu = p.image_url;
+      const url = isObj(iu) ? iu.url : iu;
+      if (typeof url !== 'string' || !/^(https?:\/\/|data:image\/)/.test(url))
+        throw badRequest(
+          `${f}.image_url.url`,
+          `${f}.image_url.url: expected an http(s) URL or a data:image/... URL, got ${describe(url)}`,
+        );
+      const part: ContentPart = { type: 'image_url', image_url: { url } };
+      if (isObj(iu) && present(iu.detail)) part.image_url.detail = str(iu.detail, `${f}.image_url.detail`);
+      out.push(part);
+      images.push({ url });
+    } else
       throw badRequest(
         `${f}.type`,
-        `${f}.type: only "text" content parts are supported, got ${describe(p.type)}`,
+        `${f}.type: expected "text" or "image_url" (audio, video and file parts are not supported), got ${describe(p.type)}`,
       );
-    text += str(p.text, `${f}.text`);
   }
-  return text;
+  return out;
 }
 
-function messages(v: unknown): ChatMessage[] {
+function messages(v: unknown, images: { url: string }[]): ChatMessage[] {
   if (!present(v)) throw badRequest('messages', 'messages: required');
   if (!Array.isArray(v)) throw badRequest('messages', `messages: expected an array, got ${describe(v)}`);
   if (v.length === 0) throw badRequest('messages', 'messages: must contain at least one message');
@@ -224,11 +419,13 @@ function messages(v: unknown): ChatMessage[] {
     }
     const msg: ChatMessage = {
       role: r,
-      content: contentOf(m.content, `${f}.content`, r, toolCalls !== undefined),
+      content: contentOf(m.content, `${f}.content`, r, toolCalls !== undefined, images),
     };
     if (present(m.name)) msg.name = str(m.name, `${f}.name`);
     if (toolCalls) msg.tool_calls = toolCalls;
     if (present(m.tool_call_id)) msg.tool_call_id = str(m.tool_call_id, `${f}.tool_call_id`);
+    if (present(m.reasoning_content))
+      msg.reasoning_content = str(m.reasoning_content, `${f}.reasoning_content`);
     out[i] = msg;
   }
   return out;
@@ -239,18 +436,115 @@ function body(raw: unknown): Record<string, unknown> {
   return raw;
 }
 
+function tools(v: unknown): ToolSpec[] {
+  if (!Array.isArray(v)) throw badRequest('tools', `tools: expected an array, got ${describe(v)}`);
+  return v.map((t: unknown, i) => {
+    const f = `tools[${i}]`;
+    if (!isObj(t) || t.type !== 'function' || !isObj(t.function))
+      throw badRequest(
+        f,
+        `${f}: expected {"type": "function", "function": {"name": ...}}, got ${describe(t)}`,
+      );
+    const fn = t.function;
+    const name = str(fn.name, `${f}.function.name`);
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name))
+      throw badRequest(
+        `${f}.function.name`,
+        `${f}.function.name: letters, digits, _ . - only, at most 64 characters, got ${describe(name)}`,
+      );
+    if (present(fn.parameters) && !isObj(fn.parameters))
+      throw badRequest(
+        `${f}.function.parameters`,
+        `${f}.function.parameters: expected a JSON schema object, got ${describe(fn.parameters)}`,
+      );
+    return { ...t, type: 'function', function: { ...fn, name } } as ToolSpec;
+  });
+}
+
+function toolChoice(v: unknown, declared: ToolSpec[] | undefined): ToolChoice | null {
+  if (!present(v)) return declared && declared.length > 0 ? 'auto' : null;
+  if (!declared || declared.length === 0) {
+    if (v === 'none') return null;
+    throw badRequest('tool_choice', 'tool_choice: only allowed when tools are given');
+  }
+  if (v === 'none') return null;
+  if (v === 'auto' || v === 'required') return v;
+  if (isObj(v) && v.type === 'function' && isObj(v.function) && typeof v.function.name === 'string') {
+    const name = v.function.name;
+    if (!declared.some((t) => t.function.name === name))
+      throw badRequest(
+        'tool_choice.function.name',
+        `tool_choice.function.name: ${describe(name)} is not one of the tools`,
+      );
+    return { name };
+  }
+  throw badRequest(
+    'tool_choice',
+    `tool_choice: expected "none", "auto", "required" or {"type": "function", "function": {"name": ...}}, got ${describe(v)}`,
+  );
+}
+
+/**
+ * `required` and a named choice are enforced by guided decoding, as vLLM does: a named function's
+ * parameters schema, or an array of `{name, parameters}` over all tools.
+ */
+function toolGuidance(mode: ToolChoice, declared: ToolSpec[]): GuidedDecoding {
+  const params = (t: ToolSpec): unknown => t.function.parameters ?? { type: 'object' };
+  if (typeof mode === 'object') return { json: params(declared.find((t) => t.function.name === mode.name)!) };
+  return {
+    json: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        anyOf: declared.map((t) => ({
+          type: 'object',
+          properties: { name: { type: 'string', enum: [t.function.name] }, parameters: params(t) },
+          required: ['name', 'parameters'],
+        })),
+      },
+    },
+  };
+}
+
 export function parseChatRequest(raw: unknown): ChatRequest {
   const b = body(raw);
   const c = common(b);
+  const images: { url: string }[] = [];
   // nvext.token_data makes the messages optional (the prompt is given as tokens).
-  const msgs = c.nvext.token_data && !present(b.messages) ? [] : messages(b.messages);
-  const req: ChatRequest = { kind: 'chat', ...c, messages: msgs, addGenerationPrompt: true };
-  if (present(b.tools)) {
-    if (!Array.isArray(b.tools))
-      throw badRequest('tools', `tools: expected an array, got ${describe(b.tools)}`);
-    req.tools = b.tools;
+  const msgs = c.nvext.token_data && !present(b.messages) ? [] : messages(b.messages, images);
+  if (present(b.logprobs)) {
+    if (bool(b.logprobs, 'logprobs')) c.logprobs = 0;
   }
+  if (present(b.top_logprobs)) {
+    const k = int(b.top_logprobs, 'top_logprobs', 0, 20);
+    if (c.logprobs === null) throw badRequest('top_logprobs', 'top_logprobs: requires logprobs: true');
+    c.logprobs = k;
+  }
+  const declared = present(b.tools) ? tools(b.tools) : undefined;
+  const mode = toolChoice(b.tool_choice, declared);
+  const req: ChatRequest = {
+    kind: 'chat',
+    ...c,
+    messages: msgs,
+    addGenerationPrompt: true,
+    continueFinalMessage: false,
+    toolMode: mode,
+    parallelToolCalls: present(b.parallel_tool_calls)
+      ? bool(b.parallel_tool_calls, 'parallel_tool_calls')
+      : true,
+    images,
+  };
+  // tool_choice none: the model is not shown the tools (so it cannot call them).
+  if (declared && mode !== null) req.tools = declared;
   if (present(b.tool_choice)) req.toolChoice = b.tool_choice;
+  if (mode === 'required' || (mode !== null && typeof mode === 'object')) {
+    if (c.sampling.guided_decoding)
+      throw badRequest(
+        'tool_choice',
+        'tool_choice: "required" or a named function cannot be combined with response_format / guided decoding',
+      );
+    req.sampling.guided_decoding = toolGuidance(mode, declared!);
+  }
   if (present(b.chat_template_kwargs)) {
     if (!isObj(b.chat_template_kwargs))
       throw badRequest(
@@ -259,44 +553,82 @@ export function parseChatRequest(raw: unknown): ChatRequest {
       );
     req.templateKwargs = b.chat_template_kwargs;
   }
+  if (present(b.reasoning_effort)) {
+    const e = str(b.reasoning_effort, 'reasoning_effort');
+    if (!['low', 'medium', 'high'].includes(e))
+      throw badRequest(
+        'reasoning_effort',
+        `reasoning_effort: expected low, medium or high, got ${describe(e)}`,
+      );
+    req.templateKwargs = { reasoning_effort: e, ...(req.templateKwargs ?? {}) };
+  }
   if (present(b.add_generation_prompt))
     req.addGenerationPrompt = bool(b.add_generation_prompt, 'add_generation_prompt');
+  if (present(b.continue_final_message)) {
+    req.continueFinalMessage = bool(b.continue_final_message, 'continue_final_message');
+    if (req.continueFinalMessage && present(b.add_generation_prompt) && req.addGenerationPrompt)
+      throw badRequest(
+        'continue_final_message',
+        'continue_final_message: cannot be combined with add_generation_prompt: true',
+      );
+    if (req.continueFinalMessage) req.addGenerationPrompt = false;
+  }
+  if (present(b.documents)) {
+    if (!Array.isArray(b.documents))
+      throw badRequest('documents', `documents: expected an array, got ${describe(b.documents)}`);
+    req.documents = b.documents;
+  }
   return req;
+}
+
+function onePrompt(p: unknown, field: string): CompletionPrompt {
+  if (typeof p === 'string') return { prompt: p, promptTokens: null };
+  const t = tokenIds(p, field);
+  if (t.length === 0) throw badRequest(field, `${field}: must not be empty`);
+  return { prompt: null, promptTokens: t };
 }
 
 export function parseCompletionRequest(raw: unknown): CompletionRequest {
   const b = body(raw);
   const c = common(b);
-  let prompt: string | null = null;
-  let promptTokens: Uint32Array | null = null;
+  let batch: CompletionPrompt[];
   const p = b.prompt;
   if (!present(p)) {
     if (!c.nvext.token_data) throw badRequest('prompt', 'prompt: required');
-  } else if (typeof p === 'string') prompt = p;
+    batch = [{ prompt: null, promptTokens: null }];
+  } else if (typeof p === 'string') batch = [{ prompt: p, promptTokens: null }];
   else if (Array.isArray(p)) {
     if (p.length === 0) throw badRequest('prompt', 'prompt: must not be empty');
-    if (typeof p[0] === 'string') {
-      if (p.length > 1)
-        throw badRequest(
-          'prompt',
-          'prompt: batches of several prompts are not supported; send one per request',
-        );
-      prompt = p[0];
-    } else if (Array.isArray(p[0])) {
-      if (p.length > 1)
-        throw badRequest(
-          'prompt',
-          'prompt: batches of several prompts are not supported; send one per request',
-        );
-      promptTokens = tokenIds(p[0], 'prompt[0]');
-    } else promptTokens = tokenIds(p, 'prompt');
-    if (promptTokens?.length === 0) throw badRequest('prompt', 'prompt: must not be empty');
+    if (typeof p[0] === 'string' || Array.isArray(p[0])) {
+      // A batch: several prompts, each its own choices (index = prompt * n + choice).
+      if (p.length > 64)
+        throw badRequest('prompt', `prompt: at most 64 prompts per request, got ${p.length}`);
+      batch = p.map((x, i) => {
+        if (typeof x !== 'string' && !Array.isArray(x))
+          throw badRequest(`prompt[${i}]`, `prompt[${i}]: expected a string or token ids like prompt[0]`);
+        return onePrompt(x, `prompt[${i}]`);
+      });
+    } else batch = [onePrompt(p, 'prompt')];
   } else
     throw badRequest(
       'prompt',
       `prompt: expected a string, an array of strings or token ids, got ${describe(p)}`,
     );
-  if (present(b.suffix)) throw badRequest('suffix', 'suffix: not supported by kvrouter');
+  const suffix = present(b.suffix) ? str(b.suffix, 'suffix') : null;
   const echo = present(b.echo) ? bool(b.echo, 'echo') : false;
-  return { kind: 'completions', ...c, prompt, promptTokens, echo };
+  if (present(b.logprobs) && b.logprobs !== false) c.logprobs = int(b.logprobs, 'logprobs', 0, 20);
+  if (echo && c.logprobs !== null)
+    throw badRequest('echo', 'echo: cannot be combined with logprobs (prompt logprobs are not returned)');
+  if (suffix !== null && batch.some((x) => x.prompt === null))
+    throw badRequest('suffix', 'suffix: needs a text prompt');
+  const first = batch[0]!;
+  return {
+    kind: 'completions',
+    ...c,
+    prompt: first.prompt,
+    promptTokens: first.promptTokens,
+    batch,
+    suffix,
+    echo,
+  };
 }
