@@ -3,7 +3,7 @@
  * costs when the index or the whole router is another process's. One process, loopback sockets:
  *
  * - `local index`: a KvRouter with its own index holding the same blocks (the baseline);
- * - `remote index (tcp)`: `RemoteIndexedKvRouter` asking the standalone router's served index
+ * - `remote index (tcp)`: a `KvRouter` on a `RemoteIndexer` asking the standalone router's served index
  *   (`kv_indexer_query`) over the tcp request plane, then deciding locally (`--use-remote-indexer`);
  * - `route over tcp` / `route over HTTP`: the standalone router's own `route` endpoint.
  *
@@ -23,7 +23,7 @@ import {
   type WorkerId,
 } from '@kvrouter/protocols';
 import { ApproxIndexer } from '@kvrouter/radix-indexer';
-import { KvRouter, RemoteIndexedKvRouter, RemoteIndexer, type RoutingRecorder } from '@kvrouter/router';
+import { KvRouter, RemoteIndexer, type RoutingRecorder } from '@kvrouter/router';
 import { MemDiscoveryHub, TcpRequestClient, registerInstance, registerModelCard } from '@kvrouter/runtime';
 import { StandaloneRouter } from './service.js';
 
@@ -107,7 +107,7 @@ const clock = {
   setTimeout: (f: () => void, ms: number) => setTimeout(f, ms),
   clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout),
 };
-const baseline = new KvRouter({ blockSize: BS, clock, random: rnd, indexer: local });
+const baseline = new KvRouter({ blockSize: BS, deps: { clock, random: rnd, indexer: local } });
 const tcp = new TcpRequestClient();
 const remote = new RemoteIndexer({
   modelName: 'm',
@@ -121,7 +121,7 @@ const remote = new RemoteIndexer({
       ),
   },
 });
-const viaRemote = new RemoteIndexedKvRouter({ blockSize: BS, clock, random: rnd, remote });
+const viaRemote = new KvRouter({ blockSize: BS, deps: { clock, random: rnd, indexer: remote } });
 for (const id of ids) {
   baseline.addWorker({ workerId: id });
   viaRemote.addWorker({ workerId: id });

@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { resolveConfig } from '@kvrouter/config';
 import { RemoteIndexerQueryCodec, RemoteIndexerRecordRequestCodec, type WorkerId } from '@kvrouter/protocols';
-import { RemoteIndexedKvRouter, RemoteIndexer, VirtualClock } from '@kvrouter/router';
+import { KvRouter, RemoteIndexer, VirtualClock } from '@kvrouter/router';
 import {
   MemDiscoveryHub,
   TcpRequestClient,
@@ -183,11 +183,9 @@ describe('StandaloneRouter (mem discovery)', () => {
           ),
       },
     });
-    const other = new RemoteIndexedKvRouter({
+    const other = new KvRouter({
       blockSize: 16,
-      clock: new VirtualClock(0),
-      random: () => 0.5,
-      remote,
+      deps: { clock: new VirtualClock(0), random: () => 0.5, indexer: remote },
     });
     closers.push(() => other.close());
     other.addWorker({ workerId: w.leaseId });

@@ -125,12 +125,11 @@ export async function runCase(
   let record = false;
   const router = new KvRouter({
     blockSize: c.bs,
-    clock: benchClock,
-    random: () => rng.next(),
-    indexer,
-    hrtime: () => performance.now(),
-    onOverhead: (o) => {
-      if (record) phases.push(o);
+    deps: { clock: benchClock, random: () => rng.next(), indexer, hrtime: () => performance.now() },
+    hooks: {
+      onOverhead: (o) => {
+        if (record) phases.push(o);
+      },
     },
   });
   for (let w = 0; w < c.workers; w++)

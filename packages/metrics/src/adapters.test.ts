@@ -72,17 +72,21 @@ describe('router overhead → dynamo_router_overhead_*_ms', () => {
     let step = 0;
     const router = new KvRouter({
       blockSize: 16,
-      clock: new VirtualClock(0),
-      random: () => 0,
-      indexer: new RadixIndexer(),
-      hrtime: () => {
-        const v = acc;
-        acc += ++step;
-        return v;
+      deps: {
+        clock: new VirtualClock(0),
+        random: () => 0,
+        indexer: new RadixIndexer(),
+        hrtime: () => {
+          const v = acc;
+          acc += ++step;
+          return v;
+        },
       },
-      onOverhead: (o) => {
-        seen.push(o);
-        hooks.onOverhead!(o);
+      hooks: {
+        onOverhead: (o) => {
+          seen.push(o);
+          hooks.onOverhead!(o);
+        },
       },
     });
     router.addWorker({ workerId: 1 });
@@ -110,10 +114,9 @@ describe('router queue and load → worker gauges', () => {
     expect(hooks.onOverhead).toBeUndefined();
     const router = new KvRouter({
       blockSize: 16,
-      clock: new VirtualClock(0),
-      random: () => 0,
-      queueThreshold: 1,
-      ...hooks,
+      policy: { queueThreshold: 1 },
+      deps: { clock: new VirtualClock(0), random: () => 0 },
+      hooks,
     });
     // max_num_batched_tokens 10: a request is parked while the rank has > 1 × 10 prefill tokens.
     router.addWorker({ workerId: 5, maxNumBatchedTokens: 10 });

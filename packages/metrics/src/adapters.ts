@@ -1,11 +1,11 @@
 /**
  * Adapters from the domain packages' hooks to metric updates. Each returns a function of exactly
- * the hook's shape, so wiring is `new KvRouter({ ...routerMetricsHooks(...) })`,
+ * the hook's shape, so wiring is `new KvRouter({ hooks: { ...routerMetricsHooks(...) } })`,
  * `new RadixIndexer({ onApplied: appliedHook(index) })`, `new Publisher({ onEngineDropped: ... })`.
  */
 import type { ActiveLoad } from '@kvrouter/protocols';
 import type { AppliedHook } from '@kvrouter/radix-indexer';
-import type { KvRouterOptions, RouterOverhead } from '@kvrouter/router';
+import type { RouterHooks, RouterOverhead } from '@kvrouter/router';
 import type { KvIndexMetrics, PublisherMetrics } from './kv.js';
 import { ERROR_TYPES, WORKER_TYPES, type ErrorType, type WorkerType } from './names.js';
 import type { RouterOverheadMetrics } from './router.js';
@@ -30,9 +30,9 @@ export interface RouterHookTargets {
 /** `onOverhead`, `onQueueChange` and `publishLoad` options of a `KvRouter`. */
 export function routerMetricsHooks(
   t: RouterHookTargets,
-): Pick<KvRouterOptions, 'onOverhead' | 'onQueueChange' | 'publishLoad'> {
+): Pick<RouterHooks, 'onOverhead' | 'onQueueChange' | 'publishLoad'> {
   const type = checkOneOf('workerType', WORKER_TYPES, t.workerType);
-  const out: Pick<KvRouterOptions, 'onOverhead' | 'onQueueChange' | 'publishLoad'> = {};
+  const out: Pick<RouterHooks, 'onOverhead' | 'onQueueChange' | 'publishLoad'> = {};
   if (t.overhead) out.onOverhead = overheadHook(t.overhead);
   const w = t.workers;
   if (w) {

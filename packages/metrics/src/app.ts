@@ -5,7 +5,7 @@
  */
 import type { Registry } from 'prom-client';
 import type { ActiveLoad } from '@kvrouter/protocols';
-import type { KvRouterOptions } from '@kvrouter/router';
+import type { RouterHooks } from '@kvrouter/router';
 import { routerMetricsHooks } from './adapters.js';
 import { FrontendMetrics } from './frontend.js';
 import { KvIndexMetrics } from './kv.js';
@@ -75,7 +75,7 @@ export class FrontendMetricSet {
   routerHooks(
     workerType: WorkerType,
     publishLoad?: ((load: ActiveLoad) => void) | null,
-  ): Pick<KvRouterOptions, 'onOverhead' | 'onQueueChange' | 'publishLoad'> {
+  ): Pick<RouterHooks, 'onOverhead' | 'onQueueChange' | 'publishLoad'> {
     return routerMetricsHooks({ overhead: this.overhead, workers: this.workers, workerType, publishLoad });
   }
 }

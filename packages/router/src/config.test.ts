@@ -10,8 +10,8 @@ const params = (argv: string[], env: Record<string, string> = {}) =>
 describe('routerParamsFromConfig', () => {
   it('maps the defaults of FLAGS.md', () => {
     const p = params([]);
-    expect(p.mode).toBe('round-robin');
-    expect(p.cost).toEqual({
+    expect(p.policy.mode).toBe('round-robin');
+    expect(p.policy.cost).toEqual({
       credit: 1,
       creditDecay: 0,
       prefillLoadScale: 1,
@@ -24,39 +24,39 @@ describe('routerParamsFromConfig', () => {
       trackActiveBlocks: true,
       assumeKvReuse: true,
     });
-    expect([p.queueThreshold, p.queuePolicy, p.overlapRefreshAfterSecs, p.activeRequestExpirySecs]).toEqual([
-      16,
-      'fcfs',
-      10,
-      300,
-    ]);
+    expect([
+      p.policy.queueThreshold,
+      p.policy.queuePolicy,
+      p.policy.overlapRefreshAfterSecs,
+      p.policy.activeRequestExpirySecs,
+    ]).toEqual([16, 'fcfs', 10, 300]);
     // Admission control `none` clears the thresholds inside the router; the values travel as configured.
-    expect(p.admissionControl).toBe('none');
-    expect(p.busyThresholds).toEqual({
+    expect(p.policy.admissionControl).toBe('none');
+    expect(p.policy.busyThresholds).toEqual({
       activeDecodeBlocks: 1,
       activePrefillTokens: 10_000_000,
       activePrefillTokensFrac: 64,
     });
     expect(p.index).toMatchObject({ kind: 'events', eventThreads: 4, ttlSecs: 120, maxTreeSize: 1_048_576 });
-    expect([p.predictedTtlSecs, p.blockSizeOverride, p.replicaSync, p.aic, p.cudaToCpuRatio]).toEqual([
-      null,
-      null,
-      false,
-      false,
-      8,
-    ]);
+    expect([
+      p.policy.predictedTtlSecs,
+      p.blockSizeOverride,
+      p.replicaSync,
+      p.aic,
+      p.policy.cudaToCpuRatio,
+    ]).toEqual([null, null, false, false, 8]);
   });
 
   it('follows the preset, legacy weight, approximate mode and env-only values', () => {
     const la = params(['--load-aware']);
-    expect([la.mode, la.cost!.credit, la.cost!.assumeKvReuse, la.index.kind]).toEqual([
+    expect([la.policy.mode, la.policy.cost!.credit, la.policy.cost!.assumeKvReuse, la.index.kind]).toEqual([
       'kv',
       0,
       false,
       'none',
     ]);
     const legacy = params(['--router-mode', 'kv', '--router-kv-overlap-score-weight', '2']);
-    expect(legacy.cost!.prefillLoadScale).toBe(2);
+    expect(legacy.policy.cost!.prefillLoadScale).toBe(2);
     const approx = params(['--router-mode', 'kv', '--no-router-kv-events', '--router-ttl-secs', '30']);
     expect(approx.index).toMatchObject({ kind: 'approximate', ttlSecs: 30 });
     const env = params(
@@ -74,12 +74,12 @@ describe('routerParamsFromConfig', () => {
       },
     );
     expect([
-      env.predictedTtlSecs,
-      env.overlapRefreshAfterSecs,
-      env.cudaToCpuRatio,
-      env.admissionControl,
+      env.policy.predictedTtlSecs,
+      env.policy.overlapRefreshAfterSecs,
+      env.policy.cudaToCpuRatio,
+      env.policy.admissionControl,
     ]).toEqual([5, 0, 4, 'token-capacity']);
-    expect(env.busyThresholds!.activePrefillTokens).toBe(5000);
+    expect(env.policy.busyThresholds!.activePrefillTokens).toBe(5000);
   });
 
   it('the result builds a router (with the app’s block size, clock and randomness)', async () => {
@@ -92,10 +92,9 @@ describe('routerParamsFromConfig', () => {
       'token-capacity',
     ]);
     const router = new KvRouter({
-      ...p,
       blockSize: p.blockSizeOverride ?? 16,
-      clock: new VirtualClock(),
-      random: () => 0,
+      policy: p.policy,
+      deps: { clock: new VirtualClock(), random: () => 0 },
     });
     expect(router.mode).toBe('kv');
     expect(router.busyThresholds).toEqual({

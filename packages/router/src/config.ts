@@ -1,11 +1,12 @@
 /**
- * `ResolvedConfig` (frontend or standalone router) → KvRouter options. The resolver has already
- * applied the `--load-aware` preset, the legacy overlap weight and admission promotion (FLAGS.md
- * resolution rules), so this is a field-by-field mapping. What the router cannot build itself
- * (the index, transports, sinks) is described in `index` for the app to construct.
+ * `ResolvedConfig` (frontend or standalone router) → the router's `policy` plus what the host
+ * builds around it. The resolver has already applied the `--load-aware` preset, the legacy
+ * overlap weight and admission promotion (FLAGS.md resolution rules), so this is a field-by-field
+ * mapping. `policy` goes to `new KvRouter({ policy, ... })` as is; what the router cannot build
+ * itself (the index, transports, sinks) is described in `index`, `replicaSync` and `aic`.
  */
 import type { ResolvedConfig } from '@kvrouter/config';
-import type { KvRouterOptions } from './types.js';
+import type { RouterPolicy } from './types.js';
 
 type Keys =
   | 'routerMode'
@@ -59,12 +60,14 @@ export interface IndexPlan {
   cachePolicy: 'ttl' | 'lru';
 }
 
-export interface RouterParams extends Omit<KvRouterOptions, 'blockSize' | 'clock' | 'random'> {
+export interface RouterParams {
+  /** Given to the router as is (`KvRouterOptions.policy`). */
+  policy: RouterPolicy;
   /** `--kv-cache-block-size`; null = take the card's `kv_cache_block_size`. */
   blockSizeOverride: number | null;
   /** `--router-replica-sync`: the app wires the publisher and feeds `applyReplicaEvent`. */
   replicaSync: boolean;
-  /** `--router-prefill-load-model aic`: the app supplies `prefillDurationPredictor`. */
+  /** `--router-prefill-load-model aic`: the app supplies `deps.prefillDurationPredictor`. */
   aic: boolean;
   index: IndexPlan;
 }
@@ -82,7 +85,7 @@ export function routerParamsFromConfig(c: RouterConfigFields): RouterParams {
     cachePolicy: c.routerApproximateCachePolicy,
   };
   const apt = c.activePrefillTokensThreshold;
-  return {
+  const policy: RouterPolicy = {
     mode: c.routerMode,
     cost: {
       credit,
@@ -111,6 +114,9 @@ export function routerParamsFromConfig(c: RouterConfigFields): RouterParams {
     cudaToCpuRatio: c.encoderCudaToCpuRatio,
     // The side index needs KV events (the resolver rejects the combination otherwise) and an index.
     predictedTtlSecs: index.kind === 'none' ? null : c.routerPredictedTtlSecs,
+  };
+  return {
+    policy,
     blockSizeOverride: c.kvCacheBlockSize,
     replicaSync: c.routerReplicaSync,
     aic: c.routerPrefillLoadModel === 'aic',

@@ -24,7 +24,6 @@ export {
 export type * from './types.js';
 export {
   RemoteIndexer,
-  RemoteIndexedKvRouter,
   overlapScoresFromWire,
   overlapScoresToWire,
   type RemoteIndexerClient,

@@ -99,23 +99,15 @@ describe('load bookkeeping property', () => {
       const peerEvents: ActiveSequenceEvent[] = [];
       const router = new KvRouter({
         blockSize: 16,
-        clock,
-        random: () => rng.next(),
-        indexer,
-        sideIndexer: side,
-        routerId: 1n,
-        publishActiveSequenceEvent: (e) => peerEvents.push(e),
-        trackOutputBlocks: true,
-        queueThreshold: 2,
-        activeRequestExpirySecs: 120,
+        policy: { trackOutputBlocks: true, queueThreshold: 2, activeRequestExpirySecs: 120 },
+        deps: { clock, random: () => rng.next(), indexer, sideIndexer: side },
+        ports: { routerId: 1n, publishActiveSequenceEvent: (e) => peerEvents.push(e) },
       });
       // A second router replica whose bookings arrive as replica-sync events.
       const peer = new KvRouter({
         blockSize: 16,
-        clock,
-        random: () => rng.next(),
-        routerId: 2n,
-        publishActiveSequenceEvent: (e) => router.applyReplicaEvent(e),
+        deps: { clock, random: () => rng.next() },
+        ports: { routerId: 2n, publishActiveSequenceEvent: (e) => router.applyReplicaEvent(e) },
       });
       const add = (id: number, dpSize: number) => {
         const cfg = { workerId: id, dpSize, maxNumBatchedTokens: 256 };
@@ -287,7 +279,7 @@ describe('approximate and side recording (§7.5, §7.6)', () => {
   it('approximate primary: the router records each booking, the next same-prefix request sees it', async () => {
     const clock = new VirtualClock();
     const indexer = new ApproxIndexer({ ttlSecs: 120, now: () => clock.now() });
-    const router = new KvRouter({ blockSize: 16, clock, random: () => 0, indexer });
+    const router = new KvRouter({ blockSize: 16, deps: { clock, random: () => 0, indexer } });
     router.addWorker({ workerId: 1 });
     router.addWorker({ workerId: 2 });
     const P = toks(1, 96); // 6 blocks
@@ -307,7 +299,7 @@ describe('approximate and side recording (§7.5, §7.6)', () => {
     const clock = new VirtualClock();
     const primary = new RadixIndexer();
     const side = new SideIndexer(primary, { ttlSecs: 5, now: () => clock.now() });
-    const router = new KvRouter({ blockSize: 16, clock, random: () => 0.99, indexer: side });
+    const router = new KvRouter({ blockSize: 16, deps: { clock, random: () => 0.99, indexer: side } });
     for (const id of [1, 2, 3]) router.addWorker({ workerId: id });
     const P = toks(1, 160);
     const first = await router.route({ requestId: 'a', tokens: P });
@@ -329,10 +321,8 @@ describe('approximate and side recording (§7.5, §7.6)', () => {
     const clock = new VirtualClock();
     const router = new KvRouter({
       blockSize: 16,
-      clock,
-      random: () => 0,
-      indexer: new RadixIndexer(),
-      predictedTtlSecs: 5,
+      policy: { predictedTtlSecs: 5 },
+      deps: { clock, random: () => 0, indexer: new RadixIndexer() },
     });
     router.addWorker({ workerId: 1 });
     await router.route({ requestId: 'a', tokens: toks(1, 64) });

@@ -9,12 +9,12 @@ import { RadixIndexer } from '@kvrouter/radix-indexer';
 import type { QueuePolicy } from '@kvrouter/core-cost';
 import type { Clock } from './clock.js';
 import { KvRouter } from './router.js';
-import { flush, harness, storeEvent, toks, w } from './test-fixtures.js';
-import type { KvRouterOptions, RoutingDecision } from './types.js';
+import { flush, harness, storeEvent, toks, w, type TestOptions } from './test-fixtures.js';
+import type { RoutingDecision } from './types.js';
 
 const pri = (p: number): Nvext => ({ agent_hints: { priority: p } });
 
-function queued(policy: QueuePolicy, opts: Partial<KvRouterOptions> = {}) {
+function queued(policy: QueuePolicy, opts: TestOptions = {}) {
   const h = harness({ queueThreshold: 1, queuePolicy: policy, ...opts });
   h.router.addWorker({ workerId: 1, maxNumBatchedTokens: 100 });
   const order: string[] = [];
@@ -213,10 +213,8 @@ describe('no starvation', () => {
     const clock: Clock = { now: () => t, setTimeout: () => ({}), clearTimeout: () => undefined };
     const router = new KvRouter({
       blockSize: 16,
-      clock,
-      random: () => 0,
-      queueThreshold: 1,
-      prefillDurationPredictor: () => 1000,
+      policy: { queueThreshold: 1 },
+      deps: { clock, random: () => 0, prefillDurationPredictor: () => 1000 },
     });
     router.addWorker({ workerId: 1, maxNumBatchedTokens: 100 });
     const order: string[] = [];

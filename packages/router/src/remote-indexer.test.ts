@@ -11,8 +11,8 @@ import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { Rng } from '@kvrouter/testkit';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from './clock.js';
+import { KvRouter } from './router.js';
 import {
-  RemoteIndexedKvRouter,
   RemoteIndexer,
   overlapScoresFromWire,
   overlapScoresToWire,
@@ -46,13 +46,11 @@ function servingClient(
   };
 }
 
-function router(remote: RemoteIndexer): RemoteIndexedKvRouter {
+function router(remote: RemoteIndexer): KvRouter {
   const rng = new Rng(3);
-  const r = new RemoteIndexedKvRouter({
+  const r = new KvRouter({
     blockSize: BS,
-    clock: new VirtualClock(0),
-    random: () => rng.next(),
-    remote,
+    deps: { clock: new VirtualClock(0), random: () => rng.next(), indexer: remote },
   });
   r.addWorker({ workerId: 1 });
   r.addWorker({ workerId: 2 });

@@ -2,8 +2,9 @@
  * `--use-remote-indexer` (PROTOCOL.md §7.7): the router keeps no index of its own and asks an index
  * served by another router (`--serve-indexer`) on the worker component. The router's scoring path
  * is synchronous (the admission gate must see every previous booking), so the remote round trip
- * happens before it: `RemoteIndexedKvRouter.route` hashes the prompt, awaits the remote scores and
- * parks them in `RemoteIndexer`, whose synchronous `findMatchesBySeq` then hands them to the gate.
+ * happens before it: given as the router's `deps.indexer`, `RemoteIndexer` is a prefetching overlap
+ * source — `KvRouter.route` hashes the prompt, awaits `prefetch` (the remote scores are parked
+ * here), and the synchronous `findMatchesBySeq` then hands them to the gate.
  * A failed query is reported once and routes on load alone (empty overlap), as §7.7 requires.
  *
  * Kind core: the transport is injected (`RemoteIndexerClient`); the app picks the serving instance.
@@ -12,7 +13,6 @@ import {
   KvrError,
   RemoteIndexerQueryResponseCodec,
   RemoteIndexerRecordResponseCodec,
-  computeLocalBlockHashes,
   computeSequenceHashes,
   pairsToU64s,
   workerKey,
@@ -25,8 +25,7 @@ import {
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import type { KvIndexer, OverlapScores } from '@kvrouter/radix-indexer';
-import { KvRouter } from './router.js';
-import type { KvRouterOptions, RouteRequest, RoutingDecision, RoutingRecorder } from './types.js';
+import type { PrefetchingIndexer, RoutingRecorder } from './types.js';
 
 /** One call to one serving instance; resolves with the reply payload as received. */
 export interface RemoteIndexerClient {
@@ -94,7 +93,7 @@ export function overlapScoresToWire(o: OverlapScores): WireOverlapScores {
   };
 }
 
-export class RemoteIndexer implements KvIndexer, RoutingRecorder {
+export class RemoteIndexer implements KvIndexer, RoutingRecorder, PrefetchingIndexer {
   private readonly results = new Map<string, OverlapScores>();
   private readonly cap: number;
   private queries = 0;
@@ -214,40 +213,5 @@ export class RemoteIndexer implements KvIndexer, RoutingRecorder {
   close(): Promise<void> {
     this.results.clear();
     return Promise.resolve();
-  }
-}
-
-/**
- * A KvRouter whose primary index is remote: each `route` first fetches the remote overlap for the
- * prompt (hashed exactly as the router hashes it), then runs the ordinary synchronous decision.
- */
-export class RemoteIndexedKvRouter extends KvRouter {
-  readonly remote: RemoteIndexer;
-  private readonly eagle: boolean;
-
-  /** `opts.indexer`, if any, is replaced by `remote`. */
-  constructor(opts: KvRouterOptions & { remote: RemoteIndexer }) {
-    const { remote, ...rest } = opts;
-    super({ ...rest, indexer: remote });
-    this.remote = remote;
-    this.eagle = opts.isEagle ?? false;
-  }
-
-  override async route(req: RouteRequest): Promise<RoutingDecision> {
-    const tokens = req?.tokens ?? req?.nvext?.token_data;
-    if (this.mode === 'kv' && tokens instanceof Uint32Array && tokens.length >= this.blockSize) {
-      let local: Uint32Array | null = null;
-      try {
-        const hashOpts =
-          req.loraName || req.mmHashes || this.eagle
-            ? { loraName: req.loraName, mmHashes: req.mmHashes, isEagle: this.eagle }
-            : undefined;
-        local = computeLocalBlockHashes(tokens, this.blockSize, hashOpts);
-      } catch {
-        // Bad hashing input: the router rejects it below with its own error naming the field.
-      }
-      if (local && local.length > 0) await this.remote.prefetch(local);
-    }
-    return super.route(req);
   }
 }

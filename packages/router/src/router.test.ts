@@ -3,8 +3,8 @@ import { KvrError, parseJson, type Nvext, type RoutingConstraints } from '@kvrou
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { VirtualClock } from './clock.js';
 import { KvRouter } from './router.js';
-import { cat, harness, storeEvent, toks, w } from './test-fixtures.js';
-import type { KvRouterOptions, RouterOverhead } from './types.js';
+import { cat, harness, storeEvent, toks, w, type TestOptions } from './test-fixtures.js';
+import type { RouterOverhead } from './types.js';
 
 const BS = 16;
 
@@ -35,7 +35,7 @@ const pin = (id: number, extra: Partial<Nvext> = {}): Nvext => ({
  *  W3: D = 112 tokens (7 blocks, done) + E = 32 tokens (2 blocks, prefilling 32) → decode 9,
  *      prefill 32, depth 0. Index: P blocks 0..3 → overlap 4.
  */
-async function example(opts: Partial<KvRouterOptions> = {}, taintsW2: string[] = []) {
+async function example(opts: TestOptions = {}, taintsW2: string[] = []) {
   const indexer = new RadixIndexer();
   const h = harness({ indexer, ...opts });
   const r = h.router;
@@ -377,7 +377,7 @@ describe('pins (§15)', () => {
 });
 
 describe('router modes (§8.8)', () => {
-  const three = (opts: Partial<KvRouterOptions>) => {
+  const three = (opts: TestOptions) => {
     const h = harness(opts);
     h.router.addWorker({ workerId: 30 });
     h.router.addWorker({ workerId: 10 });
@@ -514,7 +514,7 @@ describe('worker set', () => {
   it('removal drops the index entries and frees the bookings; update shrinks ranks', async () => {
     const indexer = new RadixIndexer();
     const clock = new VirtualClock();
-    const router = new KvRouter({ blockSize: BS, clock, random: () => 0, indexer });
+    const router = new KvRouter({ blockSize: BS, deps: { clock, random: () => 0, indexer } });
     router.addWorker({ workerId: 1, dpSize: 2 });
     const P = toks(1, 64);
     indexer.applyEvent(storeEvent(w(1, 1), P, BS, 4));

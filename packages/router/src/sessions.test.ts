@@ -1,15 +1,14 @@
 /** Sticky sessions and session_control (PROTOCOL.md §12, §5.6) on a virtual clock. */
 import { describe, expect, it } from 'vitest';
 import type { Nvext, SessionAction, WorkerWithDpRank } from '@kvrouter/protocols';
-import { flush, harness, toks, w } from './test-fixtures.js';
+import { flush, harness, toks, w, type TestOptions } from './test-fixtures.js';
 import type { SessionRpcPayload } from './sessions.js';
-import type { KvRouterOptions } from './types.js';
 
 const sc = (session_id: string, action?: SessionAction, timeout = 60): Nvext => ({
   session_control: { session_id, ...(action ? { action } : {}), timeout },
 });
 
-function setup(opts: Partial<KvRouterOptions> = {}) {
+function setup(opts: TestOptions = {}) {
   const calls: { worker: WorkerWithDpRank; payload: SessionRpcPayload }[] = [];
   let fail = false;
   const h = harness({

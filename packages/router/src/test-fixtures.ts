@@ -14,7 +14,7 @@ import {
 import { Rng } from '@kvrouter/testkit';
 import { VirtualClock } from './clock.js';
 import { KvRouter } from './router.js';
-import type { KvRouterOptions } from './types.js';
+import type { KvRouterOptions, RouterDeps, RouterHooks, RouterPolicy, RouterPorts } from './types.js';
 
 export const w = (id: number | bigint, dp = 0): WorkerWithDpRank => ({
   worker_id: BigInt(id) as WorkerId,
@@ -76,10 +76,32 @@ export interface Harness {
   rng: Rng;
 }
 
-export function harness(opts: Partial<KvRouterOptions> = {}, seed = 7): Harness {
+/** Every option of every group in one bag, for short test set-ups; `grouped` sorts it. */
+export type TestOptions = Partial<
+  Pick<KvRouterOptions, 'blockSize' | 'isEagle'> & RouterPolicy & RouterDeps & RouterPorts & RouterHooks
+>;
+
+const DEPS = new Set(['clock', 'random', 'hrtime', 'indexer', 'sideIndexer', 'prefillDurationPredictor']);
+const PORTS = new Set(['routerId', 'publishActiveSequenceEvent', 'sessionRpc', 'decisionLog']);
+const HOOKS = new Set(['publishLoad', 'onOverhead', 'onQueueChange', 'onError']);
+
+/** A flat option bag → `KvRouterOptions` (policy / deps / ports / hooks). */
+export function grouped(
+  flat: TestOptions & Pick<RouterDeps, 'clock' | 'random'> & { blockSize: number },
+): KvRouterOptions {
+  const g = { policy: {}, deps: {}, ports: {}, hooks: {} } as Record<string, Record<string, unknown>>;
+  const top: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(flat)) {
+    if (k === 'blockSize' || k === 'isEagle') top[k] = v;
+    else g[DEPS.has(k) ? 'deps' : PORTS.has(k) ? 'ports' : HOOKS.has(k) ? 'hooks' : 'policy'][k] = v;
+  }
+  return { ...top, ...g } as unknown as KvRouterOptions;
+}
+
+export function harness(opts: TestOptions = {}, seed = 7): Harness {
   const clock = new VirtualClock(0);
   const rng = new Rng(seed);
-  const router = new KvRouter({ blockSize: 16, clock, random: () => rng.next(), ...opts });
+  const router = new KvRouter(grouped({ blockSize: 16, clock, random: () => rng.next(), ...opts }));
   return { router, clock, rng };
 }
 

@@ -56,30 +56,19 @@ export interface DecisionLogOptions {
 
 export type RouterPhase = 'aggregated' | 'prefill' | 'decode';
 
-export interface KvRouterOptions {
-  /** KV block size in tokens (card `kv_cache_block_size` or `--kv-cache-block-size`). */
-  blockSize: number;
-  clock: Clock;
-  /** Uniform in [0, 1): tie-breaks, softmax, random mode, random block ids. */
-  random: () => number;
+/**
+ * Routing policy: plain data (no functions), what the configuration decides. `routerParamsFromConfig`
+ * builds it; it is given to the router as is.
+ */
+export interface RouterPolicy {
   /** `--router-mode`; default `kv` (this is the KV router; other modes share its worker set). */
   mode?: RouterMode;
-  /** This router's discovery instance id (replica sync `router_id`). */
-  routerId?: bigint;
   /** Which pins of `nvext` apply (§15): aggregated/decode use `backend_instance_id`, prefill the prefill ids. */
   phase?: RouterPhase;
-  /** Primary index (event-driven, approximate, or the pool). Absent/null: every overlap is 0 (§7.4). */
-  indexer?: (KvIndexer & Partial<RoutingRecorder>) | null;
-  /** Predict-on-route side index (§7.6); queries take the per-rank max with the primary. */
-  sideIndexer?: (KvIndexer & RoutingRecorder) | null;
-  /** `--router-predicted-ttl-secs`: builds a local side index with this TTL when `sideIndexer` is absent. */
-  predictedTtlSecs?: number | null;
   /** Cost and booking parameters (§8.3, §8.4); defaults per `DEFAULT_COST_PARAMS`. */
   cost?: Partial<CostParams>;
   /** `--router-track-output-blocks`. */
   trackOutputBlocks?: boolean;
-  /** Eagle hashing windows (card `enable_eagle`, §2.1). */
-  isEagle?: boolean;
   /** `DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS` (300). */
   activeRequestExpirySecs?: number;
   /** `--router-queue-threshold` (16); null disables the queue. */
@@ -90,31 +79,74 @@ export interface KvRouterOptions {
   strictPriority?: boolean;
   /** `DYN_ROUTER_OVERLAP_REFRESH_AFTER_SECS` (10; 0 disables). */
   overlapRefreshAfterSecs?: number;
-  /** `--router-prefill-load-model aic`: predicted prefill durations; the queue is re-checked every 100 ms. */
-  prefillDurationPredictor?: PrefillDurationPredictor | null;
   /** `--admission-control` (none): `none` clears the busy thresholds. */
   admissionControl?: AdmissionControl;
   /** Busy thresholds (§11); missing fields take the defaults, null disables one. */
   busyThresholds?: Partial<BusyThresholds>;
   /** `DYN_ENCODER_CUDA_TO_CPU_RATIO` (8). */
   cudaToCpuRatio?: number;
+  /** `--router-predicted-ttl-secs`: builds a local side index with this TTL when `deps.sideIndexer` is absent. */
+  predictedTtlSecs?: number | null;
+  /** Fill `explanation.candidates` for every decision (default false: only on request or when logged). */
+  explain?: boolean;
+}
+
+/** Collaborators the router computes with (injected so the simulator drives the same code). */
+export interface RouterDeps {
+  clock: Clock;
+  /** Uniform in [0, 1): tie-breaks, softmax, random mode, random block ids. */
+  random: () => number;
+  /** High-resolution timer in ms for overhead timings (e.g. `performance.now`); default `clock.now`. */
+  hrtime?: () => number;
+  /**
+   * Primary index (event-driven, approximate, the pool, or a `RemoteIndexer`). Absent/null: every
+   * overlap is 0 (§7.4). An index with `prefetch` (the remote one, §7.7) is asked before the gate.
+   */
+  indexer?: (KvIndexer & Partial<RoutingRecorder> & Partial<PrefetchingIndexer>) | null;
+  /** Predict-on-route side index (§7.6); queries take the per-rank max with the primary. */
+  sideIndexer?: (KvIndexer & RoutingRecorder) | null;
+  /** `--router-prefill-load-model aic`: predicted prefill durations; the queue is re-checked every 100 ms. */
+  prefillDurationPredictor?: PrefillDurationPredictor | null;
+}
+
+/** Transports to the rest of the deployment (§5.4–§5.6) and the decision log. */
+export interface RouterPorts {
+  /** This router's discovery instance id (replica sync `router_id`, decision log). */
+  routerId?: bigint;
   /** Replica sync (§5.4): receives this router's own booking events. Needs `routerId`. */
   publishActiveSequenceEvent?: ((ev: ActiveSequenceEvent) => void) | null;
-  /** Receives this router's projected load of a rank after every change (§5.5). */
-  publishLoad?: ((load: ActiveLoad) => void) | null;
   /** `session_control` RPC to the bound worker (§5.6); rejects on an error reply. */
   sessionRpc?: ((worker: WorkerWithDpRank, payload: SessionRpcPayload) => Promise<unknown>) | null;
   /** Sampled JSON decision log (`--decision-log`). */
   decisionLog?: DecisionLogOptions | null;
-  /** Fill `explanation.candidates` for every decision (default false: only on request or when logged). */
-  explain?: boolean;
-  /** High-resolution timer in ms for overhead timings (e.g. `performance.now`); default `clock.now`. */
-  hrtime?: () => number;
+}
+
+/** Observers: nothing they return or throw changes a decision (a throw goes to `onError`). */
+export interface RouterHooks {
+  /** Receives this router's projected load of a rank after every change (§5.5 `ActiveLoad`, gauges). */
+  publishLoad?: ((load: ActiveLoad) => void) | null;
   onOverhead?: ((o: RouterOverhead) => void) | null;
   /** Queue depth after every change (`dynamo_frontend_router_queue_pending_requests`). */
   onQueueChange?: ((pending: number) => void) | null;
   /** Failures in background work (close_session RPCs, overlap refresh, sinks). */
   onError?: ((err: unknown, context: string) => void) | null;
+}
+
+/** An index answered asynchronously (§7.7): `prefetch` parks the answer the synchronous lookup reads. */
+export interface PrefetchingIndexer {
+  /** Local block hashes as (lo, hi) pairs; never rejects (a failure leaves no answer). */
+  prefetch(local: Uint32Array): Promise<void>;
+}
+
+export interface KvRouterOptions {
+  /** KV block size in tokens (card `kv_cache_block_size` or `--kv-cache-block-size`). */
+  blockSize: number;
+  /** Eagle hashing windows (card `enable_eagle`, §2.1). */
+  isEagle?: boolean;
+  policy?: RouterPolicy;
+  deps: RouterDeps;
+  ports?: RouterPorts;
+  hooks?: RouterHooks;
 }
 
 export interface RouteRequest {
