@@ -39,6 +39,40 @@ function ensureDeps() {
   must('pnpm', ['install', '--reporter=append-only', '--no-frozen-lockfile'], { env });
 }
 
+/**
+ * The static checks CI runs before the tests (root package.json scripts). Each one's output is shown when
+ * it fails; a passing check prints one line with its duration.
+ */
+const CHECKS = [
+  ['lint: ESLint (typed rules, import boundaries per package kind, no console in packages)', 'lint:eslint'],
+  ['lint: import cycles (dependency-cruiser)', 'lint:cycles'],
+  ['format: prettier --check', 'format:check'],
+  ['unused code: knip', 'knip'],
+];
+function runChecks() {
+  let passed = 0;
+  const failedNames = [];
+  for (const [name, script] of CHECKS) {
+    const t0 = process.hrtime.bigint();
+    const r = spawnSync('pnpm', ['run', '--silent', script], {
+      cwd: root,
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+      env: { ...process.env, FORCE_COLOR: '0' },
+    });
+    const secs = (Number(process.hrtime.bigint() - t0) / 1e9).toFixed(1);
+    if (r.status === 0) {
+      passed++;
+      console.log(`check passed: ${name} (${secs} s)`);
+    } else {
+      failedNames.push(script);
+      const out = `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}`.trimEnd();
+      console.log(`check FAILED: ${name} (${secs} s, \`pnpm ${script}\`)\n${out}\n`);
+    }
+  }
+  return { passed, failed: failedNames.length, failedNames };
+}
+
 const job = process.argv[2] ?? 'test';
 const rest = process.argv.slice(3);
 ensurePnpm();
@@ -50,9 +84,14 @@ if (job === 'start') {
 } else if (job === 'bench') {
   must('pnpm', ['build']);
   process.exit(run('pnpm', ['--filter', '@kvrouter/benchmarks', 'bench', ...rest]));
+} else if (job === 'check') {
+  const r = runChecks();
+  console.log(`${r.passed} passed, ${r.failed} failed`);
+  process.exit(r.failed > 0 ? 1 : 0);
 } else if (job === 'test') {
   must('node', ['tools/services.mjs', 'install']);
   must('pnpm', ['build']);
+  const checks = runChecks();
   const out = join(root, '.test-results');
   mkdirSync(out, { recursive: true });
   const jsonFile = join(out, 'vitest.json');
@@ -83,9 +122,13 @@ if (job === 'start') {
     failed = Math.max(failed, 1);
   }
   if (code !== 0 && failed === 0) failed = 1;
+  // Each static check counts as one entry of the summary.
+  passed += checks.passed;
+  failed += checks.failed;
+  if (checks.failed > 0) console.log(`bootstrap: failed checks: ${checks.failedNames.join(', ')}`);
   console.log(`${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ''));
   process.exit(failed > 0 || code !== 0 ? 1 : 0);
 } else {
-  console.error(`bootstrap: unknown job '${job}' (use start, test or bench)`);
+  console.error(`bootstrap: unknown job '${job}' (use start, test, check or bench)`);
   process.exit(2);
 }
