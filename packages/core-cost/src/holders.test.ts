@@ -4,7 +4,7 @@ import { Rng } from '@kvrouter/testkit';
 import { CandidateBatch } from './cost.js';
 import { HolderTree } from './holders.js';
 import { PrefixTree } from './prefix-tree.js';
-import { MultiWorkerSequences } from './sequences.js';
+import { MultiWorkerSequences } from './multi-worker.js';
 
 const chain = (...lows: number[]) => Uint32Array.from(lows.flatMap((l) => [l, 7]));
 const w = (id: number, dp = 0) => ({ worker_id: BigInt(id), dp_rank: dp }) as WorkerWithDpRank;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { KvrError, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { MultiWorkerSequences } from './sequences.js';
+import { MultiWorkerSequences } from './multi-worker.js';
 import { drainQueue, priorityJump, queueKey, RouterQueue, shouldPark } from './queue.js';
 
 const drain = <T>(q: RouterQueue<T>) => {

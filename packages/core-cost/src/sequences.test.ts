@@ -2,13 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { KvrError, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { FakeClock, Rng } from '@kvrouter/testkit';
 import { CandidateBatch, computeCosts, DEFAULT_COST_PARAMS } from './cost.js';
-import {
-  ActiveSequences,
-  MultiWorkerSequences,
-  PrefillTracker,
-  prefillNode,
-  type AddRequestInput,
-} from './sequences.js';
+import { ActiveSequences, type AddRequestInput } from './active-sequences.js';
+import { MultiWorkerSequences } from './multi-worker.js';
+import { PrefillTracker, prefillNode } from './prefill-tracker.js';
 
 /** (lo, hi) pairs from [lo, hi] tuples. */
 const pairs = (...hs: [number, number][]) => Uint32Array.from(hs.flat());
