@@ -57,14 +57,10 @@ export function flagForms(spec: FlagSpec): string[] {
 const cell = (s: string) => s.replaceAll('|', '\\|');
 const code = (s: string) => `\`${s}\``;
 
-/**
- * FLAGS.md-style markdown generated from the table: one section per group, one row per option.
- * With `app`, only that app's options; without, every row and an Apps column.
- */
-export function renderFlagsMarkdown(app?: App): string {
+/** One `##` section per group (a table row per option); with `app`, that app's options only. */
+export function renderFlagTables(app?: App): string {
   const rows: readonly FlagSpec[] = app ? flagsFor(app) : FLAGS;
-  const out: string[] = [`# kvrouter${app ? ` ${app}` : ''} — flags and environment variables`, ''];
-  out.push('Generated from `packages/config/src/table.ts`; precedence CLI > env > default (FLAGS.md).', '');
+  const out: string[] = [];
   for (const group of GROUPS) {
     const inGroup = rows.filter((r) => r.group === group);
     if (inGroup.length === 0) continue;
@@ -87,4 +83,29 @@ export function renderFlagsMarkdown(app?: App): string {
     out.push('');
   }
   return out.join('\n');
+}
+
+/** Markdown reference generated from the table: a title, then {@link renderFlagTables}. */
+export function renderFlagsMarkdown(app?: App): string {
+  return [
+    `# kvrouter${app ? ` ${app}` : ''} — flags and environment variables`,
+    '',
+    'Generated from `packages/config/src/table.ts`; precedence CLI > env > default.',
+    '',
+    renderFlagTables(app),
+  ].join('\n');
+}
+
+/** The line in `docs/configuration.md` after which everything is generated. */
+export const GENERATED_MARKER =
+  '<!-- Everything below is generated from packages/config/src/table.ts by `pnpm docs:gen`; do not edit it by hand. -->';
+
+/**
+ * `docs/configuration.md` from its current text: the hand-written part up to {@link GENERATED_MARKER} is kept,
+ * the reference tables after it are generated (every row, with the apps that take it).
+ */
+export function renderConfigurationDoc(current: string): string {
+  const at = current.indexOf(GENERATED_MARKER);
+  if (at < 0) throw new Error(`docs/configuration.md has no generated-part marker line: ${GENERATED_MARKER}`);
+  return `${current.slice(0, at)}${GENERATED_MARKER}\n\n${renderFlagTables()}`;
 }

@@ -12,4 +12,12 @@ export {
   type ResolveOptions,
   type Source,
 } from './resolve.js';
-export { defaultLabel, flagForms, renderFlagsMarkdown, typeLabel } from './docs.js';
+export {
+  GENERATED_MARKER,
+  defaultLabel,
+  flagForms,
+  renderConfigurationDoc,
+  renderFlagTables,
+  renderFlagsMarkdown,
+  typeLabel,
+} from './docs.js';
