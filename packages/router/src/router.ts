@@ -254,6 +254,11 @@ export class KvRouter {
     return this.queue?.size ?? 0;
   }
 
+  /** Period of the §10 queue re-check in ms (100 with a prefill-duration predictor, else 60 000). */
+  get queueRecheckMs(): number {
+    return this.o.queueRecheckMs;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Lifecycle hooks for dispatchers
 
