@@ -56,7 +56,16 @@ export const DECODE_LEG_OVERRIDES: Readonly<RouterConfigOverride> = Object.freez
 
 /** Router options of a prefill worker set: prefill-phase pins, no active-block tracking (§14). */
 export function prefillRouterOptions(o: KvRouterOptions): KvRouterOptions {
-  return { ...o, phase: 'prefill', cost: { ...o.cost, trackActiveBlocks: false }, trackOutputBlocks: false };
+  const policy = o.policy ?? {};
+  return {
+    ...o,
+    policy: {
+      ...policy,
+      phase: 'prefill',
+      cost: { ...policy.cost, trackActiveBlocks: false },
+      trackOutputBlocks: false,
+    },
+  };
 }
 
 /** Log lines of frequent symptoms: the 1st, 10th, 100th, then every 1000th. */

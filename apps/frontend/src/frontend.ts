@@ -29,6 +29,7 @@ import {
 } from '@kvrouter/runtime';
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
 import { buildAicPredictor } from './aic.js';
+import { dashboardDecisionLog, frontendDashboard } from './dashboard/index.js';
 import { createApp } from './http/app.js';
 import { pathsFromConfig } from './http/paths.js';
 import { ModelRegistry, type Logger } from './models.js';
@@ -190,8 +191,9 @@ export class Frontend {
           sampleRate: config.decisionLogSample,
         };
       }
+      const dash = dashboardDecisionLog(config.dashboard, decisionLog);
       const registry = new ModelRegistry({
-        decisionLog,
+        decisionLog: dash.decisionLog,
         minInitialWorkers: config.routerMinInitialWorkers,
         disagg: { enforceDisagg: config.enforceDisagg, decodeFallback: config.decodeFallback },
         discovery,
@@ -259,7 +261,10 @@ export class Frontend {
       const ref: { fe: Frontend | null } = { fe: null };
       let server: http.Server | https.Server | null = null;
       if (!opts.noHttp) {
+        const dashboard = frontendDashboard(config.dashboard, dash.tap, registry, metrics);
+        if (dashboard) cleanup.push(() => dashboard.close());
         const app = createApp({
+          dashboard,
           service,
           registry,
           paths: pathsFromConfig(config),

@@ -169,13 +169,15 @@ describe('worker adapter in front of vLLM-compatible engines', () => {
     const watch = watchWorkers({ discovery: d, namespace: NS, component: 'backend', subscriber: sub });
     router = new KvRouter({
       blockSize: BS,
-      clock: {
-        now: () => Date.now(),
-        setTimeout: (f, ms) => setTimeout(f, ms).unref(),
-        clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+      deps: {
+        clock: {
+          now: () => Date.now(),
+          setTimeout: (f, ms) => setTimeout(f, ms).unref(),
+          clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+        },
+        random: Math.random,
+        indexer: index,
       },
-      random: Math.random,
-      indexer: index,
     });
     for (const w of workers) {
       router.addWorker({ workerId: w.instanceId, totalKvBlocks: 512 });

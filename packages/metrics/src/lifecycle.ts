@@ -71,6 +71,11 @@ export class ModelSeries {
   private outputTokens_?: CounterSeries<'model'>;
   private cancellations_?: CounterSeries<'model'>;
   private rejections_?: CounterSeries<'model'>;
+  /**
+   * Requests whose engine reported its cached tokens, with the router's prediction for the same
+   * requests (plain sums for the dashboard's predicted-vs-reported view; no metric family).
+   */
+  readonly reportedCache = { requests: 0, promptTokens: 0, reportedCachedTokens: 0, predictedCachedTokens: 0 };
 
   constructor(
     private readonly f: FrontendMetrics,
@@ -128,6 +133,11 @@ export class RequestLifecycleMetrics {
     const requestType = checkOneOf('request_type', REQUEST_TYPES, req.requestType);
     checkTime('at', at);
     return new RequestTracker(this.deps, this.seriesOf(model), this.now, endpoint, requestType, at);
+  }
+
+  /** Engine-reported vs predicted cached tokens of one model so far (null: no request of it yet). */
+  reportedCache(model: string): Readonly<ModelSeries['reportedCache']> | null {
+    return this.models.get(modelLabel(model))?.reportedCache ?? null;
   }
 
   private seriesOf(model: string): ModelSeries {
@@ -222,6 +232,13 @@ export class RequestTracker {
     if (this.ended_ || this.cachedObserved) return;
     this.cachedObserved = true;
     this.m.cached.observe(tokens);
+    if (this.routedOnce && this.predictedCached !== null) {
+      const r = this.m.reportedCache;
+      r.requests++;
+      r.promptTokens += this.isl;
+      r.reportedCachedTokens += tokens;
+      r.predictedCachedTokens += this.predictedCached;
+    }
   }
 
   /** Disaggregated serving: the router's estimate of the KV transfer time (kv mode only). */

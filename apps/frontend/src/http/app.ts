@@ -32,6 +32,8 @@ export interface AppDeps {
   metrics: () => Promise<{ contentType: string; body: string }>;
   /** Discovery connected and the initial listing applied. */
   healthy: () => boolean;
+  /** `/dashboard` and its event stream (`--dashboard`; null when off). */
+  dashboard?: { middleware: (req: IncomingMessage, res: ServerResponse, next: () => void) => void } | null;
   /** Number of in-flight HTTP requests changes (graceful shutdown waits for zero). */
   onInflight?: (delta: number) => void;
 }
@@ -101,6 +103,7 @@ export function createApp(d: AppDeps): RequestListener {
       (e: unknown) => next(e),
     );
   });
+  if (d.dashboard) app.use(d.dashboard.middleware);
   app.get('/busy_threshold', busyThresholdGet(d.registry));
   app.post('/busy_threshold', text, busyThresholdPost(d.registry));
   const spec = openApiSpec(p, d.enableAnthropicApi);
