@@ -275,6 +275,7 @@ export class Frontend {
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
           healthy: () => ref.fe !== null && !ref.fe.closing,
+          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           onInflight: (d) => ref.fe?.onInflight(d),
         });
         server =

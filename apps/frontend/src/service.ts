@@ -18,6 +18,7 @@ import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
 import { runPrefillLeg } from './disagg.js';
 import { badRequest, modelNotFound } from './errors.js';
 import type { Logger, ModelRegistry, WorkerSet } from './models.js';
+import { detokenizerFor, engineFields, mmHashesFor, stopExtras } from './openai/engine.js';
 import type { InferenceRequest } from './openai/validate.js';
 import { DecodeStream } from './tokenizer/detok.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
@@ -30,6 +31,8 @@ export interface Delta {
   tokenIds: number[];
   /** Set on the last delta. */
   finishReason: FinishReason | null;
+  /** The engine item these tokens came from (logprobs). */
+  item?: GenerateItem;
 }
 
 export interface ServiceOptions {
@@ -160,7 +163,7 @@ export class Completion {
     const router = set.router;
     const signal = this.ctx.signal;
     const req = this.req;
-    const detok = new DecodeStream(svc.encoder.tokenizer);
+    const detok = new DecodeStream(detokenizerFor(req, svc.encoder.tokenizer));
     const stops = req.stop;
     const maxStop = stops.reduce((m, s) => Math.max(m, s.length), 0);
     let held = '';
@@ -205,6 +208,7 @@ export class Completion {
           nvext: leg?.nvext ?? req.nvext,
           pinHeader: this.ctx.workerHeader,
           signal,
+          ...mmHashesFor(req, prompt, set.blockSize, svc.encoder.tokenizer),
           ...(leg ? { overrides: leg.overrides, constraints: leg.constraints } : {}),
         });
         leg?.decodeRouted(d);
@@ -238,8 +242,10 @@ export class Completion {
               max_tokens: this.maxTokens === null ? null : this.maxTokens - generated.length,
               stop_token_ids: stopIds,
               ignore_eos: req.ignoreEos,
+              ...stopExtras(req),
             },
             sampling_options: { ...req.sampling },
+            ...engineFields(req),
             ...(req.nvext.agent_hints?.priority !== undefined
               ? { priority: req.nvext.agent_hints.priority }
               : {}),
@@ -287,7 +293,7 @@ export class Completion {
               const cut = firstStop(held, stops);
               if (cut >= 0) {
                 finished = 'stop';
-                yield { text: held.slice(0, cut), tokenIds: ids, finishReason: 'stop' };
+                yield { text: held.slice(0, cut), tokenIds: ids, finishReason: 'stop', item };
                 return;
               }
               // Hold back what could still become a stop string.
@@ -300,10 +306,10 @@ export class Completion {
               const end = performance.now();
               this.timing.total_ms = ms3(end - this.t0);
               this.timing.engine_ms = ms3(end - this.t0 - this.timing.dispatch_ms);
-              yield { text, tokenIds: ids, finishReason: reason };
+              yield { text, tokenIds: ids, finishReason: reason, item };
               return;
             }
-            if (text.length > 0 || ids.length > 0) yield { text, tokenIds: ids, finishReason: null };
+            if (text.length > 0 || ids.length > 0) yield { text, tokenIds: ids, finishReason: null, item };
           }
           // A stream that ends without a finish reason ended normally (e.g. a foreign engine).
           finished = this.maxTokens !== null && generated.length >= this.maxTokens ? 'length' : 'stop';

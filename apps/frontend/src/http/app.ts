@@ -13,12 +13,12 @@ import './cjs-interop.js';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
-import { notImplemented } from '../errors.js';
+import { modelNotFound, notImplemented } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
 import type { InferenceService } from '../service.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
-import { completionsHandler, type CompletionsHandler } from './openai.js';
+import { completionsHandler, type CompletionsHandler, type ParserFlags } from './openai.js';
 import type { Paths } from './paths.js';
 import { payloadTooLarge, plainUtf8Body, readUtf8Body, sendError } from './util.js';
 
@@ -36,6 +36,8 @@ export interface AppDeps {
   dashboard?: { middleware: (req: IncomingMessage, res: ServerResponse, next: () => void) => void } | null;
   /** Number of in-flight HTTP requests changes (graceful shutdown waits for zero). */
   onInflight?: (delta: number) => void;
+  /** `--dyn-tool-call-parser` / `--dyn-reasoning-parser` (override every card). */
+  parsers?: ParserFlags | null;
 }
 
 export function createApp(d: AppDeps): RequestListener {
@@ -64,8 +66,8 @@ export function createApp(d: AppDeps): RequestListener {
     next();
   });
 
-  const chat = completionsHandler(d.service, 'chat');
-  const completions = completionsHandler(d.service, 'completions');
+  const chat = completionsHandler(d.service, 'chat', d.parsers);
+  const completions = completionsHandler(d.service, 'completions', d.parsers);
   const viaExpress = (h: CompletionsHandler) => (req: Request, res: Response) => h(req, res, req.body);
   app.post(p.chat, text, viaExpress(chat));
   app.post(p.completions, text, viaExpress(completions));
@@ -76,6 +78,14 @@ export function createApp(d: AppDeps): RequestListener {
         .list()
         .map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
     });
+  });
+  // Model ids may hold slashes (`Qwen/Qwen3-8B`).
+  app.get(`${p.models}/*id`, (req, res) => {
+    const raw = (req.params as { id?: string | string[] }).id ?? '';
+    const id = Array.isArray(raw) ? raw.join('/') : raw;
+    const m = d.registry.list().find((x) => x.id === id);
+    if (!m) return sendError(res, modelNotFound(id));
+    res.json({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' });
   });
   app.get(p.health, (_req, res) => {
     const sets = d.registry.allSets();

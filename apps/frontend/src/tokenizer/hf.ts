@@ -80,6 +80,22 @@ export function readHfModel(dir: string): HfModelFiles {
   return { tokenizerJson, config, chatTemplate };
 }
 
+/** BOS/EOS of tokenizer_config.json: texts and ids (BOS ids only when `add_bos_token` is true). */
+export function cardTokenIds(
+  files: HfModelFiles,
+  specials: ReadonlyMap<string, number>,
+  tokenToId: (t: string) => number | null | undefined,
+): { bosToken: string | null; eosToken: string | null; bosTokenIds: number[]; eosTokenIds: number[] } {
+  const bosToken = tokenText(files.config.bos_token);
+  const eosToken = tokenText(files.config.eos_token);
+  const idOf = (t: string | null): number | undefined =>
+    t === null ? undefined : (specials.get(t) ?? tokenToId(t) ?? undefined);
+  const eos = idOf(eosToken);
+  const bos = idOf(bosToken);
+  const addBos = bos !== undefined && files.config.add_bos_token === true;
+  return { bosToken, eosToken, bosTokenIds: addBos ? [bos] : [], eosTokenIds: eos === undefined ? [] : [eos] };
+}
+
 export class HfTokenizer implements TextTokenizer {
   readonly name: string;
   readonly vocabSize: number;
@@ -113,16 +129,11 @@ export class HfTokenizer implements TextTokenizer {
     this.vocabSize = maxId + 1;
     this.specialTokens = specials;
     this.specialIds = new Set(specials.values());
-    this.bosToken = tokenText(files.config.bos_token);
-    this.eosToken = tokenText(files.config.eos_token);
-    const idOf = (t: string | null): number | undefined =>
-      t === null ? undefined : (specials.get(t) ?? this.tok.token_to_id(t));
-    const eos = idOf(this.eosToken);
-    this.eosTokenIds = eos === undefined ? [] : [eos];
-    const bos = idOf(this.bosToken);
-    const addBos =
-      files.config.add_bos_token !== false && bos !== undefined && files.config.add_bos_token === true;
-    this.bosTokenIds = addBos ? [bos] : [];
+    const card = cardTokenIds(files, specials, (t) => this.tok.token_to_id(t));
+    this.bosToken = card.bosToken;
+    this.eosToken = card.eosToken;
+    this.bosTokenIds = card.bosTokenIds;
+    this.eosTokenIds = card.eosTokenIds;
     const pre = files.tokenizerJson.pre_tokenizer as Json | null | undefined;
     const norm = files.tokenizerJson.normalizer as Json | null | undefined;
     // Byte-level BPE without a normalizer encodes each piece between specials independently.
@@ -143,6 +154,7 @@ export class HfTokenizer implements TextTokenizer {
       const id = ids[i]!;
       if (id < this.vocabSize && !this.specialIds.has(id)) keep.push(id);
     }
-    return this.tok.decode(keep, { skip_special_tokens: true });
+    // tokenizers.js rejects an empty list (and every id may have been a special token).
+    return keep.length === 0 ? '' : this.tok.decode(keep, { skip_special_tokens: true });
   }
 }

@@ -18,6 +18,38 @@ const CL100K_SPECIALS: ReadonlyMap<string, number> = new Map([
   ['<|endofprompt|>', 100276],
 ]);
 
+/**
+ * gpt-tokenizer's `decode` runs one module-wide streaming TextDecoder and never flushes it: a call
+ * ending inside a multi-byte character leaves its bytes pending and the next call (any request's)
+ * starts with garbage. Decoding the token bytes here with a decoder per call makes every call
+ * independent (an incomplete tail renders as U+FFFD, as tokenizers.js renders it).
+ */
+const core = (
+  cl100k.default as unknown as {
+    bytePairEncodingCoreProcessor: { tryDecodeToken(id: number): Uint8Array | string | undefined };
+  }
+).bytePairEncodingCoreProcessor;
+const utf8In = new TextEncoder();
+
+function decodeBytes(ids: readonly number[]): string {
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (const id of ids) {
+    const t = core.tryDecodeToken(id);
+    if (t === undefined) continue;
+    const b = typeof t === 'string' ? utf8In.encode(t) : t;
+    parts.push(b);
+    n += b.length;
+  }
+  const all = new Uint8Array(n);
+  let o = 0;
+  for (const b of parts) {
+    all.set(b, o);
+    o += b.length;
+  }
+  return new TextDecoder('utf-8').decode(all);
+}
+
 /** Special-looking text inside ordinary chunks is text: the encoder already cut at real specials. */
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
 
@@ -51,6 +83,6 @@ export class TiktokenTokenizer implements TextTokenizer {
       const id = ids[i]!;
       if (id < 100256 && !this.specialIds.has(id)) keep.push(id);
     }
-    return cl100k.decode(keep);
+    return decodeBytes(keep);
   }
 }
