@@ -8,7 +8,15 @@
  * - the dp rank comes from the `X-Data-Parallel-Rank` header or a `data_parallel_rank` field
  *   (round-robin over ranks when neither is given);
  * - `usage.prompt_tokens_details.cached_tokens` reports the prefix-cache hit;
- * - a stream that fails after its first byte ends with `data: {"error": …}` and `data: [DONE]`.
+ * - a stream that fails after its first byte ends with `data: {"error": …}` and `data: [DONE]`;
+ * - the request surface a worker adapter forwards is accepted and checked as vLLM does: sampling
+ *   (`temperature`, `top_p`, `top_k`, `min_p`, `seed`, penalties, `logit_bias`), `min_tokens`,
+ *   `response_format` / `structured_outputs` / `guided_*`, `logprobs` (+ chat `top_logprobs`) with
+ *   well-formed synthetic values (`return_tokens_as_token_ids` gives `token_id:N` strings),
+ *   `vllm_xargs` (test hook `mock_output_token_ids`: the answer's ids), image parts of chat
+ *   messages and kvrouter's `multi_modal_data` on completions. What shapes the distribution or the
+ *   grammar is simulated (tokens stay drawn by the engine) — it is recorded, not dropped:
+ *   `GET /debug/requests` returns the last 64 request bodies (tests check what reached the engine).
  * `GET /metrics` has vLLM's `vllm:kv_cache_usage_perc`, `vllm:num_requests_running` and
  * `vllm:num_requests_waiting` gauges per `engine` (dp rank), which the worker adapter turns into
  * `ActiveLoad`. kvrouter addition: `GET /debug/kv_blocks` lists every rank's cached block hashes
@@ -17,7 +25,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { KvrError } from '@kvrouter/protocols';
-import type { GenerateItem, ParsedGenerate, VllmSimEngine } from '@kvrouter/sim-worker';
+import { withExtras, type VllmSimEngine } from '@kvrouter/sim-worker';
+import type { GenerateExtras, GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 import { chatToText, textToTokens, tokensToText, type ChatMessage } from './text-tokens.js';
 
 export interface OpenAiServerOptions {
@@ -42,6 +51,8 @@ interface ParsedBody {
   stream: boolean;
   includeUsage: boolean;
   returnTokenIds: boolean;
+  /** `return_tokens_as_token_ids`: logprob tokens as `token_id:N`. */
+  tokensAsIds: boolean;
 }
 
 function bad(field: string, message: string): KvrError {
@@ -105,8 +116,14 @@ function chatMessages(v: unknown): ChatMessage[] {
     if (Array.isArray(content)) {
       const parts = content.map((p: unknown, k) => {
         const o = p as Record<string, unknown> | null;
+        if (typeof o === 'object' && o !== null && o.type === 'image_url') {
+          const iu = o.image_url as { url?: unknown } | undefined;
+          if (typeof iu?.url !== 'string')
+            throw bad(`messages[${i}].content[${k}].image_url.url`, 'expected a string');
+          return `<image:${iu.url}>`;
+        }
         if (typeof o !== 'object' || o === null || o.type !== 'text' || typeof o.text !== 'string')
-          throw bad(`messages[${i}].content[${k}]`, 'only {"type": "text", "text": …} parts are supported');
+          throw bad(`messages[${i}].content[${k}]`, 'expected a text or image_url part');
         return o.text;
       });
       return { role, content: parts.join('') };
@@ -122,6 +139,8 @@ function chatMessages(v: unknown): ChatMessage[] {
 export class OpenAiServer {
   private seq = 0;
   private rr = 0;
+  /** The last request bodies (`GET /debug/requests`). */
+  private readonly recent: unknown[] = [];
   private readonly sockets = new Set<Socket>();
 
   private constructor(
@@ -165,12 +184,16 @@ export class OpenAiServer {
       if (req.method === 'GET' && path === '/version') return json(res, 200, { version: 'kvrouter-mocker' });
       if (req.method === 'GET' && path === '/v1/models') return json(res, 200, this.models());
       if (req.method === 'GET' && path === '/debug/kv_blocks') return json(res, 200, this.kvBlocks());
+      if (req.method === 'GET' && path === '/debug/requests')
+        return json(res, 200, { requests: this.recent });
       if (req.method === 'GET' && path === '/metrics') {
         const text = this.metrics();
         return void res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text);
       }
       if (req.method === 'POST' && (path === '/v1/completions' || path === '/v1/chat/completions')) {
         const body = await readJson(req);
+        this.recent.push(body);
+        if (this.recent.length > 64) this.recent.shift();
         const p = this.parse(path === '/v1/completions' ? 'completions' : 'chat', body, req);
         return await this.generate(p, res);
       }
@@ -278,11 +301,13 @@ export class OpenAiServer {
     }
     dpRank ??= this.rr++ % ranks;
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${(this.seq++).toString(36)}-${Date.now().toString(36)}`;
+    const extras = requestExtras(kind, b, maxTokens);
     return {
       kind,
       stream,
       includeUsage,
       returnTokenIds: optBool(b, 'return_token_ids'),
+      tokensAsIds: optBool(b, 'return_tokens_as_token_ids'),
       gen: {
         requestId: id,
         model: this.o.modelName,
@@ -290,6 +315,7 @@ export class OpenAiServer {
         dpRank,
         maxTokens,
         stopTokenIds: ignoreEos || stop.length === 0 ? null : new Set(stop),
+        ...(extras ? { extras } : {}),
       },
     };
   }
@@ -300,7 +326,8 @@ export class OpenAiServer {
       if (!res.writableFinished) ac.abort();
     });
     // Throws (nothing enqueued) on a request the engine refuses, before any byte is sent.
-    const items = this.o.engine.submit(p.gen, ac.signal);
+    const submitted = this.o.engine.submit(p.gen, ac.signal);
+    const items = p.gen.extras ? withExtras(submitted, p.gen) : submitted;
     const created = Math.floor(Date.now() / 1000);
     const id = p.gen.requestId;
     const object =
@@ -309,19 +336,27 @@ export class OpenAiServer {
     const out: number[] = [];
     let cached = 0;
     let finish: string | null = null;
-    const choice = (ids: number[], fin: string | null, first: boolean): Record<string, unknown> => {
+    const lps: number[] = [];
+    const tops: { token_id: number; logprob: number }[][] = [];
+    const choice = (
+      ids: number[],
+      fin: string | null,
+      first: boolean,
+      it?: GenerateItem,
+    ): Record<string, unknown> => {
       const text = tokensToText(ids);
+      const lp = it ? logprobsOf(p, ids, it.log_probs, it.top_logprobs) : logprobsOf(p, ids, lps, tops);
       const c: Record<string, unknown> =
         p.kind === 'chat'
           ? p.stream
             ? {
                 index: 0,
                 delta: first ? { role: 'assistant', content: text } : { content: text },
-                logprobs: null,
+                logprobs: lp,
                 finish_reason: fin,
               }
-            : { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: fin }
-          : { index: 0, text, logprobs: null, finish_reason: fin, stop_reason: null };
+            : { index: 0, message: { role: 'assistant', content: text }, logprobs: lp, finish_reason: fin }
+          : { index: 0, text, logprobs: lp, finish_reason: fin, stop_reason: null };
       if (p.returnTokenIds) {
         c.token_ids = ids;
         if (first) c.prompt_token_ids = Array.from(p.gen.tokenIds);
@@ -365,7 +400,7 @@ export class OpenAiServer {
           object,
           created,
           model: this.o.modelName,
-          choices: [choice(it.token_ids, it.finish_reason ?? null, first)],
+          choices: [choice(it.token_ids, it.finish_reason ?? null, first, it)],
           usage: null,
         });
         first = false;
@@ -381,6 +416,8 @@ export class OpenAiServer {
     function take(it: GenerateItem): void {
       if (it.cached_tokens !== undefined) cached = it.cached_tokens;
       for (const t of it.token_ids) out.push(t);
+      if (it.log_probs) lps.push(...it.log_probs);
+      if (it.top_logprobs) tops.push(...it.top_logprobs);
       if (it.finish_reason !== undefined) finish = it.finish_reason;
     }
   }
@@ -429,4 +466,118 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res
     .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) })
     .end(s);
+}
+
+/** vLLM's form of logprobs: chat `{content: [...]}`, completions `{tokens, token_logprobs, ...}`. */
+function logprobsOf(
+  p: ParsedBody,
+  ids: readonly number[],
+  lps: readonly number[] | undefined,
+  tops: readonly { token_id: number; logprob: number }[][] | undefined,
+): unknown {
+  if (p.gen.extras?.logprobs == null || !lps) return null;
+  const name = (id: number) => (p.tokensAsIds ? `token_id:${id}` : tokensToText([id]));
+  if (p.kind === 'chat')
+    return {
+      content: ids.map((id, i) => ({
+        token: name(id),
+        logprob: lps[i] ?? 0,
+        bytes: Array.from(Buffer.from(name(id))),
+        top_logprobs: (tops?.[i] ?? []).map((t) => ({
+          token: name(t.token_id),
+          logprob: t.logprob,
+          bytes: Array.from(Buffer.from(name(t.token_id))),
+        })),
+      })),
+    };
+  let offset = 0;
+  return {
+    tokens: ids.map(name),
+    token_logprobs: ids.map((_, i) => lps[i] ?? 0),
+    top_logprobs: ids.map((_, i) =>
+      Object.fromEntries((tops?.[i] ?? []).map((t) => [name(t.token_id), t.logprob])),
+    ),
+    text_offset: ids.map((id) => {
+      const o = offset;
+      offset += name(id).length;
+      return o;
+    }),
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The request surface beyond tokens, checked as vLLM checks it; undefined when none is given. */
+function requestExtras(
+  kind: Kind,
+  b: Record<string, unknown>,
+  maxTokens: number | null,
+): GenerateExtras | undefined {
+  const so: Record<string, unknown> = {};
+  for (const k of [
+    'temperature',
+    'top_p',
+    'min_p',
+    'presence_penalty',
+    'frequency_penalty',
+    'repetition_penalty',
+  ])
+    if (b[k] !== undefined && b[k] !== null) {
+      if (typeof b[k] !== 'number' || !Number.isFinite(b[k]))
+        throw bad(k, `expected a number, got ${describe(b[k])}`);
+      so[k] = b[k];
+    }
+  const topK = optInt(b, 'top_k', -1, 0xffffffff);
+  if (topK !== null) so.top_k = topK;
+  const seed = optInt(b, 'seed', -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+  if (seed !== null) so.seed = seed;
+  if (b.logit_bias !== undefined && b.logit_bias !== null) {
+    if (!isObject(b.logit_bias)) throw bad('logit_bias', `expected an object, got ${describe(b.logit_bias)}`);
+    for (const [k, v] of Object.entries(b.logit_bias))
+      if (!/^\d+$/.test(k) || typeof v !== 'number' || v < -100 || v > 100)
+        throw bad(`logit_bias.${k}`, 'expected token id keys and biases in [-100, 100]');
+    so.logit_bias = b.logit_bias;
+  }
+  const rf = b.response_format;
+  if (rf !== undefined && rf !== null) {
+    if (!isObject(rf) || !['text', 'json_object', 'json_schema'].includes(String(rf.type)))
+      throw bad('response_format', 'expected {"type": "text" | "json_object" | "json_schema"}');
+    if (rf.type === 'json_schema' && !isObject(rf.json_schema))
+      throw bad('response_format.json_schema', 'expected an object');
+    if (rf.type !== 'text') so.response_format = rf;
+  }
+  if (b.structured_outputs !== undefined && b.structured_outputs !== null) {
+    if (!isObject(b.structured_outputs)) throw bad('structured_outputs', 'expected an object');
+    so.structured_outputs = b.structured_outputs;
+  }
+  for (const k of ['guided_json', 'guided_regex', 'guided_choice', 'guided_grammar'])
+    if (b[k] !== undefined && b[k] !== null) so[k] = b[k];
+  if (b.vllm_xargs !== undefined && b.vllm_xargs !== null) {
+    if (!isObject(b.vllm_xargs)) throw bad('vllm_xargs', `expected an object, got ${describe(b.vllm_xargs)}`);
+    so.vllm_xargs = b.vllm_xargs;
+  }
+  const minTokens = optInt(b, 'min_tokens', 0, 0xffffffff);
+  if (minTokens !== null && maxTokens !== null && minTokens > maxTokens)
+    throw bad('min_tokens', `must be at most max_tokens (${maxTokens})`);
+  let logprobs: number | null = null;
+  if (kind === 'chat') {
+    if (b.logprobs === true) logprobs = optInt(b, 'top_logprobs', 0, 20) ?? 0;
+    else if (b.logprobs !== undefined && b.logprobs !== null && b.logprobs !== false)
+      throw bad('logprobs', `expected a boolean, got ${describe(b.logprobs)}`);
+  } else logprobs = optInt(b, 'logprobs', 0, 20);
+  const images: { url: string }[] = [];
+  const mm = b.multi_modal_data;
+  if (mm !== undefined && mm !== null) {
+    const list = isObject(mm) ? mm.image_url : undefined;
+    if (!Array.isArray(list)) throw bad('multi_modal_data', 'expected {"image_url": [{"url": ...}]}');
+    list.forEach((x: unknown, i) => {
+      const url = isObject(x) ? x.url : undefined;
+      if (typeof url !== 'string') throw bad(`multi_modal_data.image_url[${i}].url`, 'expected a string');
+      images.push({ url });
+    });
+  }
+  const any = Object.keys(so).length > 0;
+  if (!any && minTokens === null && logprobs === null && images.length === 0) return undefined;
+  return { samplingOptions: any ? so : null, minTokens, logprobs, images };
 }

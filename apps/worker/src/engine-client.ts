@@ -5,12 +5,19 @@
  * vLLM-compatible mocker): token-id prompts, `return_token_ids: true` (token ids in every choice),
  * `ignore_eos` / `stop_token_ids`, the `X-Data-Parallel-Rank` header for the router's dp rank.
  *
+ * The rest of the request surface is forwarded in vLLM's names (`engineBody`): sampling options,
+ * `logit_bias`, `min_tokens`, guided decoding (`response_format` for JSON, `structured_outputs`
+ * for regex / choice / grammar), `vllm_xargs`, `logprobs` (with `return_tokens_as_token_ids`, so
+ * the chunks' logprobs come back as `{log_probs, top_logprobs}` by id) and images as
+ * `multi_modal_data` (a kvrouter extension the vLLM-compatible mocker reads). A sampling option
+ * the adapter does not know is refused with 400 naming it, never dropped.
+ *
  * Errors carry the request-plane codes migration matches on (§14): the engine unreachable or
  * answering 503 → `engine_shutdown`; the stream cut before its end → `disconnected` (both
  * migratable); 4xx → the engine's refusal, not migratable; abort → `cancelled`.
  */
-import { KvrError } from '@kvrouter/protocols';
-import type { FinishReason, GenerateItem, ParsedGenerate } from '@kvrouter/sim-worker';
+import { KvrError, type GenerateExtras } from '@kvrouter/protocols';
+import type { FinishReason, GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 
 export interface EngineClientOptions {
   /** Base URL, e.g. `http://127.0.0.1:8000`. */
@@ -30,6 +37,84 @@ export interface EngineClientOptions {
 interface Choice {
   token_ids?: unknown;
   finish_reason?: unknown;
+  logprobs?: unknown;
+}
+
+/** Sampling options forwarded to vLLM under the same name. */
+const SAME_NAME = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'min_p',
+  'seed',
+  'presence_penalty',
+  'frequency_penalty',
+  'repetition_penalty',
+  'logit_bias',
+  'vllm_xargs',
+] as const;
+
+/** The payload's extras in vLLM's `/v1/completions` names. */
+export function engineBody(x: GenerateExtras | undefined): Record<string, unknown> {
+  if (!x) return {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(x.samplingOptions ?? {})) {
+    if (v === undefined || v === null) continue;
+    if ((SAME_NAME as readonly string[]).includes(k)) out[k] = v;
+    else if (k === 'guided_decoding') {
+      const g = v as {
+        json?: unknown;
+        json_object?: boolean;
+        regex?: string;
+        choice?: string[];
+        grammar?: string;
+      };
+      if (g.json !== undefined)
+        out.response_format = { type: 'json_schema', json_schema: { name: 'schema', schema: g.json } };
+      else if (g.json_object) out.response_format = { type: 'json_object' };
+      else if (g.regex !== undefined) out.structured_outputs = { regex: g.regex };
+      else if (g.choice !== undefined) out.structured_outputs = { choice: g.choice };
+      else if (g.grammar !== undefined) out.structured_outputs = { grammar: g.grammar };
+    } else
+      throw new KvrError(
+        'invalid_request',
+        `generate sampling_options.${k}: not supported by the engine adapter`,
+        400,
+        { field: `sampling_options.${k}` },
+      );
+  }
+  if (x.minTokens !== null) out.min_tokens = x.minTokens;
+  if (x.logprobs !== null) {
+    out.logprobs = x.logprobs;
+    out.return_tokens_as_token_ids = true;
+  }
+  if (x.images.length > 0) out.multi_modal_data = { image_url: x.images };
+  return out;
+}
+
+/** `token_id:N` (vLLM's `return_tokens_as_token_ids`) → N. */
+function idOf(t: unknown): number | null {
+  if (typeof t !== 'string' || !t.startsWith('token_id:')) return null;
+  const n = Number(t.slice(9));
+  return Number.isInteger(n) && n >= 0 ? n : null;
+}
+
+/** A completions chunk's `logprobs` → the item's `log_probs` / `top_logprobs` (most likely first). */
+function logprobsOf(lp: unknown, n: number): Pick<GenerateItem, 'log_probs' | 'top_logprobs'> {
+  if (typeof lp !== 'object' || lp === null) return {};
+  const o = lp as { token_logprobs?: unknown; top_logprobs?: unknown };
+  if (!Array.isArray(o.token_logprobs) || o.token_logprobs.length !== n) return {};
+  const out: Pick<GenerateItem, 'log_probs' | 'top_logprobs'> = {
+    log_probs: o.token_logprobs.map((x) => (typeof x === 'number' ? x : 0)),
+  };
+  if (Array.isArray(o.top_logprobs))
+    out.top_logprobs = o.top_logprobs.map((m: unknown) =>
+      Object.entries((m ?? {}) as Record<string, unknown>)
+        .map(([k, v]) => ({ token_id: idOf(k), logprob: typeof v === 'number' ? v : 0 }))
+        .filter((t): t is { token_id: number; logprob: number } => t.token_id !== null)
+        .sort((a, b) => b.logprob - a.logprob),
+    );
+  return out;
 }
 
 const FINISH: Record<string, FinishReason> = {
@@ -40,7 +125,7 @@ const FINISH: Record<string, FinishReason> = {
 };
 
 function engineError(code: string, status: number, message: string): KvrError {
-  return new KvrError(code, message, status);
+  return KvrError.relay(code, message, status);
 }
 
 /** The engine's JSON error (`{error: {message, type, code}}` or vLLM's flat `{message, type, code}`) → a KvrError. */
@@ -65,6 +150,8 @@ export class EngineClient {
 
   /** Streams one request; ends after the item with a finish reason. */
   async *generate(req: ParsedGenerate, signal: AbortSignal): AsyncGenerator<GenerateItem> {
+    // A field the engine cannot take fails here, before anything is sent.
+    const extra = engineBody(req.extras);
     const ac = new AbortController();
     const onAbort = () => ac.abort();
     signal.addEventListener('abort', onAbort, { once: true });
@@ -87,6 +174,7 @@ export class EngineClient {
             return_token_ids: true,
             // The router sends the model's EOS ids as stop tokens (§5.7); without them the engine decides.
             ...(req.stopTokenIds !== null ? { stop_token_ids: [...req.stopTokenIds], ignore_eos: true } : {}),
+            ...extra,
           }),
           signal: ac.signal,
         });
@@ -181,7 +269,7 @@ export class EngineClient {
         502,
         'engine chunk without token_ids: the adapter needs an engine that honours return_token_ids (vLLM >= 0.10.2)',
       );
-    const item: GenerateItem = { token_ids: ids as number[] };
+    const item: GenerateItem = { token_ids: ids as number[], ...logprobsOf(c.logprobs, ids.length) };
     if (typeof c.finish_reason === 'string') item.finish_reason = FINISH[c.finish_reason] ?? 'stop';
     // vLLM's first chunk may carry only prompt_token_ids.
     return ids.length === 0 && item.finish_reason === undefined ? null : item;

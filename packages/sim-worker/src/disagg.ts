@@ -20,6 +20,7 @@ import { KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
 import { waitForPrefillPeer, type BootstrapServer, type RoomResult } from './bootstrap.js';
 import type { Clock } from './clock.js';
 import type { EngineDriver } from './driver.js';
+import { applyExtras } from './extras.js';
 import { invalidRequest, parseGenerateRequest, type GenerateItem } from './generate.js';
 
 export type DisaggregationMode = 'agg' | 'prefill' | 'decode';
@@ -231,7 +232,10 @@ export function disaggGenerateHandler(
           400,
           { field: 'disagg' },
         );
-      if (mode === 'agg') return driver.submit(parseGenerateRequest(payload), ctx.signal);
+      if (mode === 'agg') {
+        const r = parseGenerateRequest(payload);
+        return applyExtras(driver.submit(r, ctx.signal), r);
+      }
     }
     const req = parseGenerateRequest(raw == null ? payload : { ...p, disagg: undefined });
     if (mode === 'decode') {

@@ -28,3 +28,4 @@ export { VllmSimEngine, toVllmEvents, type VllmSimEngineOptions } from './vllm-e
 export { VllmRelay, type KvEventRelay, type VllmRelayOptions } from './vllm-relay.js';
 export * from './disagg.js';
 export * from './bootstrap.js';
+export { applyExtras, withExtras, scriptedOutput, syntheticLogprob } from './extras.js';

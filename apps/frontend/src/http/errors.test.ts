@@ -106,7 +106,8 @@ describe('bad input', () => {
       /temperature: expected a number between 0 and 2/,
       'temperature',
     ],
-    ['n > 1', chat({ n: 2 }), 400, /only n = 1/, 'n'],
+    ['n > 128', chat({ n: 129 }), 400, /n: expected an integer between 1 and 128/, 'n'],
+    ['best_of > 1', chat({ best_of: 2 }), 400, /best_of: only best_of = 1/, 'best_of'],
     ['nvext not an object', chat({ nvext: 3 }), 400, /nvext must be an object/, 'nvext'],
     [
       'nvext credit out of range',
@@ -142,11 +143,11 @@ describe('bad input', () => {
     });
   }
 
-  it('completions: missing prompt, batched prompts, empty token list', async () => {
+  it('completions: missing prompt, a bad batch element, empty token list', async () => {
     expect((await post('/v1/completions', { model: MODEL })).status).toBe(400);
-    const batch = await post('/v1/completions', { model: MODEL, prompt: ['a', 'b'] });
+    const batch = await post('/v1/completions', { model: MODEL, prompt: ['a', 3] });
     expect(batch.status).toBe(400);
-    expect((batch.json as unknown as ErrBody).error.message).toMatch(/one per request/);
+    expect((batch.json as unknown as ErrBody).error.param).toBe('prompt[1]');
     expect((await post('/v1/completions', { model: MODEL, prompt: [] })).status).toBe(400);
   });
 

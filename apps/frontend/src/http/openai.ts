@@ -1,24 +1,50 @@
 /**
- * Chat completions and completions over HTTP: body → validated request → `InferenceService` →
- * SSE chunks or one JSON response, in the OpenAI shapes (usage with
- * `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, response `nvext`).
+ * Chat completions and completions over HTTP: body → validated request → one `Completion` per
+ * choice (`n` per prompt, batched completion prompts) → SSE chunks or one JSON response, in the
+ * OpenAI shapes (usage with `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`,
+ * response `nvext`, `tool_calls` / `reasoning_content` from the model's output parser, logprobs).
+ *
+ * Several choices of one prompt share its prefix: choice 0 is routed first; once it has its first
+ * token (the engine holds the prompt's KV blocks), the other choices are pinned to the same worker
+ * and rank, where the prefix is a cache hit (unless the client pinned the request itself).
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { stringifyJson } from '@kvrouter/protocols';
+import { KvrError, stringifyJson, type WorkerId } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
-import { parseChatRequest, parseCompletionRequest, type InferenceRequest } from '../openai/validate.js';
-import type { Completion, InferenceService } from '../service.js';
+import { ChoiceOutput, parserNames, parses, tokenTextOf, type ParserNames } from '../openai/choices.js';
+import {
+  parseChatRequest,
+  parseCompletionRequest,
+  type CompletionPrompt,
+  type InferenceRequest,
+} from '../openai/validate.js';
+import type { Completion, Delta, InferenceService } from '../service.js';
 import { SseWriter } from './sse.js';
 import { parseBody, sendError, sendJson } from './util.js';
 
 type Kind = 'chat' | 'completions';
 
-function usageOf(c: Completion) {
+/** `--dyn-tool-call-parser` / `--dyn-reasoning-parser` (null: the card decides). */
+export interface ParserFlags {
+  toolCallParser: string | null;
+  reasoningParser: string | null;
+}
+
+function usageOf(cs: readonly Completion[], firsts: readonly Completion[]) {
+  let prompt = 0;
+  let cached = 0;
+  let completion = 0;
+  for (const c of firsts) {
+    prompt += c.promptTokens;
+    cached += c.cachedTokens;
+  }
+  for (const c of cs) completion += c.completionTokens;
   return {
-    prompt_tokens: c.promptTokens,
-    completion_tokens: c.completionTokens,
-    total_tokens: c.promptTokens + c.completionTokens,
-    prompt_tokens_details: { cached_tokens: c.cachedTokens },
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
   };
 }
 
@@ -47,11 +73,90 @@ export type CompletionsHandler = (
   bodyText: unknown,
 ) => Promise<void>;
 
-export function completionsHandler(svc: InferenceService, kind: Kind): CompletionsHandler {
+const NO_PARSERS: ParserNames = { toolCallParser: null, reasoningParser: null };
+
+/** The model's card `runtime_config` (any worker's; one worker set agrees on the model). */
+function runtimeConfigOf(svc: InferenceService, model: string): Record<string, unknown> | undefined {
+  const m = svc.o.registry.get(model);
+  for (const s of m?.sets ?? [])
+    for (const w of s.workers.values()) if (w.card) return w.card.runtime_config as Record<string, unknown>;
+  return undefined;
+}
+
+const FIM = [
+  ['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'],
+  ['<fim_prefix>', '<fim_suffix>', '<fim_middle>'],
+] as const;
+
+/** `suffix`: a prefix-suffix-middle prompt in the tokenizer's fill-in-the-middle tokens. */
+function fimPrompt(svc: InferenceService, prompt: string, suffix: string): string {
+  const sp = svc.encoder.tokenizer.specialTokens;
+  const t = FIM.find((f) => f.every((s) => sp.has(s)));
+  if (!t)
+    throw new KvrError(
+      'invalid_request',
+      `suffix: the model's tokenizer (${svc.encoder.tokenizer.name}) has no fill-in-the-middle tokens`,
+      400,
+      { field: 'suffix' },
+    );
+  return `${t[0]}${prompt}${t[1]}${suffix}${t[2]}`;
+}
+
+/** The request of choice `j` of one prompt: its own seed, pinned to the first choice's worker. */
+function choiceRequest(
+  base: InferenceRequest,
+  j: number,
+  pin: { worker_id: WorkerId; dp_rank: number } | null,
+): InferenceRequest {
+  if (j === 0) return base;
+  const r = { ...base, sampling: { ...base.sampling } } as InferenceRequest;
+  if (base.sampling.seed !== undefined) r.sampling.seed = base.sampling.seed + j;
+  if (pin && base.nvext.backend_instance_id === undefined)
+    r.nvext = { ...base.nvext, backend_instance_id: pin.worker_id, dp_rank: pin.dp_rank };
+  return r;
+}
+
+interface Started {
+  index: number;
+  c: Completion;
+  out: ChoiceOutput;
+  first: IteratorResult<Delta, void>;
+}
+
+/** Pull-based merge of several choices' chunk streams (whichever has data first). */
+async function* merge<T>(gens: AsyncGenerator<T>[]): AsyncGenerator<T> {
+  const next = (i: number) => gens[i]!.next().then((r) => ({ i, r }));
+  const pending = new Map(gens.map((_, i) => [i, next(i)] as const));
+  try {
+    while (pending.size > 0) {
+      const { i, r } = await Promise.race(pending.values());
+      if (r.done) pending.delete(i);
+      else {
+        pending.set(i, next(i));
+        yield r.value;
+      }
+    }
+  } finally {
+    for (const g of gens) void g.return(undefined);
+  }
+}
+
+export function completionsHandler(
+  svc: InferenceService,
+  kind: Kind,
+  flags?: ParserFlags | null,
+): CompletionsHandler {
   const endpoint = kind === 'chat' ? 'chat_completions' : 'completions';
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
   const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   const idPrefix = kind === 'chat' ? 'chatcmpl-' : 'cmpl-';
+  const tokenText = new WeakMap<object, (id: number) => string>();
+  const textOf = (): ((id: number) => string) => {
+    const tok = svc.encoder.tokenizer;
+    let f = tokenText.get(tok);
+    if (!f) tokenText.set(tok, (f = tokenTextOf(tok)));
+    return f;
+  };
 
   return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
     const receivedAt = performance.now();
@@ -60,11 +165,15 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
     res.on('close', () => {
       if (!res.writableFinished) ac.abort();
     });
-    let completion: Completion;
-    let body: unknown;
+    const all: Started[] = [];
+    const abandonAll = () => {
+      for (const s of all) s.c.abandon();
+    };
+    let r: InferenceRequest;
+    let firsts: Started[];
+    let names: ParserNames = NO_PARSERS;
     try {
-      body = parseBody(bodyText);
-      let r: InferenceRequest;
+      const body = parseBody(bodyText);
       try {
         r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
       } catch (e) {
@@ -74,54 +183,121 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
           svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
         throw e;
       }
-      completion = await svc.start(r, {
+      if (r.kind === 'chat') names = parserNames(flags ?? undefined, runtimeConfigOf(svc, r.model));
+      // Parsers read markers that are special tokens in most vocabularies.
+      if (parses(r, names) && !('skip_special_tokens' in (body as object))) r.skipSpecialTokens = false;
+      const base = r;
+      const prompts: InferenceRequest[] =
+        base.kind === 'completions'
+          ? base.batch.map((p: CompletionPrompt) => ({
+              ...base,
+              prompt:
+                base.suffix !== null && p.prompt !== null ? fimPrompt(svc, p.prompt, base.suffix) : p.prompt,
+              promptTokens: p.promptTokens,
+            }))
+          : [base];
+      const ctx = {
         endpoint,
         workerHeader: header(req, 'x-worker-instance-id'),
         prefillHeader: header(req, 'x-prefill-instance-id'),
         signal: ac.signal,
         receivedAt,
-      });
+      };
+      const n = base.n;
+      const start = async (q: InferenceRequest, index: number): Promise<Started> => {
+        const c = await svc.start(q, ctx);
+        const out = new ChoiceOutput(
+          index,
+          q,
+          names,
+          textOf(),
+          promptTail(svc, c, names),
+          () => `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
+        );
+        const s: Started = { index, c, out, first: { done: true, value: undefined } };
+        all.push(s);
+        // The first delta is pulled before anything is written, so routing failures (busy, no
+        // worker) still get their HTTP status.
+        s.first = await c.deltas.next();
+        return s;
+      };
+      firsts = await Promise.all(prompts.map((p, pi) => start(p, pi * n)));
+      if (n > 1 && !firsts[0]!.c.queryOnly)
+        await Promise.all(
+          prompts.flatMap((p, pi) =>
+            Array.from({ length: n - 1 }, (_, k) =>
+              start(choiceRequest(p, k + 1, firsts[pi]!.c.worker), pi * n + k + 1),
+            ),
+          ),
+        );
     } catch (e) {
+      abandonAll();
       sendError(res, e);
       return;
     }
-    const c = completion;
     if (ac.signal.aborted) {
-      c.abandon();
+      abandonAll();
       return;
     }
-    const id = idPrefix + c.id;
-    const base = { id, object: chunkObject, created: c.created, model: c.req.model };
-    const r = c.req;
-    const echo = r.kind === 'completions' && r.echo ? (r.prompt ?? '') : '';
+    all.sort((a, b) => a.index - b.index);
+    const c0 = firsts[0]!.c;
+    const id = idPrefix + c0.id;
+    const base = { id, object: chunkObject, created: c0.created, model: r.model };
+    const echoOf = (s: Started): string => {
+      const q = s.c.req;
+      return q.kind === 'completions' && q.echo ? (q.prompt ?? '') : '';
+    };
+    const completions = all.map((s) => s.c);
     try {
-      // The first delta is pulled before anything is written, so routing failures (busy, no
-      // worker) still get their HTTP status.
-      const first = await c.deltas.next();
       if (!r.stream) {
-        let text = echo;
-        let finish: string | null = null;
-        for (let d = first; !d.done; d = await c.deltas.next()) {
-          text += d.value.text;
-          if (d.value.finishReason) finish = d.value.finishReason;
-        }
-        const nvext = c.nvextOut();
-        const choice =
-          kind === 'chat'
-            ? {
-                index: 0,
-                message: { role: 'assistant', content: text },
-                logprobs: null,
+        const choices = await Promise.all(
+          all.map(async (s) => {
+            let text = echoOf(s);
+            let finish: string | null = null;
+            for (let d = s.first; !d.done; d = await s.c.deltas.next()) {
+              const v = d.value;
+              s.out.logprobs(v.item, v.tokenIds, v.text);
+              if (kind === 'chat') s.out.chat(v.text, v.finishReason !== null);
+              else text += v.text;
+              if (v.finishReason) finish = v.finishReason;
+            }
+            if (kind !== 'chat')
+              return {
+                index: s.index,
+                text,
+                logprobs:
+                  r.logprobs !== null && s.out.completionLogprobs.tokens.length > 0
+                    ? s.out.completionLogprobs
+                    : null,
                 finish_reason: finish,
-              }
-            : { index: 0, text, logprobs: null, finish_reason: finish };
+              };
+            const calls = s.out.toolCalls;
+            const message: Record<string, unknown> = {
+              role: 'assistant',
+              content: calls.length > 0 && s.out.content.trim() === '' ? null : s.out.content,
+            };
+            if (s.out.reasoning.length > 0) message.reasoning_content = s.out.reasoning;
+            if (calls.length > 0) message.tool_calls = calls;
+            return {
+              index: s.index,
+              message,
+              logprobs:
+                r.logprobs !== null && s.out.chatLogprobs.length > 0 ? { content: s.out.chatLogprobs } : null,
+              finish_reason: s.out.finishReason(finish),
+            };
+          }),
+        );
+        const nvext = c0.nvextOut();
         const out: Record<string, unknown> = {
           id,
           object,
-          created: c.created,
+          created: c0.created,
           model: r.model,
-          choices: c.queryOnly ? [] : [choice],
-          usage: usageOf(c),
+          choices: c0.queryOnly ? [] : choices,
+          usage: usageOf(
+            completions,
+            firsts.map((s) => s.c),
+          ),
         };
         if (nvext) out.nvext = nvext;
         sendJson(res, 200, json(out));
@@ -129,47 +305,69 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
       }
       const sse = new SseWriter(res);
       const usage = r.includeUsage ? { usage: null } : {};
-      if (kind === 'chat' && !c.queryOnly)
-        await sse.send(
-          JSON.stringify({
+      const chunks = async function* (s: Started): AsyncGenerator<Record<string, unknown>> {
+        const echo = echoOf(s);
+        if (kind === 'chat' && !s.c.queryOnly)
+          yield {
             ...base,
             choices: [
-              { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+              {
+                index: s.index,
+                delta: { role: 'assistant', content: '' },
+                logprobs: null,
+                finish_reason: null,
+              },
             ],
             ...usage,
-          }),
-        );
-      else if (echo)
+          };
+        else if (echo)
+          yield {
+            ...base,
+            choices: [{ index: s.index, text: echo, logprobs: null, finish_reason: null }],
+            ...usage,
+          };
+        for (let d = s.first; !d.done; d = await s.c.deltas.next()) {
+          const { text, finishReason, tokenIds, item } = d.value;
+          const lp = s.out.logprobs(item, tokenIds, text);
+          let choice: Record<string, unknown>;
+          if (kind === 'chat') {
+            const delta = s.out.chat(text, finishReason !== null);
+            if (!delta && !finishReason && lp === null) continue;
+            choice = {
+              index: s.index,
+              delta: delta ?? {},
+              logprobs: lp,
+              finish_reason: s.out.finishReason(finishReason),
+            };
+          } else {
+            if (text.length === 0 && !finishReason && lp === null) continue;
+            choice = { index: s.index, text, logprobs: lp, finish_reason: finishReason };
+          }
+          const chunk: Record<string, unknown> = { ...base, choices: [choice], ...usage };
+          if (finishReason && s.index === 0) {
+            const nvext = s.c.nvextOut();
+            if (nvext) chunk.nvext = nvext;
+          }
+          yield chunk;
+        }
+      };
+      const stream = all.length === 1 ? chunks(all[0]!) : merge(all.map(chunks));
+      for await (const chunk of stream) await sse.send(json(chunk));
+      if (c0.queryOnly) await sse.send(json({ ...base, choices: [], nvext: c0.nvextOut() }));
+      if (r.includeUsage)
         await sse.send(
           JSON.stringify({
             ...base,
-            choices: [{ index: 0, text: echo, logprobs: null, finish_reason: null }],
-            ...usage,
+            choices: [],
+            usage: usageOf(
+              completions,
+              firsts.map((s) => s.c),
+            ),
           }),
         );
-      for (let d = first; !d.done; d = await c.deltas.next()) {
-        const { text, finishReason } = d.value;
-        if (text.length === 0 && !finishReason) continue;
-        const choice =
-          kind === 'chat'
-            ? {
-                index: 0,
-                delta: finishReason && text.length === 0 ? {} : { content: text },
-                logprobs: null,
-                finish_reason: finishReason,
-              }
-            : { index: 0, text, logprobs: null, finish_reason: finishReason };
-        const chunk: Record<string, unknown> = { ...base, choices: [choice], ...usage };
-        if (finishReason) {
-          const nvext = c.nvextOut();
-          if (nvext) chunk.nvext = nvext;
-        }
-        await sse.send(json(chunk));
-      }
-      if (c.queryOnly) await sse.send(json({ ...base, choices: [], nvext: c.nvextOut() }));
-      if (r.includeUsage) await sse.send(JSON.stringify({ ...base, choices: [], usage: usageOf(c) }));
       sse.done();
     } catch (e) {
+      abandonAll();
       if (ac.signal.aborted) return;
       if (!res.headersSent) {
         sendError(res, e);
@@ -180,4 +378,19 @@ export function completionsHandler(svc: InferenceService, kind: Kind): Completio
       if (!res.destroyed) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
     }
   };
+}
+
+/**
+ * The end of the prompt as text, for parsers whose start state depends on it (a `<think>` the
+ * template opened); empty when no parser needs it.
+ */
+function promptTail(svc: InferenceService, c: Completion, names: ParserNames): string {
+  if (names.reasoningParser === null || c.tokens.length === 0) return '';
+  const tail = c.tokens.subarray(Math.max(0, c.tokens.length - 8));
+  const tok = svc.encoder.tokenizer;
+  const specials = new Map<number, string>();
+  for (const [s, id] of tok.specialTokens) specials.set(id, s);
+  let out = '';
+  for (const id of tail) out += specials.get(id) ?? tok.decode([id]);
+  return out;
 }
