@@ -235,6 +235,9 @@ export async function startWorker(
               data_parallel_start_rank: 0,
               data_parallel_size: plan.dataParallelSize,
               enable_local_indexer: true,
+              // --dyn-tool-call-parser / --dyn-reasoning-parser: the frontend parses this model's output with them.
+              ...(config.dynToolCallParser ? { tool_call_parser: config.dynToolCallParser } : {}),
+              ...(config.dynReasoningParser ? { reasoning_parser: config.dynReasoningParser } : {}),
             },
           },
         }),
