@@ -13,7 +13,10 @@ import {
   kvDtypeBytes,
   type SimDisaggOptions,
 } from '@kvrouter/sim-worker';
-import type { MockerConfig } from './options.js';
+import type { ResolvedConfig } from '@kvrouter/config';
+
+/** The mocker's resolved flags (options.ts's `MockerConfig`; named here so options.ts -> disagg.ts is one-way). */
+type MockerConfig = ResolvedConfig<'mocker'>;
 
 export interface DisaggPlan {
   mode: 'prefill' | 'decode';
