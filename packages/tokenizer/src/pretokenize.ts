@@ -19,13 +19,19 @@ export interface PreTokenizer {
   run(s: string, emit: PieceSink): void;
 }
 
-/** The chain of regexes, generic path. */
+/**
+ * The chain of regexes, generic path. Each pattern is run sticky (`y`) with `test()`, which
+ * reports the match end in `lastIndex` without allocating a match array; where the sticky match
+ * fails (text between matches) a global copy finds the next match.
+ */
 export class RegexPreTokenizer implements PreTokenizer {
   readonly kind = 'regex';
-  private readonly res: RegExp[];
+  private readonly sticky: RegExp[];
+  private readonly global: RegExp[];
 
   constructor(patterns: readonly string[]) {
-    this.res = patterns.map((p) => compilePattern({ Regex: p }));
+    this.global = patterns.map((p) => compilePattern({ Regex: p }));
+    this.sticky = this.global.map((r) => new RegExp(r.source, 'yu'));
   }
 
   run(s: string, emit: PieceSink): void {
@@ -33,32 +39,43 @@ export class RegexPreTokenizer implements PreTokenizer {
   }
 
   private step(k: number, s: string, offset: number, emit: PieceSink): void {
-    if (k === this.res.length) {
+    if (k === this.sticky.length) {
       if (s.length > 0) emit(offset, offset + s.length);
       return;
     }
-    const re = this.res[k]!;
-    re.lastIndex = 0;
-    let last = 0;
-    const last1 = k + 1 === this.res.length;
-    for (let m = re.exec(s); m !== null; m = re.exec(s)) {
-      const at = m.index;
-      const end = at + m[0].length;
-      if (end === at) {
-        re.lastIndex = at + 1;
-        continue;
-      }
-      if (at > last) {
-        if (last1) emit(offset + last, offset + at);
-        else this.step(k + 1, s.slice(last, at), offset + last, emit);
+    const y = this.sticky[k]!;
+    const last1 = k + 1 === this.sticky.length;
+    const len = s.length;
+    let pos = 0;
+    while (pos < len) {
+      y.lastIndex = pos;
+      let at: number;
+      let end: number;
+      if (y.test(s) && y.lastIndex > pos) {
+        at = pos;
+        end = y.lastIndex;
+      } else {
+        // No (non-empty) match here: the next one further on, if any.
+        const g = this.global[k]!;
+        g.lastIndex = pos;
+        let m = g.exec(s);
+        while (m !== null && m[0].length === 0) {
+          g.lastIndex = m.index + 1;
+          m = g.exec(s);
+        }
+        if (m === null) break;
+        at = m.index;
+        end = at + m[0].length;
+        if (last1) emit(offset + pos, offset + at);
+        else this.step(k + 1, s.slice(pos, at), offset + pos, emit);
       }
       if (last1) emit(offset + at, offset + end);
-      else this.step(k + 1, m[0], offset + at, emit);
-      last = end;
+      else this.step(k + 1, s.slice(at, end), offset + at, emit);
+      pos = end;
     }
-    if (last < s.length) {
-      if (last1) emit(offset + last, offset + s.length);
-      else this.step(k + 1, s.slice(last), offset + last, emit);
+    if (pos < len) {
+      if (last1) emit(offset + pos, offset + len);
+      else this.step(k + 1, pos === 0 ? s : s.slice(pos), offset + pos, emit);
     }
   }
 }

@@ -14,7 +14,7 @@
  */
 import { AddedMatcher, type AddedToken, type SplitSink } from './added.js';
 import { MergeTable, Merger } from './bpe.js';
-import { byteToChar, charToByte, utf8Into } from './bytelevel.js';
+import { byteToChar, utf8Into } from './bytelevel.js';
 import { GPT2_PATTERN, preTokenizerFor, type PreTokenizer } from './pretokenize.js';
 import { UnsupportedPattern } from './regex.js';
 
@@ -111,6 +111,193 @@ export function addedTokensOf(json: Json): AddedToken[] {
   });
 }
 
+/** The vocabulary, merges and decode tables of one tokenizer.json: built once, shared by pipelines. */
+export interface CompiledModel {
+  readonly vocabSize: number;
+  readonly addedTokens: readonly AddedToken[];
+  readonly normalizers: readonly NormalForm[];
+  readonly patterns: readonly string[];
+  readonly ignoreMerges: boolean;
+  readonly vocab: Map<string, number>;
+  /** Token text (valid UTF-8 tokens only) → id: whole-word hits for `ignore_merges`. */
+  readonly textVocab: Map<string, number> | null;
+  readonly byteIds: Int32Array;
+  readonly merges: MergeTable;
+  /** Decode: bytes of every id (vocabulary tokens, then added tokens' content) in one buffer. */
+  readonly decBytes: Uint8Array;
+  readonly decOff: Int32Array;
+  readonly specialIds: Uint8Array;
+}
+
+function normalizeWith(forms: readonly NormalForm[], s: string): string {
+  for (const f of forms) s = s.normalize(f);
+  return s;
+}
+
+/** Checks and compiles a parsed tokenizer.json; throws `UnsupportedTokenizer` naming what it lacks. */
+export function compileModel(json: unknown): CompiledModel {
+  if (!isObj(json)) fail('not a JSON object');
+  if (json.truncation !== null && json.truncation !== undefined) fail('truncation');
+  if (json.padding !== null && json.padding !== undefined) fail('padding');
+  const model = json.model;
+  if (!isObj(model)) fail('no model');
+  if (model.type !== 'BPE') fail(`model ${String(model.type)}`);
+  if (model.dropout !== null && model.dropout !== undefined && model.dropout !== 0) fail('BPE dropout');
+  if (model.byte_fallback === true) fail('BPE byte_fallback');
+  if (typeof model.continuing_subword_prefix === 'string' && model.continuing_subword_prefix !== '')
+    fail('BPE continuing_subword_prefix');
+  if (typeof model.end_of_word_suffix === 'string' && model.end_of_word_suffix !== '')
+    fail('BPE end_of_word_suffix');
+  const dec = json.decoder;
+  if (dec !== null && dec !== undefined && (!isObj(dec) || dec.type !== 'ByteLevel'))
+    fail(`decoder ${isObj(dec) ? String(dec.type) : '?'}`);
+  const normalizers = normalizerOf(json.normalizer);
+  const patterns = splitPatterns(json.pre_tokenizer);
+  try {
+    // Fails early on a pattern JavaScript cannot express.
+    preTokenizerFor(patterns, false);
+  } catch (e) {
+    if (e instanceof UnsupportedPattern || e instanceof SyntaxError) fail(`pattern: ${e.message}`);
+    throw e;
+  }
+  const ignoreMerges = model.ignore_merges === true;
+
+  const vocabObj = model.vocab;
+  if (!isObj(vocabObj)) fail('BPE vocab is not an object');
+  const vocab = new Map<string, number>();
+  let maxId = -1;
+  for (const k of Object.keys(vocabObj)) {
+    const id = vocabObj[k];
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) fail(`vocab entry ${JSON.stringify(k)}`);
+    vocab.set(k, id);
+    if (id > maxId) maxId = id;
+  }
+  const byteIds = new Int32Array(256);
+  const b2c = byteToChar();
+  for (let b = 0; b < 256; b++) {
+    const id = vocab.get(b2c[b]!);
+    if (id === undefined) fail(`byte ${b} has no vocabulary token`);
+    byteIds[b] = id;
+  }
+
+  const merges = model.merges;
+  if (!Array.isArray(merges)) fail('BPE merges is not an array');
+  const triples = new Int32Array(merges.length * 3);
+  for (let r = 0; r < merges.length; r++) {
+    const m = merges[r] as unknown;
+    let a: string;
+    let b: string;
+    if (typeof m === 'string') {
+      const sp = m.indexOf(' ');
+      if (sp < 0 || m.indexOf(' ', sp + 1) >= 0) fail(`merges[${r}] is not "a b"`);
+      a = m.slice(0, sp);
+      b = m.slice(sp + 1);
+    } else if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') {
+      a = m[0];
+      b = m[1];
+    } else fail(`merges[${r}]`);
+    const ia = vocab.get(a);
+    const ib = vocab.get(b);
+    const im = vocab.get(a + b);
+    if (ia === undefined || ib === undefined || im === undefined) fail(`merges[${r}] out of vocabulary`);
+    triples[3 * r] = ia;
+    triples[3 * r + 1] = ib;
+    triples[3 * r + 2] = im;
+  }
+
+  const addedTokens = addedTokensOf(json);
+  for (const t of addedTokens) if (t.id > maxId) maxId = t.id;
+  const vocabSize = maxId + 1;
+
+  // Decode table: the bytes of each id; whole-word table for ignore_merges.
+  const c2b = new Int32Array(512).fill(-1);
+  b2c.forEach((c, b) => (c2b[c.charCodeAt(0)] = b));
+  const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  const enc = new TextEncoder();
+  const textVocab = ignoreMerges ? new Map<string, number>() : null;
+  const tokenOf = new Array<string | undefined>(vocabSize);
+  for (const [k, id] of vocab) tokenOf[id] = k;
+  const addedById = new Map<number, AddedToken>();
+  for (const t of addedTokens) if (!addedById.has(t.id)) addedById.set(t.id, t);
+  const specialIds = new Uint8Array(vocabSize);
+  const decOff = new Int32Array(vocabSize + 1);
+  let decBytes = new Uint8Array(vocabSize * 8);
+  let total = 0;
+  for (let id = 0; id < vocabSize; id++) {
+    decOff[id] = total;
+    const a = addedById.get(id);
+    const tok = a ? a.content : tokenOf[id];
+    if (a?.special) specialIds[id] = 1;
+    if (tok === undefined) continue;
+    if (decBytes.length < total + tok.length * 4) {
+      const grown = new Uint8Array(decBytes.length * 2 + tok.length * 4);
+      grown.set(decBytes.subarray(0, total));
+      decBytes = grown;
+    }
+    const start = total;
+    // The ByteLevel decoder: each character of the alphabet back to its byte; a token with any other
+    // character decodes to its own UTF-8 instead.
+    let i = 0;
+    for (; i < tok.length; i++) {
+      const c = tok.charCodeAt(i);
+      const b = c < 512 ? c2b[c]! : -1;
+      if (b < 0) break;
+      decBytes[total++] = b;
+    }
+    if (i < tok.length) {
+      total = start;
+      const u = enc.encode(tok);
+      decBytes.set(u, total);
+      total += u.length;
+    }
+    if (textVocab && !a && total > start) {
+      const bytes = decBytes.subarray(start, total);
+      // Only tokens that are valid UTF-8 on their own can be a whole word.
+      if (validUtf8(bytes)) {
+        const text = utf8.decode(bytes);
+        if (!textVocab.has(text)) textVocab.set(text, id);
+      }
+    }
+  }
+  decOff[vocabSize] = total;
+  return {
+    vocabSize,
+    addedTokens,
+    normalizers,
+    patterns,
+    ignoreMerges,
+    vocab,
+    textVocab,
+    byteIds,
+    merges: new MergeTable(triples),
+    decBytes: decBytes.slice(0, total),
+    decOff,
+    specialIds,
+  };
+}
+
+function validUtf8(b: Uint8Array): boolean {
+  for (let i = 0; i < b.length;) {
+    const c = b[i]!;
+    let n: number;
+    if (c < 0x80) n = 0;
+    else if (c >= 0xc2 && c < 0xe0) n = 1;
+    else if (c >= 0xe0 && c < 0xf0) n = 2;
+    else if (c >= 0xf0 && c < 0xf5) n = 3;
+    else return false;
+    for (let k = 1; k <= n; k++) if (i + k >= b.length || (b[i + k]! & 0xc0) !== 0x80) return false;
+    if (n === 2) {
+      const d = b[i + 1]!;
+      if ((c === 0xe0 && d < 0xa0) || (c === 0xed && d >= 0xa0)) return false;
+    } else if (n === 3) {
+      const d = b[i + 1]!;
+      if ((c === 0xf0 && d < 0x90) || (c === 0xf4 && d >= 0x90)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 export class FastTokenizer {
   /** Ids are below this. */
   readonly vocabSize: number;
@@ -119,11 +306,10 @@ export class FastTokenizer {
   readonly preTokenizerKind: string;
   readonly normalizers: readonly NormalForm[];
   readonly ignoreMerges: boolean;
+  readonly model: CompiledModel;
 
-  private readonly vocab: Map<string, number>;
-  /** Token text (valid UTF-8 tokens only) → id: whole-word hits for `ignore_merges`. */
   private readonly textVocab: Map<string, number> | null;
-  private readonly byteIds = new Int32Array(256);
+  private readonly byteIds: Int32Array;
   private readonly merger: Merger;
   private readonly raw: AddedMatcher;
   private readonly norm: AddedMatcher;
@@ -131,7 +317,6 @@ export class FastTokenizer {
   private readonly cache = new Map<string, number | Int32Array>();
   private readonly cacheMax: number;
   private readonly cacheEntries: number;
-  /** Decode: bytes of every id (vocabulary tokens, then added tokens' content) in one buffer. */
   private readonly decBytes: Uint8Array;
   private readonly decOff: Int32Array;
   private readonly specialIds: Uint8Array;
@@ -148,127 +333,26 @@ export class FastTokenizer {
   private currentText = '';
   private readonly onPiece: (start: number, end: number) => void;
 
-  constructor(json: unknown, opts: CompileOptions = {}) {
-    if (!isObj(json)) fail('not a JSON object');
-    if (json.truncation !== null && json.truncation !== undefined) fail('truncation');
-    if (json.padding !== null && json.padding !== undefined) fail('padding');
-    const model = json.model;
-    if (!isObj(model)) fail('no model');
-    if (model.type !== 'BPE') fail(`model ${String(model.type)}`);
-    if (model.dropout !== null && model.dropout !== undefined && model.dropout !== 0) fail('BPE dropout');
-    if (model.byte_fallback === true) fail('BPE byte_fallback');
-    if (typeof model.continuing_subword_prefix === 'string' && model.continuing_subword_prefix !== '')
-      fail('BPE continuing_subword_prefix');
-    if (typeof model.end_of_word_suffix === 'string' && model.end_of_word_suffix !== '')
-      fail('BPE end_of_word_suffix');
-    const dec = json.decoder;
-    if (dec !== null && dec !== undefined && (!isObj(dec) || dec.type !== 'ByteLevel'))
-      fail(`decoder ${isObj(dec) ? String(dec.type) : '?'}`);
-    this.normalizers = normalizerOf(json.normalizer);
-    const patterns = splitPatterns(json.pre_tokenizer);
-    try {
-      this.pre = preTokenizerFor(patterns, opts.noScanner !== true);
-    } catch (e) {
-      if (e instanceof UnsupportedPattern || e instanceof SyntaxError) fail(`pattern: ${e.message}`);
-      throw e;
-    }
+  constructor(model: CompiledModel, opts: CompileOptions = {}) {
+    this.model = model;
+    this.vocabSize = model.vocabSize;
+    this.addedTokens = model.addedTokens;
+    this.normalizers = model.normalizers;
+    this.ignoreMerges = model.ignoreMerges;
+    this.textVocab = model.textVocab;
+    this.byteIds = model.byteIds;
+    this.decBytes = model.decBytes;
+    this.decOff = model.decOff;
+    this.specialIds = model.specialIds;
+    this.pre = preTokenizerFor(model.patterns, opts.noScanner !== true);
     this.preTokenizerKind = this.pre.kind;
-    this.ignoreMerges = model.ignore_merges === true;
-
-    const vocabObj = model.vocab;
-    if (!isObj(vocabObj)) fail('BPE vocab is not an object');
-    const vocab = new Map<string, number>();
-    let maxId = -1;
-    for (const k in vocabObj) {
-      const id = vocabObj[k];
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) fail(`vocab entry ${JSON.stringify(k)}`);
-      vocab.set(k, id);
-      if (id > maxId) maxId = id;
-    }
-    this.vocab = vocab;
-    const b2c = byteToChar();
-    for (let b = 0; b < 256; b++) {
-      const id = vocab.get(b2c[b]!);
-      if (id === undefined) fail(`byte ${b} has no vocabulary token`);
-      this.byteIds[b] = id;
-    }
-
-    const merges = model.merges;
-    if (!Array.isArray(merges)) fail('BPE merges is not an array');
-    const triples = new Int32Array(merges.length * 3);
-    for (let r = 0; r < merges.length; r++) {
-      const m = merges[r] as unknown;
-      let a: string;
-      let b: string;
-      if (typeof m === 'string') {
-        const sp = m.indexOf(' ');
-        if (sp < 0 || m.indexOf(' ', sp + 1) >= 0) fail(`merges[${r}] is not "a b"`);
-        a = m.slice(0, sp);
-        b = m.slice(sp + 1);
-      } else if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') {
-        a = m[0];
-        b = m[1];
-      } else fail(`merges[${r}]`);
-      const ia = vocab.get(a);
-      const ib = vocab.get(b);
-      const im = vocab.get(a + b);
-      if (ia === undefined || ib === undefined || im === undefined) fail(`merges[${r}] out of vocabulary`);
-      triples[3 * r] = ia;
-      triples[3 * r + 1] = ib;
-      triples[3 * r + 2] = im;
-    }
-    this.merger = new Merger(new MergeTable(triples));
-
-    const added = addedTokensOf(json);
-    this.addedTokens = added;
-    for (const t of added) if (t.id > maxId) maxId = t.id;
-    this.vocabSize = maxId + 1;
-    this.raw = new AddedMatcher(added.filter((t) => !t.normalized));
+    this.merger = new Merger(model.merges);
+    this.raw = new AddedMatcher(model.addedTokens.filter((t) => !t.normalized));
     this.norm = new AddedMatcher(
-      added.filter((t) => t.normalized).map((t) => ({ ...t, content: this.normalize(t.content) })),
+      model.addedTokens
+        .filter((t) => t.normalized)
+        .map((t) => ({ ...t, content: this.normalize(t.content) })),
     );
-
-    const c2b = charToByte();
-    const utf8 = new TextDecoder('utf-8', { fatal: true });
-    const textVocab = this.ignoreMerges ? new Map<string, number>() : null;
-    // Decode table: the bytes of each vocabulary token, then of each added token.
-    const tokenOf = new Array<string | undefined>(this.vocabSize);
-    for (const [k, id] of vocab) tokenOf[id] = k;
-    const addedById = new Map<number, AddedToken>();
-    for (const t of added) if (!addedById.has(t.id)) addedById.set(t.id, t);
-    this.specialIds = new Uint8Array(this.vocabSize);
-    const chunks: Uint8Array[] = [];
-    const off = new Int32Array(this.vocabSize + 1);
-    let total = 0;
-    const enc = new TextEncoder();
-    for (let id = 0; id < this.vocabSize; id++) {
-      const a = addedById.get(id);
-      let bytes: Uint8Array;
-      if (a) {
-        if (a.special) this.specialIds[id] = 1;
-        bytes = byteLevelDecode(a.content, c2b, enc);
-      } else {
-        const k = tokenOf[id];
-        bytes = k === undefined ? new Uint8Array(0) : byteLevelDecode(k, c2b, enc);
-        if (textVocab && k !== undefined && bytes.length > 0) {
-          try {
-            const text = utf8.decode(bytes);
-            if (!textVocab.has(text)) textVocab.set(text, id);
-          } catch {
-            // Not valid UTF-8 on its own: never a whole word.
-          }
-        }
-      }
-      chunks.push(bytes);
-      off[id] = total;
-      total += bytes.length;
-    }
-    off[this.vocabSize] = total;
-    this.decBytes = new Uint8Array(total);
-    for (let id = 0; id < chunks.length; id++) this.decBytes.set(chunks[id]!, off[id]!);
-    this.decOff = off;
-    this.textVocab = textVocab;
-
     this.cacheMax = opts.cacheMaxChars ?? 48;
     this.cacheEntries = opts.cacheEntries ?? 65_536;
     this.onPiece = (start, end) => this.piece(this.segment, start, end);
@@ -282,16 +366,15 @@ export class FastTokenizer {
     };
   }
 
-  /** Token string (byte-level form) of a vocabulary id, or the content of an added token. */
-  idToToken(id: number): string | undefined {
-    for (const t of this.addedTokens) if (t.id === id) return t.content;
-    for (const [k, v] of this.vocab) if (v === id) return k;
-    return undefined;
+  /** Another pipeline (own scratch, cache and options) over the same compiled model. */
+  withOptions(opts: CompileOptions): FastTokenizer {
+    return new FastTokenizer(this.model, opts);
   }
 
+  /** Token string (byte-level form) of a vocabulary id, or the content of an added token. */
   tokenToId(token: string): number | undefined {
     for (const t of this.addedTokens) if (t.content === token) return t.id;
-    return this.vocab.get(token);
+    return this.model.vocab.get(token);
   }
 
   /** Whether the normalizer can change text (so a piece's ids depend on normalization). */
@@ -300,8 +383,7 @@ export class FastTokenizer {
   }
 
   normalize(s: string): string {
-    for (const f of this.normalizers) s = s.normalize(f);
-    return s;
+    return normalizeWith(this.normalizers, s);
   }
 
   /** Hugging Face `encode(text, add_special_tokens=False)` ids. */
@@ -405,7 +487,7 @@ export class FastTokenizer {
    * when `skipSpecial`; unknown ids are dropped; invalid UTF-8 becomes U+FFFD.
    */
   decode(ids: ArrayLike<number>, skipSpecial = true): string {
-    return new TextDecoder('utf-8').decode(this.decodeBytes(ids, skipSpecial));
+    return new TextDecoder('utf-8', { ignoreBOM: true }).decode(this.decodeBytes(ids, skipSpecial));
   }
 
   decodeBytes(ids: ArrayLike<number>, skipSpecial = true): Uint8Array {
@@ -435,27 +517,11 @@ export class FastTokenizer {
   }
 }
 
-/** Bytes of a token under the ByteLevel decoder: its alphabet mapped back, else its UTF-8. */
-function byteLevelDecode(
-  tok: string,
-  c2b: Map<string, number>,
-  enc: { encode(s: string): Uint8Array },
-): Uint8Array {
-  const out = new Uint8Array(tok.length);
-  let i = 0;
-  for (const ch of tok) {
-    const b = c2b.get(ch);
-    if (b === undefined) return enc.encode(tok);
-    out[i++] = b;
-  }
-  return out.subarray(0, i);
-}
-
 function ownCopy(s: string): string {
   return ` ${s}`.slice(1);
 }
 
 /** Compiles a parsed tokenizer.json; throws `UnsupportedTokenizer` with the reason. */
 export function compileTokenizer(json: unknown, opts?: CompileOptions): FastTokenizer {
-  return new FastTokenizer(json, opts);
+  return new FastTokenizer(compileModel(json), opts);
 }

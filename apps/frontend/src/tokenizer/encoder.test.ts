@@ -1,7 +1,7 @@
 /**
- * The fastokens piece cache and the special-token cut: the indexOf fast path cuts where the
- * alternation regex does; hits skip tokenization; eviction is second-chance (CLOCK); cached pieces
- * do not keep the prompt they were cut from alive.
+ * The fastokens prefix cache and the special-token cut: the indexOf fast path cuts where the
+ * alternation regex does; a turn tokenizes only what follows the longest cached prefix; eviction is
+ * second-chance (CLOCK) within the id budget; entries do not keep prompts alive.
  */
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -87,62 +87,92 @@ describe('splitSpecials', () => {
   });
 });
 
-describe('fastokens piece cache', () => {
+describe('fastokens prefix cache', () => {
   const specials = new Map([['<|s|>', 7]]);
-  const piece = (c: string) => c.repeat(100); // above the 64-character caching threshold
+  const run = async (enc: PromptEncoder, text: string) => {
+    const s: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    const ids = Array.from(await enc.encode(text, s));
+    return { ids, tokenized: s.tokenizedChars, cached: s.cachedTokens };
+  };
+  const A = (c: string, n: number) => Array<number>(n).fill(c.charCodeAt(0));
 
-  it('a hit is not tokenized again; eviction gives recently hit pieces a second chance', async () => {
+  it('a turn tokenizes only the text after the longest cached prefix; ids equal a cold tokenization', async () => {
     const tok = charTokenizer(specials);
-    // Room for 4 pieces of 100 characters (a piece may take at most a quarter of the budget).
-    const enc = new PromptEncoder({ tokenizer: tok, mode: 'fastokens', cacheChars: 400 });
-    const stats = (): EncodeStats => ({ tokenizedChars: 0, offloaded: false });
-    const run = async (text: string) => {
-      const s = stats();
-      const ids = await enc.encode(text, s);
-      return { ids: Array.from(ids), tokenized: s.tokenizedChars };
-    };
-    // 100 'a' + special + 100 'b': ids are the char codes (97, 98) around id 7; 200 chars tokenized.
-    const first = await run(`${piece('a')}<|s|>${piece('b')}`);
-    expect(first.tokenized).toBe(200);
-    expect(first.ids).toEqual([...Array<number>(100).fill(97), 7, ...Array<number>(100).fill(98)]);
-    // Same text again: both pieces hit, nothing tokenized, same ids.
-    const again = await run(`${piece('a')}<|s|>${piece('b')}`);
-    expect(again).toEqual({ ids: first.ids, tokenized: 0 });
-    // a*, b* (hit, marked), c, d: 400 characters, full.
-    await run(piece('c'));
-    await run(`${piece('a')}<|s|>${piece('d')}`);
-    expect(enc.cacheEntries).toBe(4);
-    // e makes 500 > 400: the walk from the oldest re-queues a and b with their marks cleared and
-    // evicts c, the first one never hit -> d, e, a, b. (Plain LRU would have evicted b.)
-    await run(piece('e'));
-    expect(enc.cacheEntries).toBe(4);
-    expect((await run(piece('c'))).tokenized).toBe(100);
-    // c back in: d, e, a, b, c = 500 > 400: d (unmarked) goes -> e, a, b, c.
-    expect((await run(piece('a'))).tokenized).toBe(0);
-    expect((await run(piece('b'))).tokenized).toBe(0);
-    expect((await run(piece('d'))).tokenized).toBe(100);
-    expect(tok.calls).toBe(7); // a, b, c, d, e, c, d
+    const enc = new PromptEncoder({ tokenizer: tok, mode: 'fastokens' });
+    const t1 = `${'a'.repeat(100)}<|s|>${'b'.repeat(50)}`;
+    // Cut: a*100 | 7 | b*50; one boundary (after 7) -> an entry of 101 ids.
+    expect(await run(enc, t1)).toEqual({
+      ids: [...A('a', 100), 7, ...A('b', 50)],
+      tokenized: 150,
+      cached: 0,
+    });
+    expect([enc.cacheEntries, enc.cacheTokensHeld]).toEqual([1, 101]);
+    const t2 = `${t1}<|s|>${'c'.repeat(20)}`;
+    // The prefix up to the first 7 hits (101 ids); b*50 and c*20 are tokenized; new entry [b*50, 7].
+    expect(await run(enc, t2)).toEqual({
+      ids: [...A('a', 100), 7, ...A('b', 50), 7, ...A('c', 20)],
+      tokenized: 70,
+      cached: 101,
+    });
+    expect([enc.cacheEntries, enc.cacheTokensHeld]).toEqual([2, 152]);
+    const t3 = `${t2}<|s|>${'d'.repeat(10)}`;
+    const r3 = await run(enc, t3);
+    expect([r3.tokenized, r3.cached]).toEqual([30, 152]);
+    expect(r3.ids).toEqual(Array.from(tok.encode(t3)));
   });
 
-  it('cached pieces do not keep the prompt they were cut from alive', async () => {
+  it('no hit when a longer special matches across the old boundary', async () => {
+    const sp = new Map([
+      ['<|a|>', 1],
+      ['<|a|>x', 3],
+    ]);
+    const enc = new PromptEncoder({ tokenizer: charTokenizer(sp), mode: 'fastokens' });
+    await run(enc, `${'q'.repeat(10)}<|a|>`);
+    // "<|a|>x" is one token (3) in the new text: its cut differs at the boundary, so no reuse.
+    expect(await run(enc, `${'q'.repeat(10)}<|a|>xr`)).toEqual({
+      ids: [...A('q', 10), 3, 114],
+      tokenized: 11,
+      cached: 0,
+    });
+  });
+
+  it('eviction is second-chance (CLOCK) within the id budget', async () => {
+    const tok = charTokenizer(specials);
+    const enc = new PromptEncoder({ tokenizer: tok, mode: 'fastokens', cacheTokens: 250 });
+    const p = (c: string) => `${c.repeat(100)}<|s|>`; // one entry of 101 ids
+    await run(enc, p('a'));
+    await run(enc, p('b'));
+    expect((await run(enc, p('a'))).tokenized).toBe(0); // hit: a marked
+    // c makes 303 > 250: the walk re-queues a (mark cleared) and evicts b -> c, a.
+    await run(enc, p('c'));
+    expect([enc.cacheEntries, enc.cacheTokensHeld]).toEqual([2, 202]);
+    expect((await run(enc, p('b'))).tokenized).toBe(100);
+    // b back in: c, a, b = 303 > 250: c (unmarked, oldest) goes -> a, b.
+    expect((await run(enc, p('a'))).tokenized).toBe(0);
+    expect((await run(enc, p('c'))).tokenized).toBe(100);
+  });
+
+  it('entries do not keep the prompts they came from alive', async () => {
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
     const enc = new PromptEncoder({ tokenizer: charTokenizer(specials), mode: 'fastokens' });
-    // A 400 kB context shared by 100 prompts, each with its own 100-character question: the
-    // context piece hits, each question is a new cache entry (a slice of that prompt's text).
+    // A 400 kB context shared by 100 prompts, each with its own question: the context prefix hits,
+    // each question adds one entry of ~101 ids.
     const context = 'c'.repeat(400_000);
     gc();
     const before = process.memoryUsage().heapUsed;
     for (let i = 0; i < 100; i++) {
       // A fresh flat string per prompt, as JSON.parse + rendering make one per request.
-      const prompt = JSON.parse(JSON.stringify(`${context}<|s|>${String(i).padStart(100, 'q')}`)) as string;
+      const prompt = JSON.parse(
+        JSON.stringify(`${context}<|s|>${String(i).padStart(100, 'q')}<|s|>`),
+      ) as string;
       await enc.encode(prompt);
     }
     gc();
     const grown = process.memoryUsage().heapUsed - before;
     expect(enc.cacheEntries).toBe(101);
-    // Entries own their characters: ~101 keys + ids (the context's 400k ids: 1.6 MB) ≈ 2 MB. Keys
-    // that were slices would pin every prompt: 100 x 400 kB = 40 MB.
+    // Entries hold ids only: the context's 400k ids (1.6 MB) + 100 x 101 ids. Entries keeping
+    // their prompts would hold 100 x 400 kB = 40 MB.
     expect(grown).toBeLessThan(10_000_000);
   });
 });

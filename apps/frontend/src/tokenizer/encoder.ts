@@ -1,18 +1,28 @@
 /**
  * Prompt text → token ids, the two `--tokenizer` paths:
  * - `default`: the whole rendered prompt through the tokenizer (Hugging Face semantics);
- * - `fastokens`: the prompt is cut at special tokens and each piece's ids come from an LRU cache
- *   keyed by the piece's text. Chat prompts are `special, text, special, ...` with one piece per
- *   message, so a multi-turn conversation re-tokenizes only its newest messages. The cut is where
- *   the tokenizer itself splits (special tokens are matched before BPE), so both paths give the
- *   same ids; tokenizers whose normalizer could look across a cut (`chunkSafe` false) always take
- *   the default path.
- * Either way, uncached text above `offloadChars` is tokenized in a worker thread.
+ * - `fastokens`: incremental across turns. The prompt is cut where the tokenizer itself cuts first
+ *   (added/special tokens, `cut` / splitSpecials); the ids of every prefix that ends right after an
+ *   added token are kept in a prefix cache, so a conversation's next request tokenizes only the
+ *   text after the longest cached prefix (the new messages), not the whole history.
  *
- * The piece cache is a CLOCK approximation of LRU: a hit only marks its entry, eviction walks the
- * insertion order and gives marked entries a second round. Keys are the cache's own flat copies:
- * a piece is a slice of the whole rendered prompt, and a slice as a Map key would keep that ~40 kB
- * prompt alive for as long as the entry lives (a 300-char question pinning 40 kB of old space).
+ * Why a cached prefix is exact (the reuse rule): the tokenizer splits added tokens out of the text
+ * before normalizing and BPE, and encodes each piece between them on its own; nothing merges
+ * across an added token. A prefix ending right after an added token therefore has the same ids
+ * alone as inside any longer text whose cut has the same pieces up to there. The cache key is a
+ * hash of exactly that: the sequence of cut pieces (text characters and added-token ids) up to the
+ * boundary, so a longer added token that would match across the boundary in the new text gives a
+ * different piece sequence and no hit. Tokenizers whose pieces are not independent (`chunkSafe`
+ * false: a normalizer or `single_word` rule that looks across a cut) always take the default path.
+ *
+ * Keys are two 32-bit hash words plus the prefix length: no entry holds prompt text, so the cache
+ * pins no request strings. Entries form a trie: each holds the ids of its own segment (text since
+ * the previous boundary plus the added token) and a link to the entry of the previous boundary, so
+ * conversations sharing a system prompt share its entries and memory is the sum of distinct
+ * segments. Eviction is CLOCK (second chance) over entries, bounded by `cacheTokens` ids; a hit
+ * marks every entry on its chain, so prefixes outlive their extensions.
+ *
+ * Either way, uncached text above `offloadChars` is tokenized in a worker thread.
  */
 import { splitSpecials } from './split.js';
 import type { TokenizerPool } from './pool.js';
@@ -28,14 +38,39 @@ export interface PromptEncoderOptions {
    * other request in flight waits that long, which is what a p99 sees.
    */
   offloadChars?: number;
-  /** Characters of cached pieces kept (default 32 M). */
-  cacheChars?: number;
+  /** Token ids kept by the prefix cache (fastokens; default 16 M = 64 MB of ids; 0 = no cache). */
+  cacheTokens?: number;
 }
 
 export interface EncodeStats {
-  /** Characters tokenized by this call (cache misses). */
+  /** Characters tokenized by this call (not covered by a cached prefix). */
   tokenizedChars: number;
   offloaded: boolean;
+  /** Ids taken from the prefix cache. */
+  cachedTokens?: number;
+}
+
+interface Entry {
+  key: number;
+  /** Second hash word and prefix length (characters + added tokens), checked on a hit. */
+  h2: number;
+  len: number;
+  parent: Entry | null;
+  /** Ids of this entry's segment (the text since `parent`'s boundary, then the added token). */
+  ids: Uint32Array;
+  /** Ids of the whole prefix. */
+  count: number;
+  /** Hit since the eviction walk last passed it. */
+  used: boolean;
+}
+
+/** FNV-1a and a multiply-rotate hash, one step each (both u32). */
+function step1(h: number, c: number): number {
+  return Math.imul(h ^ c, 0x01000193) >>> 0;
+}
+function step2(h: number, c: number): number {
+  h = Math.imul(h + c, 0x9e3779b1);
+  return ((h << 13) | (h >>> 19)) >>> 0;
 }
 
 export class PromptEncoder {
@@ -43,18 +78,16 @@ export class PromptEncoder {
   readonly mode: 'default' | 'fastokens';
   private readonly pool: TokenizerPool | null;
   private readonly offloadChars: number;
-  private readonly cacheChars: number;
-  private readonly cache = new Map<string, CacheEntry>();
-  private cachedChars = 0;
-  /** Pieces shorter than this are tokenized directly: a cache entry would cost more than it saves. */
-  private static readonly MIN_CACHED = 64;
+  private readonly cacheTokens: number;
+  private readonly cache = new Map<number, Entry>();
+  private cachedTokens = 0;
 
   constructor(o: PromptEncoderOptions) {
     this.tokenizer = o.tokenizer;
     this.mode = o.mode === 'fastokens' && o.tokenizer.chunkSafe ? 'fastokens' : 'default';
     this.pool = o.pool ?? null;
     this.offloadChars = o.offloadChars ?? 16_384;
-    this.cacheChars = o.cacheChars ?? 32 * 1024 * 1024;
+    this.cacheTokens = o.cacheTokens ?? 16 * 1024 * 1024;
   }
 
   async encode(text: string, stats?: EncodeStats): Promise<Uint32Array> {
@@ -70,91 +103,155 @@ export class PromptEncoder {
     return Uint32Array.from(this.tokenizer.encode(text));
   }
 
+  /** Pieces in the order the tokenizer cuts them; text pieces are encoded on their own. */
+  private cut(text: string): (string | number)[] {
+    const t = this.tokenizer;
+    return t.cut ? t.cut(text) : splitSpecials(text, t.specialTokens);
+  }
+
+  private async encodePieces(pieces: string[], chars: number, stats?: EncodeStats): Promise<Uint32Array[]> {
+    // A tokenizer with its own cut encodes a piece with `encode` (what its whole-text encode does
+    // with it); the others with `encodeText` (no special-token recognition).
+    const whole = this.tokenizer.cut !== undefined;
+    if (this.pool && chars > this.offloadChars) {
+      if (stats) stats.offloaded = true;
+      return this.pool.encode(pieces, whole);
+    }
+    return pieces.map((p) =>
+      Uint32Array.from(whole ? this.tokenizer.encode(p) : this.tokenizer.encodeText(p)),
+    );
+  }
+
   private async encodeCached(text: string, stats?: EncodeStats): Promise<Uint32Array> {
-    const pieces = splitSpecials(text, this.tokenizer.specialTokens);
-    const parts = new Array<Uint32Array | number>(pieces.length);
-    let missChars = 0;
-    let misses: number[] | null = null;
-    for (let i = 0; i < pieces.length; i++) {
+    const pieces = this.cut(text);
+    const n = pieces.length;
+    // Hash words and length of the prefix ending after each added token (the boundaries).
+    const bIdx: number[] = [];
+    const bKey: number[] = [];
+    const bH2: number[] = [];
+    const bLen: number[] = [];
+    let h1 = 0x811c9dc5;
+    let h2 = 0x2545f491;
+    let len = 0;
+    for (let i = 0; i < n; i++) {
       const p = pieces[i]!;
-      if (typeof p === 'number') {
-        parts[i] = p;
-        continue;
-      }
-      const hit = p.length >= PromptEncoder.MIN_CACHED ? this.cache.get(p) : undefined;
-      if (hit) {
-        hit.used = true;
-        parts[i] = hit.ids;
+      if (typeof p === 'string') {
+        for (let k = 0; k < p.length; k++) {
+          const c = p.charCodeAt(k);
+          h1 = step1(h1, c);
+          h2 = step2(h2, c);
+        }
+        len += p.length;
       } else {
-        (misses ??= []).push(i);
+        // An added token: its id, marked apart from any character.
+        h1 = step1(step1(h1, 0x10000 + (p & 0xffff)), p >>> 16);
+        h2 = step2(step2(h2, 0x10000 + (p & 0xffff)), p >>> 16);
+        len += 1;
+        bIdx.push(i);
+        // 52-bit key: h1 and the top 20 bits of h2.
+        bKey.push(h1 * 0x100000 + (h2 >>> 12));
+        bH2.push(h2);
+        bLen.push(len);
+      }
+    }
+    // The longest cached prefix.
+    let hit: Entry | null = null;
+    let hitB = -1;
+    for (let b = bIdx.length - 1; b >= 0 && this.cacheTokens > 0; b--) {
+      const e = this.cache.get(bKey[b]!);
+      if (e !== undefined && e.h2 === bH2[b] && e.len === bLen[b]) {
+        hit = e;
+        hitB = b;
+        break;
+      }
+    }
+    const from = hitB >= 0 ? bIdx[hitB]! + 1 : 0;
+    // Encode the text pieces after the hit.
+    const miss: string[] = [];
+    let missChars = 0;
+    for (let i = from; i < n; i++) {
+      const p = pieces[i]!;
+      if (typeof p === 'string') {
+        miss.push(p);
         missChars += p.length;
       }
     }
-    if (stats) stats.tokenizedChars = missChars;
-    if (misses) {
-      let encoded: Uint32Array[];
-      if (this.pool && missChars > this.offloadChars) {
-        if (stats) stats.offloaded = true;
-        encoded = await this.pool.encode(
-          misses.map((i) => pieces[i] as string),
-          false,
-        );
-      } else encoded = misses.map((i) => Uint32Array.from(this.tokenizer.encodeText(pieces[i] as string)));
-      for (let k = 0; k < misses.length; k++) {
-        const i = misses[k]!;
-        const ids = encoded[k]!;
-        parts[i] = ids;
-        const p = pieces[i] as string;
-        if (p.length >= PromptEncoder.MIN_CACHED) this.remember(p, ids);
-      }
+    if (stats) {
+      stats.tokenizedChars = missChars;
+      stats.cachedTokens = hit?.count ?? 0;
     }
-    let n = 0;
-    for (const x of parts) n += typeof x === 'number' ? 1 : x.length;
-    const out = new Uint32Array(n);
-    let o = 0;
-    for (const x of parts) {
-      if (typeof x === 'number') out[o++] = x;
-      else {
-        out.set(x, o);
-        o += x.length;
+    const encoded = miss.length > 0 ? await this.encodePieces(miss, missChars, stats) : [];
+    let total = hit?.count ?? 0;
+    for (let i = from, m = 0; i < n; i++) total += typeof pieces[i] === 'number' ? 1 : encoded[m++]!.length;
+    const out = new Uint32Array(total);
+    // The cached prefix, from its last segment back (marking the chain as used).
+    for (let e = hit; e !== null; e = e.parent) {
+      out.set(e.ids, e.count - e.ids.length);
+      e.used = true;
+    }
+    // The rest, remembering a new entry at every boundary after the hit.
+    let o = hit?.count ?? 0;
+    let segStart = o;
+    let parent = hit;
+    let b = hitB + 1;
+    for (let i = from, m = 0; i < n; i++) {
+      const p = pieces[i]!;
+      if (typeof p === 'number') {
+        out[o++] = p;
+        if (this.cacheTokens > 0 && b < bIdx.length && bIdx[b] === i) {
+          parent = this.remember(bKey[b]!, bH2[b]!, bLen[b]!, parent, out.slice(segStart, o), o);
+          segStart = o;
+          b++;
+        }
+      } else {
+        const ids = encoded[m++]!;
+        out.set(ids, o);
+        o += ids.length;
       }
     }
     return out;
   }
 
-  private remember(piece: string, ids: Uint32Array): void {
-    if (piece.length > this.cacheChars / 4 || this.cache.has(piece)) return;
-    const key = ownCopy(piece);
-    this.cache.set(key, { key, ids, used: false });
-    this.cachedChars += key.length;
-    if (this.cachedChars <= this.cacheChars) return;
-    // Oldest first; a used entry is cleared and moved to the back (with its own key) instead.
+  private remember(
+    key: number,
+    h2: number,
+    len: number,
+    parent: Entry | null,
+    ids: Uint32Array,
+    count: number,
+  ): Entry {
+    const old = this.cache.get(key);
+    if (old !== undefined) {
+      // Same key: the same prefix (or a hash collision: the newer prefix wins).
+      this.cachedTokens -= old.ids.length;
+      this.cache.delete(key);
+    }
+    const e: Entry = { key, h2, len, parent, ids, count, used: false };
+    this.cache.set(key, e);
+    this.cachedTokens += ids.length;
+    if (this.cachedTokens > this.cacheTokens) this.evict();
+    return e;
+  }
+
+  /** Oldest first; a used entry is cleared and moved to the back instead (second chance). */
+  private evict(): void {
     for (const e of this.cache.values()) {
-      if (this.cachedChars <= this.cacheChars) break;
+      if (this.cachedTokens <= this.cacheTokens) break;
       this.cache.delete(e.key);
       if (e.used) {
         e.used = false;
         this.cache.set(e.key, e);
-      } else this.cachedChars -= e.key.length;
+      } else this.cachedTokens -= e.ids.length;
     }
   }
 
+  /** Prefix entries held. */
   get cacheEntries(): number {
     return this.cache.size;
   }
-}
 
-interface CacheEntry {
-  key: string;
-  ids: Uint32Array;
-  /** Hit since the eviction walk last passed it. */
-  used: boolean;
-}
-
-/**
- * A string that owns its characters. Substrings are views of their parent in V8; concatenating
- * then slicing forces a fresh flat copy (one character longer) that is independent of `s`'s parent.
- */
-function ownCopy(s: string): string {
-  return ` ${s}`.slice(1);
+  /** Ids held by the prefix entries. */
+  get cacheTokensHeld(): number {
+    return this.cachedTokens;
+  }
 }

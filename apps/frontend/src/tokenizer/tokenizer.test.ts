@@ -80,10 +80,10 @@ describe('tiktoken (cl100k) tokenizer', () => {
       t.render([old, { role: 'assistant', content: 'ok' }, next], { addGenerationPrompt: true }),
       stats,
     );
-    // Pieces: "user\n<old>" (cached), "\n", "assistant\nok", "\n", "user\n<next>", "\n", "assistant\n".
-    // Uncached: "assistant\nok" (12) + "user\n" + next (5 + 51) + "\n" ×3 + "assistant\n" (10) = 81 — the
-    // small ones are below the cache threshold and always tokenized; the 518-char old turn is not.
-    const newChars = 12 + 56 + 3 + 10;
+    // The first request's prefix up to "<|im_end|>\n<|im_start|>" (its last added token) is cached and
+    // is also the start of the second request. Tokenized after it: "assistant\nok" (12), "\n",
+    // "user\n" + next (5 + 51), "\n", "assistant\n" (10) = 80; the 518-char old turn is not.
+    const newChars = 12 + 1 + 56 + 1 + 10;
     expect(stats.tokenizedChars).toBe(newChars);
   });
 

@@ -19,6 +19,12 @@ export interface TextTokenizer {
    * (fastokens) is only used when true.
    */
   readonly chunkSafe: boolean;
+  /**
+   * The cut `encode` makes first (text pieces and added-token ids), for tokenizers whose cut is not
+   * plain splitSpecials over `specialTokens` (the fast tokenizer matches `normalized` added tokens
+   * in a second pass). When present, `encode` of a text piece gives that piece's ids.
+   */
+  cut?(text: string): (string | number)[];
   /** Plain text, no special-token recognition (a piece between two specials). */
   encodeText(text: string): number[] | Uint32Array;
   /** Whole text with special tokens recognised (Hugging Face `add_special_tokens=False` semantics). */
@@ -29,4 +35,5 @@ export interface TextTokenizer {
 
 /** Plain data that rebuilds the same tokenizer in a worker thread. */
 export type TokenizerSpec =
-  { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' } | { kind: 'hf'; dir: string };
+  | { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' }
+  | { kind: 'hf'; dir: string; engine?: 'fast' | 'hf' };

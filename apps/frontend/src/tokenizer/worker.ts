@@ -10,7 +10,8 @@ interface Job {
   whole: boolean;
 }
 
-const { tokenizer } = loadTokenizer(workerData as TokenizerSpec);
+// The main thread already said which engine it uses.
+const { tokenizer } = loadTokenizer(workerData as TokenizerSpec, () => undefined);
 parentPort!.on('message', (job: Job) => {
   try {
     const out = job.texts.map((t) =>
