@@ -25,7 +25,7 @@ import {
 import { TopologyMetrics, topologyMetrics, type Registry } from '@kvrouter/metrics';
 import type { KvRouterOptions, RoutingDecision } from '@kvrouter/router';
 import type { RequestClient } from '@kvrouter/runtime';
-import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
+import type { GenerateItem, GenerateRequest } from '@kvrouter/protocols';
 import {
   TopologyConstraintError,
   deriveDecodeConstraints,

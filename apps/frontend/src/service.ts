@@ -14,7 +14,7 @@ import {
 } from '@kvrouter/metrics';
 import type { RoutingDecision } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
-import type { GenerateItem, GenerateRequest } from '@kvrouter/sim-worker';
+import type { GenerateItem, GenerateRequest } from '@kvrouter/protocols';
 import { runPrefillLeg } from './disagg.js';
 import { badRequest, modelNotFound } from './errors.js';
 import type { Logger, ModelRegistry, WorkerSet } from './models.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
 import { TcpRequestClient } from '@kvrouter/runtime';
-import type { GenerateItem } from '@kvrouter/sim-worker';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { kvBytesFromModelConfig, resolveDisagg } from './disagg.js';
 import { startMocker } from './mocker.js';
 import { MockerConfigError, planFromConfig, type MockerConfig } from './options.js';

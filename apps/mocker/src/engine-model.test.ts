@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
 import { TcpRequestClient } from '@kvrouter/runtime';
-import type { GenerateItem } from '@kvrouter/sim-worker';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { startMocker } from './mocker.js';
 
 describe('mocker: engine-model flags end to end (tcp request plane)', () => {

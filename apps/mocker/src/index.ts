@@ -2,10 +2,8 @@ export { resolveMockerConfig, startMocker, type MockerIo, type RunningMocker } f
 export {
   MockerConfigError,
   extraArgsToArgv,
-  parseEndpoint,
   planFromConfig,
   servedModelName,
-  type EndpointPath,
   type MockerConfig,
   type MockerPlan,
 } from './options.js';

@@ -579,5 +579,5 @@ function requestExtras(
   }
   const any = Object.keys(so).length > 0;
   if (!any && minTokens === null && logprobs === null && images.length === 0) return undefined;
-  return { samplingOptions: any ? so : null, minTokens, logprobs, images };
+  return { samplingOptions: any ? so : null, minTokens, logprobs, images, ignoreEos: b.ignore_eos === true };
 }

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseEndpoint } from '@kvrouter/protocols';
 import { resolveConfig } from '@kvrouter/config';
 import { AicModel, builtinModel } from '@kvrouter/aic-model';
 import {
   MockerConfigError,
   extraArgsToArgv,
-  parseEndpoint,
   planFromConfig,
   timingModelOf,
   type MockerConfig,
@@ -39,7 +39,7 @@ describe('parseEndpoint', () => {
 
   it('refuses anything else, naming the flag', () => {
     for (const bad of ['dynamo.backend.generate', 'dyn://a.b', 'dyn://a..c', 'dyn://a b.c.d', 'http://a.b.c'])
-      expect(() => parseEndpoint(bad), bad).toThrow(
+      expect(() => planFromConfig(cfg('--endpoint', bad)), bad).toThrow(
         expect.objectContaining({ detail: { flag: '--endpoint' } }),
       );
   });

@@ -4,7 +4,7 @@
  * every mapping and refusal is unit-tested.
  */
 import type { ResolvedConfig } from '@kvrouter/config';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, parseEndpoint, type EndpointPath } from '@kvrouter/protocols';
 import { aicEngineTimingFromFlag } from '@kvrouter/aic-model';
 import {
   profileTimingFromFlag,
@@ -17,12 +17,6 @@ import { autoStaggerMs } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
 export type MockerConfig = ResolvedConfig<'mocker'>;
-
-export interface EndpointPath {
-  namespace: string;
-  component: string;
-  endpoint: string;
-}
 
 export interface MockerPlan {
   path: EndpointPath;
@@ -59,23 +53,6 @@ export class MockerConfigError extends KvrError {
   }
 }
 
-/**
- * `dyn://{namespace}.{component}.{endpoint}`. The namespace may itself contain dots (upstream
- * allows dotted namespaces), so the last two segments are the component and the endpoint.
- */
-export function parseEndpoint(uri: string): EndpointPath {
-  const m = /^dyn:\/\/(.+)$/.exec(uri);
-  const parts = m ? m[1].split('.') : [];
-  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
-    throw new MockerConfigError(
-      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
-      '--endpoint',
-    );
-  const endpoint = parts.pop()!;
-  const component = parts.pop()!;
-  return { namespace: parts.join('.'), component, endpoint };
-}
-
 /** The model name served: `--model-name`, else the model path (as upstream). */
 export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>): string {
   return c.modelName ?? c.modelPath ?? '';
@@ -84,8 +61,7 @@ export function servedModelName(c: Pick<MockerConfig, 'modelName' | 'modelPath'>
 export function planFromConfig(c: MockerConfig): MockerPlan {
   const warnings: string[] = [];
   const vllmZmq = zmqPortsPlan(c);
-  const eventPlane =
-    c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+  const eventPlane = c.eventPlane; // computed by the config table (--event-plane auto)
   if (c.durableKvEvents && eventPlane !== 'nats')
     throw new MockerConfigError('--durable-kv-events requires --event-plane=nats', '--durable-kv-events');
   const timing = timingPlan(c, warnings);
@@ -100,7 +76,7 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
   const startupDelayMs = (c.startupTime ?? 0) * 1000;
   const staggerMs = c.staggerDelay < 0 ? autoStaggerMs(c.numWorkers) : c.staggerDelay * 1000;
   return {
-    path: parseEndpoint(c.endpoint),
+    path: parseEndpoint(c.endpoint, { fail: mockerFail }),
     modelName: servedModelName(c),
     numWorkers: c.numWorkers,
     engine: {

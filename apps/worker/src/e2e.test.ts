@@ -30,7 +30,7 @@ import {
   parseInstance,
   type Discovery,
 } from '@kvrouter/runtime';
-import type { GenerateItem } from '@kvrouter/sim-worker';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { startWorker, type RunningWorker } from './worker.js';
 
 const NS = 'e2e-worker';

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isMigratable } from '@kvrouter/runtime';
-import type { GenerateItem, ParsedGenerate } from '@kvrouter/sim-worker';
+import type { GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 import { EngineClient } from './engine-client.js';
 
 type Script = (req: IncomingMessage, body: Record<string, unknown>, res: ServerResponse) => void;

@@ -1,11 +1,5 @@
 export { EngineClient, type EngineClientOptions } from './engine-client.js';
-export {
-  WorkerConfigError,
-  parseEndpoint,
-  planFromConfig,
-  type WorkerConfig,
-  type WorkerPlan,
-} from './options.js';
+export { WorkerConfigError, planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';
 export {
   probeEngine,
   startWorker,

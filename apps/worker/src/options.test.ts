@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
-import { WorkerConfigError, parseEndpoint, planFromConfig } from './options.js';
+import { parseEndpoint } from '@kvrouter/protocols';
+import { WorkerConfigError, planFromConfig } from './options.js';
 
 const plan = (...argv: string[]) => planFromConfig(resolveConfig('worker', argv, {}).config);
 

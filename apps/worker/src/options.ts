@@ -3,7 +3,7 @@
  * refusal is unit-tested without an engine.
  */
 import type { ResolvedConfig } from '@kvrouter/config';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, parseEndpoint } from '@kvrouter/protocols';
 import { brokerSetting, type ZmqBrokerSetting } from '@kvrouter/kv-events';
 
 export type WorkerConfig = ResolvedConfig<'worker'>;
@@ -38,20 +38,6 @@ export interface WorkerPlan {
   warnings: string[];
 }
 
-/** `dyn://{namespace}.{component}.{endpoint}`; the namespace may contain dots. */
-export function parseEndpoint(uri: string): { namespace: string; component: string; endpoint: string } {
-  const m = /^dyn:\/\/(.+)$/.exec(uri);
-  const parts = m ? m[1].split('.') : [];
-  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
-    throw new WorkerConfigError(
-      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
-      '--endpoint',
-    );
-  const endpoint = parts.pop()!;
-  const component = parts.pop()!;
-  return { namespace: parts.join('.'), component, endpoint };
-}
-
 /** `tcp://host:port` of rank 0 → rank r's (port + r), as vLLM offsets its KV event ports by dp rank. */
 function perRank(ep: string | null, ranks: number, flag: string): string[] {
   if (ep === null) return [];
@@ -67,7 +53,11 @@ function perRank(ep: string | null, ranks: number, flag: string): string[] {
 
 export function planFromConfig(c: WorkerConfig): WorkerPlan {
   const warnings: string[] = [];
-  const path = parseEndpoint(c.endpoint);
+  const path = parseEndpoint(c.endpoint, {
+    fail: (message, flag) => {
+      throw new WorkerConfigError(message, flag);
+    },
+  });
   const ranks = c.dataParallelSize;
   const kv = perRank(c.kvEventsEndpoint, ranks, '--kv-events-endpoint');
   const replay = perRank(c.kvEventsReplayEndpoint, ranks, '--kv-events-replay-endpoint');
@@ -80,8 +70,7 @@ export function planFromConfig(c: WorkerConfig): WorkerPlan {
     warnings.push(
       'no --kv-events-endpoint: the engine publishes no KV events here, so KV-aware routers see no cached blocks for this worker',
     );
-  const eventPlane =
-    c.eventPlane ?? (c.discoveryBackend === 'etcd' || c.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+  const eventPlane = c.eventPlane; // computed by the config table (--event-plane auto)
   if (c.routerDurableKvEvents && eventPlane !== 'nats')
     throw new WorkerConfigError(
       '--router-durable-kv-events requires --event-plane=nats',

@@ -35,7 +35,7 @@ import {
   type Registration,
   type RequestServer,
 } from '@kvrouter/runtime';
-import { parseGenerateRequest } from '@kvrouter/sim-worker';
+import { parseGenerateRequest } from '@kvrouter/protocols';
 import { componentSubject } from '@kvrouter/protocols';
 import { EngineClient } from './engine-client.js';
 import { planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';

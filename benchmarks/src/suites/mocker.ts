@@ -12,7 +12,8 @@
  */
 import { SimEngine, type EngineConfig } from '@kvrouter/engine-sim';
 import { InprocHub, InprocRequestClient, MemDiscoveryHub } from '@kvrouter/runtime';
-import { PassScheduler, SimFleet, type GenerateItem } from '@kvrouter/sim-worker';
+import { PassScheduler, SimFleet } from '@kvrouter/sim-worker';
+import { type GenerateItem } from '@kvrouter/protocols';
 import { Rng } from '@kvrouter/testkit';
 import { stats, type Row, type Suite, type SuiteContext } from '../harness.js';
 

@@ -1,4 +1,4 @@
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, defaultEventPlane, type DiscoveryBackendKind } from '@kvrouter/protocols';
 import { displayName, flagsFor, negationOf, type App, type FlagSpec, type ResolvedConfig } from './table.js';
 
 /** Where a resolved value came from. `derived` = set by a resolution rule (admission promotion). */
@@ -387,8 +387,7 @@ function promoteAdmission(
 
 function computeDefaults(cfg: Cfg, env: Record<string, string | undefined>) {
   if ('eventPlane' in cfg && cfg.eventPlane === null)
-    cfg.eventPlane =
-      cfg.discoveryBackend === 'etcd' || cfg.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq';
+    cfg.eventPlane = defaultEventPlane(cfg.discoveryBackend as DiscoveryBackendKind);
   if ('sharedCacheMultiplier' in cfg && cfg.sharedCacheMultiplier === null)
     cfg.sharedCacheMultiplier = cfg.sharedCacheType === 'none' ? 0 : 0.5;
   if ('fileKv' in cfg && cfg.fileKv === null) {

@@ -48,7 +48,6 @@ export {
   type KvPublisherOptions,
   type PublisherStats,
   type RouterEventSink,
-  type Timers,
 } from './publisher/publisher.js';
 export {
   InprocQueryHub,

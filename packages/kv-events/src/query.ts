@@ -13,9 +13,10 @@ import {
   type LocalIndexerQueryRequest,
   type LocalIndexerQueryResponse,
   type WorkerWithDpRank,
+  errorMessage,
 } from '@kvrouter/protocols';
 import type { Discovery, RequestClient, RequestServer, Transport } from '@kvrouter/runtime';
-import { errorMessage } from './errors.js';
+
 import type { KvEventPublisher } from './publisher/publisher.js';
 
 export interface QueryClient {

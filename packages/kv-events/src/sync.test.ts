@@ -1,8 +1,9 @@
+import { VirtualClock } from '@kvrouter/protocols';
 import { describe, expect, it } from 'vitest';
 import type { ActiveLoad, ActiveSequenceEvent } from '@kvrouter/protocols';
 import { InprocEventBus } from './plane/inproc.js';
 import { CoalescingLoadPublisher, LoadChannel, ReplicaSync } from './sync.js';
-import { ManualTimers, waitFor } from './test-helpers.js';
+import { waitFor } from './test-helpers.js';
 
 const ev = (router: bigint, request_id: string): ActiveSequenceEvent =>
   ({
@@ -45,7 +46,7 @@ describe('LoadChannel / CoalescingLoadPublisher (§5.5)', () => {
     expect(ch.topic.subject).toBe('namespace.ns.kv_metrics');
     const got: ActiveLoad[] = [];
     const s = new LoadChannel(bus.plane({ publisherId: 8n }), 'ns').subscribe((l) => got.push(l));
-    const timers = new ManualTimers();
+    const timers = new VirtualClock();
     const co = new CoalescingLoadPublisher(ch, 1, timers);
     const load = (rank: number, used: number): ActiveLoad =>
       ({
@@ -59,7 +60,7 @@ describe('LoadChannel / CoalescingLoadPublisher (§5.5)', () => {
     co.update(load(0, 2));
     co.update(load(1, 7));
     co.update(load(0, 3));
-    expect(timers.delays()).toEqual([1]);
+    expect(timers.pendingDelays()).toEqual([1]);
     timers.advance(1);
     expect(await waitFor(() => got.length === 2)).toBe(true);
     // latest value per rank, one message each

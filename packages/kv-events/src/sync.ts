@@ -9,9 +9,11 @@ import {
   type ActiveLoad,
   type ActiveSequenceEvent,
   type EventEnvelope,
+  errorMessage,
+  type Timers,
 } from '@kvrouter/protocols';
-import { checkU64, errorMessage } from './errors.js';
-import { realTimers, type Timers } from './publisher/publisher.js';
+import { checkU64 } from './errors.js';
+import { realTimers } from './publisher/publisher.js';
 import {
   activeSequencesTopic,
   kvMetricsTopic,

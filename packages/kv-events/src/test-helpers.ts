@@ -8,7 +8,6 @@ import type {
   LocalBlockHash,
   RouterEvent,
 } from '@kvrouter/protocols';
-import type { Timers } from './publisher/publisher.js';
 
 export const stored = (parent: bigint | null, blocks: Array<[bigint, bigint]>): KvCacheEventData => ({
   stored: {
@@ -32,41 +31,6 @@ export const chain = (parent: bigint | null, tokens: bigint[]): KvCacheEventData
 export const removed = (hashes: bigint[]): KvCacheEventData => ({
   removed: { block_hashes: hashes as ExternalSequenceBlockHash[] },
 });
-
-/** Timers fired by hand: `advance(ms)` runs every timer due by then, in due order. */
-export class ManualTimers implements Timers {
-  now = 0;
-  private seq = 0;
-  readonly pending = new Map<number, { at: number; ms: number; fn: () => void }>();
-
-  setTimeout = (fn: () => void, ms: number): unknown => {
-    const id = ++this.seq;
-    this.pending.set(id, { at: this.now + ms, ms, fn });
-    return id;
-  };
-
-  clearTimeout = (h: unknown): void => {
-    this.pending.delete(h as number);
-  };
-
-  /** Delays of the timers now pending, in creation order. */
-  delays(): number[] {
-    return [...this.pending.values()].map((t) => t.ms);
-  }
-
-  advance(ms: number): void {
-    const end = this.now + ms;
-    for (;;) {
-      let next: [number, { at: number; fn: () => void }] | null = null;
-      for (const e of this.pending) if (e[1].at <= end && (next === null || e[1].at < next[1].at)) next = e;
-      if (next === null) break;
-      this.pending.delete(next[0]);
-      this.now = next[1].at;
-      next[1].fn();
-    }
-    this.now = end;
-  }
-}
 
 /** `worker:rank:parent->block` lines of a dump, sorted: equal sets mean equal indexes (§3.7). */
 export function dumpKey(events: readonly RouterEvent[]): string[] {

@@ -268,8 +268,9 @@ describe('publisher onEngineDropped → dropped-events counter', () => {
 
 describe('errorTypeOf', () => {
   it('classifies errors into the §16 error_type values', () => {
+    // Codes from anywhere (relayed peers included), so relay() rather than the typed constructor.
     const k = (code: string, status: number, detail?: Record<string, unknown>) =>
-      new KvrError(code, 'x', status, detail);
+      KvrError.relay(code, 'x', status, detail);
     expect(errorTypeOf(k('all_workers_busy', 503, { error_type: 'overload' }))).toBe('overload');
     expect(errorTypeOf(k('invalid_argument', 400))).toBe('validation');
     expect(errorTypeOf(k('anything', 422))).toBe('validation');

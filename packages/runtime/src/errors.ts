@@ -2,7 +2,7 @@
  * Error codes of the runtime. Request-plane failures carry the codes migration (PROTOCOL.md §14)
  * matches on; everything is a `KvrError` so the HTTP layer can normalise it once.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, type ErrorCode } from '@kvrouter/protocols';
 
 export const RpcCode = {
   /** Nothing listens at the target (refused, no NATS responder, unknown in-process server). Migratable. */
@@ -29,21 +29,6 @@ export const RpcCode = {
   Internal: 'internal',
 } as const;
 
-const STATUS: Record<string, number> = {
-  cannot_connect: 503,
-  connection_timeout: 504,
-  disconnected: 502,
-  engine_shutdown: 503,
-  cancelled: 499,
-  resource_exhausted: 429,
-  unknown_endpoint: 404,
-  payload_too_large: 413,
-  protocol_error: 502,
-  request_timeout: 504,
-  empty_response: 502,
-  internal: 500,
-};
-
 /** Codes after which a request may be retried on another worker (§14). */
 export const MIGRATABLE_CODES: ReadonlySet<string> = new Set([
   RpcCode.CannotConnect,
@@ -56,24 +41,16 @@ export function isMigratable(e: unknown): boolean {
   return e instanceof KvrError && MIGRATABLE_CODES.has(e.code);
 }
 
-export function rpcError(code: string, message: string, detail?: Record<string, unknown>): KvrError {
-  return new KvrError(code, message, STATUS[code] ?? 500, detail);
-}
-
-/** A bad argument from the caller: status 400, `detail.field` names it. */
-export function invalidArg(field: string, message: string): KvrError {
-  return new KvrError('invalid_argument', `${field}: ${message}`, 400, { field });
+/** A request-plane error; the status comes from the error-code table. */
+export function rpcError(code: ErrorCode, message: string, detail?: Record<string, unknown>): KvrError {
+  return new KvrError(code, message, undefined, detail);
 }
 
 /** Rebuilds an error received from a peer; the code decides the status when the peer sent none. */
 export function remoteError(code: unknown, message: unknown, status: unknown): KvrError {
   const c = typeof code === 'string' && code.length > 0 ? code : RpcCode.Internal;
   const m = typeof message === 'string' ? message : 'remote error';
-  const s =
-    typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599
-      ? status
-      : (STATUS[c] ?? 500);
-  return new KvrError(c, m, s, { remote: true });
+  return KvrError.relay(c, m, status, { remote: true });
 }
 
 /** What a handler's failure looks like on the wire: KvrErrors keep their code, anything else is `internal`. */

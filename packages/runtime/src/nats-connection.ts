@@ -3,8 +3,7 @@
  * the event plane in kv-events share it, so reconnect policy and naming live in one place.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from './errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
 
 export type { NatsConnection } from '@nats-io/transport-node';
 
@@ -32,10 +31,10 @@ export async function connectNats(
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
-  if (servers.length === 0) throw invalidArg('NATS_SERVER', 'needs at least one URL');
+  if (servers.length === 0) throw invalidArgument('NATS_SERVER', 'needs at least one URL');
   for (const s of servers)
     if (!/^(nats|tls):\/\/[^/\s]+\/?$/.test(s) && !/^[^/\s:]+:[0-9]+$/.test(s))
-      throw invalidArg('NATS_SERVER', `not a nats://host:port URL: "${s}"`);
+      throw invalidArgument('NATS_SERVER', `not a nats://host:port URL: "${s}"`);
   try {
     return await connect({
       servers,

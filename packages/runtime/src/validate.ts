@@ -2,11 +2,10 @@
  * Field checks for discovery records. The same rules serve a caller's input (`invalid_argument`)
  * and a record read back from discovery (`decode_error`); either way the error names the field.
  */
-import { DecodeError, type KvrError } from '@kvrouter/protocols';
-import { invalidArg } from './errors.js';
+import { DecodeError, type KvrError, invalidArgument } from '@kvrouter/protocols';
 
 export type Fail = (field: string, msg: string) => KvrError;
-export const inputFail: Fail = (field, msg) => invalidArg(field, msg);
+export const inputFail: Fail = (field, msg) => invalidArgument(field, msg);
 export const decodeFail: Fail = (field, msg) => new DecodeError(`${field}: ${msg}`, { field });
 
 export type Obj = Record<string, unknown>;

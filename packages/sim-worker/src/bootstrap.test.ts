@@ -3,10 +3,11 @@ import { SimEngine } from '@kvrouter/engine-sim';
 import type { KvrError } from '@kvrouter/protocols';
 import type { WorkerId } from '@kvrouter/protocols';
 import { BootstrapServer, waitForPrefillPeer } from './bootstrap.js';
-import { realClock } from './clock.js';
-import { disaggGenerateHandler, parseDisaggParams } from './disagg.js';
+import { engineClock as realClock } from './pass-scheduler.js';
+import { disaggGenerateHandler } from './disagg.js';
+import { parseDisaggParams } from '@kvrouter/protocols';
 import { EngineDriver } from './driver.js';
-import type { GenerateItem } from './generate.js';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
 
 const servers: BootstrapServer[] = [];

@@ -157,7 +157,7 @@ export function waitForPrefillPeer(o: {
       finish(new KvrError('cannot_connect', `bootstrap ${o.host}:${o.port}: ${e.message}`, 503)),
     );
     s.once('close', () =>
-      finish(new KvrError('disconnected', `bootstrap ${o.host}:${o.port} closed before answering`, 503)),
+      finish(new KvrError('disconnected', `bootstrap ${o.host}:${o.port} closed before answering`, 502)),
     );
     const rl = createInterface({ input: s });
     rl.on('error', () => undefined);
@@ -166,7 +166,7 @@ export function waitForPrefillPeer(o: {
       try {
         r = JSON.parse(line) as RoomResult;
       } catch {
-        return finish(new KvrError('disconnected', `bootstrap ${o.host}:${o.port}: malformed answer`, 503));
+        return finish(new KvrError('protocol_error', `bootstrap ${o.host}:${o.port}: malformed answer`, 502));
       }
       if (r.ok) finish(null, r);
       else finish(new KvrError('prefill_failed', `prefill peer failed room ${o.room}: ${r.error}`, 502));

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SimEngine } from '@kvrouter/engine-sim';
-import { KvrError, type WorkerId } from '@kvrouter/protocols';
-import { ManualClock } from './clock.js';
+import { KvrError, VirtualClock, parseDisaggParams, type WorkerId } from '@kvrouter/protocols';
 import {
   DEFAULT_KV_BYTES_PER_TOKEN,
   disaggForWorker,
@@ -9,18 +8,17 @@ import {
   kvBytesPerToken,
   kvDtypeBytes,
   kvTransferMs,
-  parseDisaggParams,
   type SimDisaggOptions,
 } from './disagg.js';
 import { EngineDriver } from './driver.js';
-import type { GenerateItem } from './generate.js';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
 import { runClock } from './test-helpers.js';
 
 const prompt = (n: number, base = 1): number[] => Array.from({ length: n }, (_, i) => base + i);
 
 function setup(mode: SimDisaggOptions['mode'], extra: Partial<SimDisaggOptions> = {}) {
-  const clock = new ManualClock();
+  const clock = new VirtualClock();
   const scheduler = new PassScheduler({ clock });
   const engine = new SimEngine({ numGpuBlocks: 1000, blockSize: 16 });
   const driver = new EngineDriver(engine, { scheduler });
@@ -38,7 +36,7 @@ function setup(mode: SimDisaggOptions['mode'], extra: Partial<SimDisaggOptions> 
   return { clock, engine, handler };
 }
 
-function collect(clock: ManualClock, stream: AsyncIterable<GenerateItem>) {
+function collect(clock: VirtualClock, stream: AsyncIterable<GenerateItem>) {
   const got: { t: number; item: GenerateItem }[] = [];
   let done = false;
   void (async () => {

@@ -16,12 +16,16 @@
  * listens there. The decode worker "meets" its peer through the parameters the frontend forwards,
  * and the frontend always runs prefill to completion before dispatching decode.
  */
-import { KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
+import { KvrError, u64ToHex, type Clock, type WorkerId } from '@kvrouter/protocols';
 import { waitForPrefillPeer, type BootstrapServer, type RoomResult } from './bootstrap.js';
-import type { Clock } from './clock.js';
-import type { EngineDriver } from './driver.js';
 import { applyExtras } from './extras.js';
-import { invalidRequest, parseGenerateRequest, type GenerateItem } from './generate.js';
+import type { EngineDriver } from './driver.js';
+import {
+  parseDisaggParams,
+  parseGenerateRequest,
+  type DisaggregatedParams,
+  type GenerateItem,
+} from '@kvrouter/protocols';
 
 export type DisaggregationMode = 'agg' | 'prefill' | 'decode';
 
@@ -53,31 +57,6 @@ export function disaggForWorker(o: SimDisaggOptions, i: number): SimDisaggOption
       { field: 'bootstrapPorts' },
     );
   return { ...o, bootstrap: { host: o.bootstrapHost ?? '127.0.0.1', port } };
-}
-
-/**
- * What a prefill worker returns on its last item and a decode worker accepts as `disagg`. In the
- * bootstrap variant the frontend sends decode `{prefill_worker_id, prefill_dp_rank, bootstrap_host,
- * bootstrap_port, bootstrap_room}` before prefill has finished; the decode worker then waits at the
- * bootstrap endpoint for the room (`bootstrap.ts`).
- */
-export interface DisaggregatedParams {
-  /** The prefill worker (instance id, hex). */
-  prefill_worker_id: string;
-  prefill_dp_rank: number;
-  /** Required unless `bootstrap_room` is given (then the prefill has not finished yet). */
-  prompt_tokens?: number;
-  /** Bytes moved: prompt_tokens × kv_bytes_per_token. */
-  kv_bytes?: number;
-  /** Modelled transfer time the prefill worker waited, ms (after the speedup ratio). */
-  transfer_ms?: number;
-  bootstrap_host?: string | null;
-  bootstrap_port?: number | null;
-  /** Rendezvous id at the bootstrap endpoint (kvrouter: the request id). */
-  bootstrap_room?: string | null;
-  /** The prefill worker's `runtime_config.topology_domains` and transfer domain (informational). */
-  topology_domains?: Record<string, string>;
-  kv_transfer_domain?: string | null;
 }
 
 /** Default KV bytes per token when nothing else says: Qwen3-0.6B (28 layers · 2 · 8 KV heads · 128 head dim · 2 bytes). */
@@ -129,60 +108,6 @@ export function kvTransferMs(
   speedupRatio = 1,
 ): number {
   return (((isl * bytesPerToken) / (bandwidthGBps * 1e9)) * 1000) / speedupRatio;
-}
-
-/** Validates `disagg` of a generate payload; every field is named on failure. */
-export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedParams {
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw invalidRequest(field, 'expected a map of transfer parameters');
-  const o = v as Record<string, unknown>;
-  const id = o.prefill_worker_id;
-  if (typeof id !== 'string' || !/^[0-9a-fA-F]{1,16}$/.test(id))
-    throw invalidRequest(`${field}.prefill_worker_id`, 'expected a hex worker id');
-  const nat = (k: string): number => {
-    const x = typeof o[k] === 'bigint' ? Number(o[k]) : o[k];
-    if (typeof x !== 'number' || !Number.isFinite(x) || x < 0)
-      throw invalidRequest(`${field}.${k}`, 'expected a number >= 0');
-    return x;
-  };
-  const out: DisaggregatedParams = {
-    prefill_worker_id: id,
-    prefill_dp_rank: o.prefill_dp_rank == null ? 0 : nat('prefill_dp_rank'),
-  };
-  const str = (k: string): string => {
-    const x = o[k];
-    if (typeof x !== 'string' || x === '')
-      throw invalidRequest(`${field}.${k}`, 'expected a non-empty string');
-    return x;
-  };
-  if (o.bootstrap_room != null) {
-    out.bootstrap_room = str('bootstrap_room');
-    out.bootstrap_host = str('bootstrap_host');
-    const port = nat('bootstrap_port');
-    if (!Number.isInteger(port) || port < 1 || port > 65535)
-      throw invalidRequest(`${field}.bootstrap_port`, 'expected a port in [1, 65535]');
-    out.bootstrap_port = port;
-  } else {
-    if (o.bootstrap_host != null) out.bootstrap_host = str('bootstrap_host');
-    if (o.bootstrap_port != null) out.bootstrap_port = nat('bootstrap_port');
-  }
-  // A finished prefill's parameters carry its transfer; a bootstrap room's may not yet.
-  for (const k of ['prompt_tokens', 'kv_bytes', 'transfer_ms'] as const)
-    if (o[k] != null || out.bootstrap_room == null) out[k] = nat(k);
-  if (o.kv_transfer_domain != null) {
-    if (typeof o.kv_transfer_domain !== 'string')
-      throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
-    out.kv_transfer_domain = o.kv_transfer_domain;
-  }
-  if (o.topology_domains != null) {
-    const t = o.topology_domains;
-    if (typeof t !== 'object' || Array.isArray(t))
-      throw invalidRequest(`${field}.topology_domains`, 'expected a map');
-    for (const [k, x] of Object.entries(t as Record<string, unknown>))
-      if (typeof x !== 'string') throw invalidRequest(`${field}.topology_domains.${k}`, 'expected a string');
-    out.topology_domains = { ...(t as Record<string, string>) };
-  }
-  return out;
 }
 
 export interface DisaggHandlerInfo {

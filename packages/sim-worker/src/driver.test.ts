@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { SimEngine, type EngineConfig, type EngineLoad } from '@kvrouter/engine-sim';
 import { KvrError } from '@kvrouter/protocols';
-import { ManualClock, type Clock } from './clock.js';
+import { VirtualClock, type Clock } from '@kvrouter/protocols';
 import { EngineDriver, type DriverOptions } from './driver.js';
-import { parseGenerateRequest, type GenerateItem } from './generate.js';
+import { parseGenerateRequest, type GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
 import { LateClock, runClock, settle } from './test-helpers.js';
 
 const prompt = (n: number, base = 1): number[] => Array.from({ length: n }, (_, i) => base + i);
 
 function setup(engine: Partial<EngineConfig>, opts: DriverOptions = {}, clock?: Clock) {
-  const manual = new ManualClock();
+  const manual = new VirtualClock();
   const scheduler = new PassScheduler({ clock: clock ?? manual });
   const loads: EngineLoad[] = [];
   const driver = new EngineDriver(new SimEngine({ numGpuBlocks: 1000, blockSize: 16, ...engine }), {
@@ -22,7 +22,7 @@ function setup(engine: Partial<EngineConfig>, opts: DriverOptions = {}, clock?: 
 }
 
 /** Consumes a stream, stamping each item with the virtual time it arrived at. */
-function collect(clock: ManualClock, stream: AsyncIterable<GenerateItem>) {
+function collect(clock: VirtualClock, stream: AsyncIterable<GenerateItem>) {
   const got: { t: number; item: GenerateItem }[] = [];
   let done = false;
   let error: unknown = null;
@@ -111,7 +111,7 @@ describe('EngineDriver token timing follows the engine model (virtual clock)', (
   });
 
   it('timer lateness does not accumulate: every token is late by the jitter, not by k × jitter', async () => {
-    const manual = new ManualClock();
+    const manual = new VirtualClock();
     const late = new LateClock(manual, 0.7);
     const { driver } = setup({}, {}, late);
     const c = collect(manual, driver.submit(req('a', prompt(100), { max_tokens: 4 })));
@@ -122,7 +122,7 @@ describe('EngineDriver token timing follows the engine model (virtual clock)', (
   });
 
   it('beyond maxLagMs a lane restarts its timeline instead of bursting through the backlog', async () => {
-    const manual = new ManualClock();
+    const manual = new VirtualClock();
     const late = new LateClock(manual, 50);
     const { driver } = setup({}, { maxLagMs: 20 }, late);
     const c = collect(manual, driver.submit(req('a', prompt(100), { max_tokens: 3 })));

@@ -5,10 +5,8 @@
  * model end time, not at the moment the timer actually fired, so timer lateness never accumulates:
  * token i of a request leaves at (its model time + the current timer jitter), never drifting.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, invalidRequest, type FinishReason, type ParsedGenerate } from '@kvrouter/protocols';
 import type { EngineKvEvent, EngineLoad, SimEngine, StepResult } from '@kvrouter/engine-sim';
-import type { FinishReason, ParsedGenerate } from './generate.js';
-import { invalidRequest } from './generate.js';
 import { defaultPassScheduler, type PassScheduler, type ScheduledPass } from './pass-scheduler.js';
 import { RequestStream } from './request-stream.js';
 

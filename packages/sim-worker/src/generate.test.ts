@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KvrError } from '@kvrouter/protocols';
-import { parseGenerateRequest } from './generate.js';
+import { parseGenerateRequest } from '@kvrouter/protocols';
 import { RequestStream } from './request-stream.js';
 
 const ok = { request_id: 'r1', model: 'm', token_ids: [1, 2, 3] };

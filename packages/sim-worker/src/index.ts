@@ -1,19 +1,10 @@
-export { ManualClock, realClock, type Clock } from './clock.js';
 export {
   PassScheduler,
   defaultPassScheduler,
+  engineClock,
   type PassSchedulerOptions,
   type ScheduledPass,
 } from './pass-scheduler.js';
-export {
-  invalidRequest,
-  parseGenerateRequest,
-  type FinishReason,
-  type GenerateItem,
-  type GenerateRequest,
-  type ParsedGenerate,
-  type StopConditions,
-} from './generate.js';
 export { RequestStream } from './request-stream.js';
 export { EngineDriver, type DriverHooks, type DriverOptions, type DriverStats } from './driver.js';
 export {

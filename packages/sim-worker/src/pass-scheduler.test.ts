@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock, type Clock } from './clock.js';
+import { VirtualClock, type Clock } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
 
 /** A manual clock that counts live timers, to check that the scheduler keeps only one. */
@@ -8,7 +8,7 @@ function countingClock(): {
   live: () => number;
   created: () => number;
 } {
-  const inner = new ManualClock();
+  const inner = new VirtualClock();
   const liveSet = new Set<unknown>();
   let created = 0;
   const clock = {

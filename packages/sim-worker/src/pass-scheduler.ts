@@ -4,8 +4,14 @@
  * objects created and cancelled per second. Instead a binary min-heap orders the due times and a
  * single timer is armed for the earliest.
  */
-import { KvrError } from '@kvrouter/protocols';
-import { realClock, type Clock } from './clock.js';
+import { KvrError, type Clock } from '@kvrouter/protocols';
+import { realClock } from '@kvrouter/protocols/node';
+
+/**
+ * The real clock of simulated engines: `performance.now()` (sub-ms, immune to wall-clock steps: pass
+ * times are a few ms) with ref'd timers (a pass in flight is work the process must finish).
+ */
+export const engineClock: Clock = realClock({ monotonic: true, ref: true });
 
 export interface ScheduledPass {
   /** Drops the callback if it has not run yet. */
@@ -43,8 +49,8 @@ export class PassScheduler {
   private running = false;
 
   constructor(opts: PassSchedulerOptions = {}) {
-    this.clock = opts.clock ?? realClock;
-    const slack = opts.slackMs ?? (opts.clock === undefined || opts.clock === realClock ? 1 : 0);
+    this.clock = opts.clock ?? engineClock;
+    const slack = opts.slackMs ?? (opts.clock === undefined || opts.clock === engineClock ? 1 : 0);
     if (typeof slack !== 'number' || !(slack >= 0) || slack > 10)
       throw new KvrError(
         'invalid_argument',

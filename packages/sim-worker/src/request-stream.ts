@@ -5,7 +5,7 @@
  * server's shutdown waits for it). Tokens that pile up while the consumer is slow leave as one item.
  */
 import type { KvrError } from '@kvrouter/protocols';
-import type { FinishReason, GenerateItem } from './generate.js';
+import type { FinishReason, GenerateItem } from '@kvrouter/protocols';
 
 type Waiter = {
   resolve: (r: IteratorResult<GenerateItem>) => void;

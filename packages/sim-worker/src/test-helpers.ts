@@ -2,7 +2,7 @@
  * Shared by this package's tests (not exported from the package): driving a virtual clock together
  * with the promise-based streams that hang off it.
  */
-import { ManualClock, type Clock } from './clock.js';
+import { VirtualClock, type Clock } from '@kvrouter/protocols';
 
 /** Lets every pending promise reaction and I/O callback run. */
 export const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -13,7 +13,7 @@ export const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
  * virtual time the item was pushed at.
  */
 export async function runClock(
-  clock: ManualClock,
+  clock: VirtualClock,
   done: () => boolean = () => false,
   limit = 100_000,
 ): Promise<void> {
@@ -30,7 +30,7 @@ export async function runClock(
 /** A clock whose timers all fire `lateMs` after they are due (an overloaded event loop). */
 export class LateClock implements Clock {
   constructor(
-    readonly inner: ManualClock,
+    readonly inner: VirtualClock,
     readonly lateMs: number,
   ) {}
   now = (): number => this.inner.now();

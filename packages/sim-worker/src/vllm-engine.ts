@@ -9,7 +9,7 @@ import { KvrError } from '@kvrouter/protocols';
 import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent } from '@kvrouter/engine-sim';
 import { VllmZmqPublisher, type VllmPublishEvent } from '@kvrouter/kv-events';
 import { EngineDriver } from './driver.js';
-import type { GenerateItem, ParsedGenerate } from './generate.js';
+import type { GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
 
 export interface VllmSimEngineOptions {

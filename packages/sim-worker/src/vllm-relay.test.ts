@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MemDiscoveryHub, InprocHub } from '@kvrouter/runtime';
 import { InprocEventBus, kvEventsTopic } from '@kvrouter/kv-events';
 import { RouterEventCodec, type RouterEvent } from '@kvrouter/protocols';
-import { parseGenerateRequest, type GenerateItem } from './generate.js';
+import { parseGenerateRequest, type GenerateItem } from '@kvrouter/protocols';
 import { SimWorker } from './worker.js';
 import { VllmRelay } from './vllm-relay.js';
 

@@ -24,8 +24,8 @@ import {
   type TypedChange,
   type TypedWatch,
 } from '@kvrouter/runtime';
-import { ManualClock } from './clock.js';
-import type { GenerateItem } from './generate.js';
+import { VirtualClock } from '@kvrouter/protocols';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
 import { runClock, settle } from './test-helpers.js';
 import { SimWorker } from './worker.js';
@@ -36,7 +36,7 @@ const COMP = 'backend';
 const prompt = (n: number): number[] => Array.from({ length: n }, (_, i) => 1 + i);
 
 interface Env {
-  clock: ManualClock;
+  clock: VirtualClock;
   scheduler: PassScheduler;
   disc: MemDiscoveryHub;
   rpc: InprocHub;
@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 function env(): Env {
-  const clock = new ManualClock();
+  const clock = new VirtualClock();
   const rpc = new InprocHub();
   const client = new InprocRequestClient(rpc);
   cleanups.push(() => client.close());

@@ -29,7 +29,7 @@ import {
   type RequestClient,
   type Transport,
 } from '@kvrouter/runtime';
-import type { GenerateItem } from '@kvrouter/sim-worker';
+import type { GenerateItem } from '@kvrouter/protocols';
 import { Frontend } from '../frontend.js';
 import { ChatMlTemplate } from '../tokenizer/template.js';
 import { TiktokenTokenizer } from '../tokenizer/tiktoken.js';

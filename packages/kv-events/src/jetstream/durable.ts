@@ -34,9 +34,10 @@ import {
   jetStreamSubjects,
   radixBucketName,
   type RouterEvent,
+  errorMessage,
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
-import { checkCount, checkPositive, checkU64, errorMessage } from '../errors.js';
+import { checkCount, checkPositive, checkU64 } from '../errors.js';
 import type { RouterEventSink } from '../publisher/publisher.js';
 
 /** `DYN_NATS_STREAM_MAX_AGE` default. */

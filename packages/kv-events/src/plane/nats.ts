@@ -4,8 +4,9 @@
  * client re-subscribes by itself after a server restart, and whatever was lost meanwhile shows up
  * as an event-id gap that the subscriber recovers.
  */
+import { errorMessage } from '@kvrouter/protocols';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { errorMessage } from '../errors.js';
+
 import { type ChannelDiscovery, channelKey, encodeChannel } from './channels.js';
 import { EnvelopeBuilder } from './envelope-seq.js';
 import { EnvelopeQueue } from './subscription.js';

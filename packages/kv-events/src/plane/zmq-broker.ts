@@ -16,8 +16,8 @@
  */
 import { networkInterfaces } from 'node:os';
 import { Proxy, XPublisher, XSubscriber } from 'zeromq';
-import { eventChannelKey, eventChannelsPrefix } from '@kvrouter/protocols';
-import { errorMessage, invalidArg } from '../errors.js';
+import { eventChannelKey, eventChannelsPrefix, invalidArgument, errorMessage } from '@kvrouter/protocols';
+
 import type { ChannelDiscovery } from './channels.js';
 
 export interface ZmqBrokerEndpoints {
@@ -40,7 +40,7 @@ const ENDPOINT = /^(tcp|ipc|inproc):\/\/\S+$/;
 export function parseBrokerUrl(url: string, field = 'DYN_ZMQ_BROKER_URL'): ZmqBrokerEndpoints {
   const parts = url.split(',').map((s) => s.trim());
   if (parts.length !== 2)
-    throw invalidArg(field, `expected 'xsub=<urls> , xpub=<urls>', got ${JSON.stringify(url)}`);
+    throw invalidArgument(field, `expected 'xsub=<urls> , xpub=<urls>', got ${JSON.stringify(url)}`);
   let xsub: string[] = [];
   let xpub: string[] = [];
   for (const p of parts) {
@@ -51,12 +51,12 @@ export function parseBrokerUrl(url: string, field = 'DYN_ZMQ_BROKER_URL'): ZmqBr
         .filter((x) => x !== '');
     if (p.startsWith('xsub=')) xsub = list(p.slice(5));
     else if (p.startsWith('xpub=')) xpub = list(p.slice(5));
-    else throw invalidArg(field, `each part must start with xsub= or xpub=, got ${JSON.stringify(p)}`);
+    else throw invalidArgument(field, `each part must start with xsub= or xpub=, got ${JSON.stringify(p)}`);
   }
   if (xsub.length === 0 || xpub.length === 0)
-    throw invalidArg(field, `needs at least one xsub and one xpub endpoint, got ${JSON.stringify(url)}`);
+    throw invalidArgument(field, `needs at least one xsub and one xpub endpoint, got ${JSON.stringify(url)}`);
   for (const e of [...xsub, ...xpub])
-    if (!ENDPOINT.test(e)) throw invalidArg(field, `not a ZMQ endpoint: ${JSON.stringify(e)}`);
+    if (!ENDPOINT.test(e)) throw invalidArgument(field, `not a ZMQ endpoint: ${JSON.stringify(e)}`);
   return { xsub, xpub };
 }
 
@@ -128,9 +128,9 @@ export class ZmqBroker {
     const xsubBind = o.xsubBind ?? 'tcp://127.0.0.1:0';
     const xpubBind = o.xpubBind ?? 'tcp://127.0.0.1:0';
     if (!ENDPOINT.test(xsubBind))
-      throw invalidArg('xsubBind', `not a ZMQ endpoint: ${JSON.stringify(xsubBind)}`);
+      throw invalidArgument('xsubBind', `not a ZMQ endpoint: ${JSON.stringify(xsubBind)}`);
     if (!ENDPOINT.test(xpubBind))
-      throw invalidArg('xpubBind', `not a ZMQ endpoint: ${JSON.stringify(xpubBind)}`);
+      throw invalidArgument('xpubBind', `not a ZMQ endpoint: ${JSON.stringify(xpubBind)}`);
     const hwm = o.highWaterMark ?? 100_000;
     const xsub = new XSubscriber({ receiveHighWaterMark: hwm, linger: 0 });
     const xpub = new XPublisher({ sendHighWaterMark: hwm, linger: 0 });
@@ -140,7 +140,7 @@ export class ZmqBroker {
     } catch (e) {
       xsub.close();
       xpub.close();
-      throw invalidArg('bind', `broker cannot bind ${xsubBind} / ${xpubBind}: ${errorMessage(e)}`);
+      throw invalidArgument('bind', `broker cannot bind ${xsubBind} / ${xpubBind}: ${errorMessage(e)}`);
     }
     const host = o.advertiseHost ?? advertiseHost();
     const endpoints = {

@@ -10,8 +10,15 @@
  * seq in, `['', seq, payload]` for every buffered batch from there, then `['', -1 (all ones), '']`.
  */
 import { Dealer, Publisher, Router } from 'zeromq';
-import { beU64, encodeMsgpack, encodeVllmReplayRequest, parseVllmReplayReply } from '@kvrouter/protocols';
-import { checkU32, checkU64, errorMessage, invalidArg } from '../errors.js';
+import {
+  beU64,
+  encodeMsgpack,
+  encodeVllmReplayRequest,
+  parseVllmReplayReply,
+  invalidArgument,
+  errorMessage,
+} from '@kvrouter/protocols';
+import { checkU32, checkU64 } from '../errors.js';
 
 export type VllmPublishEvent =
   | {
@@ -80,13 +87,13 @@ export class VllmZmqPublisher {
   static async bind(opts: VllmZmqPublisherOptions): Promise<VllmZmqPublisher> {
     const ep = /^(tcp|ipc|inproc):\/\/.+/;
     if (typeof opts.endpoint !== 'string' || !ep.test(opts.endpoint))
-      throw invalidArg(
+      throw invalidArgument(
         'endpoint',
         `must be a ZMQ endpoint like tcp://*:5557, got ${JSON.stringify(opts.endpoint)}`,
       );
     const replay = opts.replayEndpoint ?? null;
     if (replay !== null && (typeof replay !== 'string' || !ep.test(replay)))
-      throw invalidArg(
+      throw invalidArgument(
         'replayEndpoint',
         `must be a ZMQ endpoint like tcp://*:5558, got ${JSON.stringify(replay)}`,
       );
@@ -94,7 +101,7 @@ export class VllmZmqPublisher {
       checkU32(opts.dataParallelRank, 'dataParallelRank');
     const steps = opts.bufferSteps ?? 10_000;
     if (!Number.isInteger(steps) || steps < 0)
-      throw invalidArg('bufferSteps', `must be an integer >= 0, got ${steps}`);
+      throw invalidArgument('bufferSteps', `must be an integer >= 0, got ${steps}`);
     const pub = new Publisher({ sendHighWaterMark: 100_000, linger: 0 });
     let router: Router | null = null;
     try {
@@ -106,7 +113,7 @@ export class VllmZmqPublisher {
     } catch (e) {
       pub.close();
       router?.close();
-      throw invalidArg(
+      throw invalidArgument(
         replay !== null && router !== null ? 'replayEndpoint' : 'endpoint',
         `cannot bind: ${errorMessage(e)}`,
       );
@@ -194,7 +201,7 @@ export class VllmZmqPublisher {
 }
 
 function hashes(v: unknown, field: string): Array<number | bigint> {
-  if (!Array.isArray(v)) throw invalidArg(field, 'must be an array of u64 bigints');
+  if (!Array.isArray(v)) throw invalidArgument(field, 'must be an array of u64 bigints');
   return v.map((h, i) => u64Out(checkU64(h, `${field}[${i}]`)));
 }
 
@@ -203,10 +210,10 @@ function toWire(e: VllmPublishEvent, i: number): unknown[] {
     case 'BlockStored': {
       const bs = e.block_size;
       if (!Number.isInteger(bs) || bs < 1)
-        throw invalidArg(`events[${i}].block_size`, `must be an integer >= 1, got ${bs}`);
+        throw invalidArgument(`events[${i}].block_size`, `must be an integer >= 1, got ${bs}`);
       // vLLM sends exactly the stored blocks' tokens; a consumer reads block k from [k·bs, (k+1)·bs).
       if (e.token_ids.length !== e.block_hashes.length * bs)
-        throw invalidArg(
+        throw invalidArgument(
           `events[${i}].token_ids`,
           `must hold block_hashes.length × block_size = ${e.block_hashes.length * bs} tokens, got ${e.token_ids.length}`,
         );
@@ -228,7 +235,7 @@ function toWire(e: VllmPublishEvent, i: number): unknown[] {
     case 'AllBlocksCleared':
       return ['AllBlocksCleared'];
     default:
-      throw invalidArg(
+      throw invalidArgument(
         `events[${i}].type`,
         `unknown event type ${JSON.stringify((e as { type?: unknown }).type)}`,
       );

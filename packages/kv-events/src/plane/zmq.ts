@@ -13,8 +13,8 @@
  */
 import { networkInterfaces } from 'node:os';
 import { Publisher, Subscriber } from 'zeromq';
-import { decodeZmqEventFrames, type EventEnvelope } from '@kvrouter/protocols';
-import { errorMessage } from '../errors.js';
+import { decodeZmqEventFrames, type EventEnvelope, errorMessage } from '@kvrouter/protocols';
+
 import { type ChannelDiscovery, channelKey, encodeChannel, parseChannel } from './channels.js';
 import { eventChannelsPrefix } from '@kvrouter/protocols';
 import { EnvelopeBuilder } from './envelope-seq.js';

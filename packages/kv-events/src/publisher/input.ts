@@ -8,8 +8,10 @@ import {
   type KvCacheEventData,
   type KvCacheStoredBlockData,
   type StorageTier,
+  invalidArgument,
+  describeValue as describe,
 } from '@kvrouter/protocols';
-import { checkU32, checkU64, describe, invalidArg } from '../errors.js';
+import { checkU32, checkU64 } from '../errors.js';
 
 /** One engine-side KV event before the publisher numbers it. */
 export interface EngineKvInput {
@@ -31,45 +33,51 @@ export const MAX_BLOCKS_PER_EVENT = 65_536;
 
 export function checkInput(ev: EngineKvInput): CheckedInput {
   if (typeof ev !== 'object' || ev === null)
-    throw invalidArg('event', `must be an object, got ${describe(ev)}`);
+    throw invalidArgument('event', `must be an object, got ${describe(ev)}`);
   const rank = ev.dp_rank === undefined ? 0 : checkU32(ev.dp_rank, 'dp_rank');
   const tier = ev.storage_tier ?? 'device';
   if (!TIERS.has(tier))
-    throw invalidArg('storage_tier', `must be one of ${STORAGE_TIERS.join(', ')}, got ${describe(tier)}`);
+    throw invalidArgument(
+      'storage_tier',
+      `must be one of ${STORAGE_TIERS.join(', ')}, got ${describe(tier)}`,
+    );
   const d = ev.data;
   if (d === 'cleared') return { rank, tier, data: d };
   if (typeof d !== 'object' || d === null)
-    throw invalidArg('data', `must be {stored}, {removed} or "cleared", got ${describe(d)}`);
+    throw invalidArgument('data', `must be {stored}, {removed} or "cleared", got ${describe(d)}`);
   if ('stored' in d) {
     const s = d.stored;
-    if (typeof s !== 'object' || s === null) throw invalidArg('data.stored', 'must be an object');
+    if (typeof s !== 'object' || s === null) throw invalidArgument('data.stored', 'must be an object');
     if (s.parent_hash !== null) checkU64(s.parent_hash, 'data.stored.parent_hash');
     const sp = s.start_position ?? null;
     if (sp !== null) checkU32(sp, 'data.stored.start_position');
-    if (!Array.isArray(s.blocks)) throw invalidArg('data.stored.blocks', 'must be an array');
+    if (!Array.isArray(s.blocks)) throw invalidArgument('data.stored.blocks', 'must be an array');
     if (s.blocks.length > MAX_BLOCKS_PER_EVENT)
-      throw invalidArg(
+      throw invalidArgument(
         'data.stored.blocks',
         `holds ${s.blocks.length} blocks, limit ${MAX_BLOCKS_PER_EVENT}`,
       );
     for (let i = 0; i < s.blocks.length; i++) {
       const b = s.blocks[i] as KvCacheStoredBlockData | undefined;
       if (typeof b !== 'object' || b === null)
-        throw invalidArg(`data.stored.blocks[${i}]`, 'must be an object');
+        throw invalidArgument(`data.stored.blocks[${i}]`, 'must be an object');
       checkU64(b.block_hash, `data.stored.blocks[${i}].block_hash`);
       checkU64(b.tokens_hash, `data.stored.blocks[${i}].tokens_hash`);
       const mm = b.mm_extra_info ?? null;
       if (mm !== null && (typeof mm !== 'object' || !Array.isArray(mm.mm_objects)))
-        throw invalidArg(`data.stored.blocks[${i}].mm_extra_info`, 'must be null or {mm_objects: [...]}');
+        throw invalidArgument(
+          `data.stored.blocks[${i}].mm_extra_info`,
+          'must be null or {mm_objects: [...]}',
+        );
     }
     return { rank, tier, data: d };
   }
   if ('removed' in d) {
     const r = d.removed;
     if (typeof r !== 'object' || r === null || !Array.isArray(r.block_hashes))
-      throw invalidArg('data.removed.block_hashes', 'must be an array');
+      throw invalidArgument('data.removed.block_hashes', 'must be an array');
     if (r.block_hashes.length > MAX_BLOCKS_PER_EVENT)
-      throw invalidArg(
+      throw invalidArgument(
         'data.removed.block_hashes',
         `holds ${r.block_hashes.length} hashes, limit ${MAX_BLOCKS_PER_EVENT}`,
       );
@@ -77,7 +85,7 @@ export function checkInput(ev: EngineKvInput): CheckedInput {
       checkU64(r.block_hashes[i], `data.removed.block_hashes[${i}]`);
     return { rank, tier, data: d };
   }
-  throw invalidArg('data', 'must have a "stored" or "removed" key, or be "cleared"');
+  throw invalidArgument('data', 'must have a "stored" or "removed" key, or be "cleared"');
 }
 
 export type ExtHash = ExternalSequenceBlockHash;

@@ -1,11 +1,12 @@
+import { VirtualClock } from '@kvrouter/protocols';
 import { describe, expect, it } from 'vitest';
 import type { RouterEvent } from '@kvrouter/protocols';
 import { KvEventPublisher, MAX_BATCH_BLOCKS } from './publisher.js';
-import { ManualTimers, chain, removed, stored } from '../test-helpers.js';
+import { chain, removed, stored } from '../test-helpers.js';
 
 function make(opts: Partial<ConstructorParameters<typeof KvEventPublisher>[0]> = {}) {
   const out: RouterEvent[] = [];
-  const timers = new ManualTimers();
+  const timers = new VirtualClock();
   const dropped: Array<[number, number]> = [];
   const p = new KvEventPublisher({
     workerId: 42n,
@@ -58,7 +59,7 @@ describe('KvEventPublisher: ids and batching (§3.3, §3.4)', () => {
       removed([5n]),
     ]);
     // The last batch waits for its timer: 50 ms after it started.
-    expect(timers.delays()).toEqual([50]);
+    expect(timers.pendingDelays()).toEqual([50]);
     timers.advance(49);
     expect(out.length).toBe(4);
     timers.advance(1);
@@ -92,7 +93,7 @@ describe('KvEventPublisher: ids and batching (§3.3, §3.4)', () => {
     p.engineEvent({ data: chain(null, [1n]) });
     p.engineEvent({ data: 'cleared' });
     expect(out.map((e) => e.event.data)).toEqual([chain(null, [1n]), 'cleared']);
-    expect(timers.pending.size).toBe(0);
+    expect(timers.pending).toBe(0);
   });
 });
 

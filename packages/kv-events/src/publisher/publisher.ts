@@ -19,7 +19,9 @@ import {
   type RouterEvent,
   type StorageTier,
   type WorkerId,
+  type Timers,
 } from '@kvrouter/protocols';
+import { realClock } from '@kvrouter/protocols/node';
 import { checkPositive, checkU32, checkU64 } from '../errors.js';
 import type { EventPlane, EventTopic } from '../plane/types.js';
 import { checkInput, type EngineKvInput } from './input.js';
@@ -39,15 +41,8 @@ export function planeSink(plane: EventPlane, topic: EventTopic): RouterEventSink
   };
 }
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
-};
+/** Ref'd real timers (a pending batch flush is work the process must finish). */
+export const realTimers: Timers = realClock({ ref: true });
 
 /** Pending blocks above this flush the batch (§3.4). */
 export const MAX_BATCH_BLOCKS = 128;

@@ -1,5 +1,5 @@
+import { invalidArgument } from '@kvrouter/protocols';
 import type { RouterEvent } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
 
 /** Default ring size of the worker local indexer (§3.5). */
 export const DEFAULT_RING_SIZE = 1024;
@@ -16,7 +16,7 @@ export class EventRing {
 
   constructor(readonly capacity = DEFAULT_RING_SIZE) {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > 1 << 24)
-      throw invalidArg('ringSize', `must be an integer in [1, 2^24], got ${capacity}`);
+      throw invalidArgument('ringSize', `must be an integer in [1, 2^24], got ${capacity}`);
     this.buf = new Array<RouterEvent | undefined>(capacity);
     this.cap = BigInt(capacity);
   }
@@ -36,7 +36,7 @@ export class EventRing {
   push(ev: RouterEvent): void {
     const id = ev.event.event_id as bigint;
     if (this.last !== 0n && id !== this.last + 1n)
-      throw invalidArg('event_id', `ring expects ${this.last + 1n}, got ${id}`);
+      throw invalidArgument('event_id', `ring expects ${this.last + 1n}, got ${id}`);
     if (this.last === 0n) this.first = id;
     this.buf[Number(id % this.cap)] = ev;
     this.last = id;

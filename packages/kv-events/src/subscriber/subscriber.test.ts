@@ -6,6 +6,7 @@ import {
   type LocalIndexerQueryResponse,
   type RouterEvent,
   type WorkerWithDpRank,
+  VirtualClock,
 } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { KvEventPublisher } from '../publisher/publisher.js';
@@ -14,7 +15,7 @@ import { InprocEventBus } from '../plane/inproc.js';
 import { kvEventsTopic } from '../plane/types.js';
 import { planeSink } from '../publisher/publisher.js';
 import { KvEventSubscriber, type KvSubscriberOptions, type RecoveryInfo } from './subscriber.js';
-import { ManualTimers, chain, dumpKey, removed, tick, waitFor } from '../test-helpers.js';
+import { chain, dumpKey, removed, tick, waitFor } from '../test-helpers.js';
 
 /** Query client whose answers can be held back or replaced, and which logs every request. */
 class ScriptedQuery implements QueryClient {
@@ -58,7 +59,7 @@ interface Rig {
   index: RadixIndexer;
   sub: KvEventSubscriber;
   q: ScriptedQuery;
-  timers: ManualTimers;
+  timers: VirtualClock;
   recoveries: RecoveryInfo[];
   errors: unknown[];
   worker(
@@ -70,14 +71,14 @@ interface Rig {
 function rig(opts: Partial<KvSubscriberOptions> = {}): Rig {
   const index = new RadixIndexer();
   const q = new ScriptedQuery();
-  const timers = new ManualTimers();
+  const timers = new VirtualClock();
   const recoveries: RecoveryInfo[] = [];
   const errors: unknown[] = [];
   const sub = new KvEventSubscriber({
     index,
     query: q,
     timers,
-    now: () => timers.now,
+    now: () => timers.now(),
     onRecovery: (r) => recoveries.push(r),
     onError: (e) => errors.push(e),
     ...opts,
@@ -237,8 +238,8 @@ describe('KvEventSubscriber: retries and limits', () => {
     const delays: number[] = [];
     for (let i = 0; i < 8; i++) {
       await tick();
-      delays.push(...r.timers.delays());
-      r.timers.advance(r.timers.delays()[0]);
+      delays.push(...r.timers.pendingDelays());
+      r.timers.advance(r.timers.pendingDelays()[0]);
     }
     await tick();
     // 200 · 2^k for k = 0..7
@@ -302,7 +303,7 @@ describe('KvEventSubscriber: retries and limits', () => {
 
   it('waits for the startup delay before the first recovery', async () => {
     const index = new RadixIndexer();
-    const timers = new ManualTimers();
+    const timers = new VirtualClock();
     const q = new ScriptedQuery();
     const sub = new KvEventSubscriber({ index, query: q, timers });
     const bus = new InprocEventBus();
@@ -310,7 +311,7 @@ describe('KvEventSubscriber: retries and limits', () => {
     sub.addWorker(5n);
     await tick();
     expect(q.log.length).toBe(0);
-    expect(timers.delays()).toEqual([100]);
+    expect(timers.pendingDelays()).toEqual([100]);
     timers.advance(100);
     await tick();
     expect(q.log.length).toBe(1);

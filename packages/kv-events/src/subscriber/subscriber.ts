@@ -18,10 +18,12 @@ import {
   type RouterEvent,
   type WorkerId,
   type DpRank,
+  errorMessage,
+  type Timers,
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
-import { checkCount, checkPositive, checkU32, checkU64, errorMessage } from '../errors.js';
-import { realTimers, type Timers } from '../publisher/publisher.js';
+import { checkCount, checkPositive, checkU32, checkU64 } from '../errors.js';
+import { realTimers } from '../publisher/publisher.js';
 import type { QueryClient } from '../query.js';
 
 export type CursorState = 'initial' | 'live' | 'invalidated';

@@ -12,8 +12,10 @@ import {
   parseVllmReplayReply,
   type DecodeLimits,
   type VllmDecoderStats,
+  invalidArgument,
+  errorMessage,
 } from '@kvrouter/protocols';
-import { checkPositive, checkU32, errorMessage, invalidArg } from '../errors.js';
+import { checkPositive, checkU32 } from '../errors.js';
 import type { KvEventPublisher } from '../publisher/publisher.js';
 
 export interface VllmIngestOptions {
@@ -59,7 +61,7 @@ export class VllmZmqIngest {
 
   constructor(private readonly opts: VllmIngestOptions) {
     if (typeof opts.endpoint !== 'string' || !/^(tcp|ipc|inproc):\/\/.+/.test(opts.endpoint))
-      throw invalidArg(
+      throw invalidArgument(
         'endpoint',
         `must be a ZMQ endpoint like tcp://host:port, got ${JSON.stringify(opts.endpoint)}`,
       );

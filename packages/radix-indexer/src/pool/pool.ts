@@ -384,7 +384,7 @@ export class PoolIndexer implements KvIndexer {
     lane.tail = run
       .then((res) => {
         this.reader.addCounts(res.counts);
-        if (res.error) this.opts.onError?.(new KvrError(res.error.code, res.error.message));
+        if (res.error) this.opts.onError?.(KvrError.relay(res.error.code, res.error.message));
       })
       .catch((e: unknown) => this.onCrash(lane, e))
       .finally(() => {

@@ -1,5 +1,5 @@
-import { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
+
 import { EtcdDiscovery } from './etcd.js';
 import { FileDiscovery } from './file.js';
 import { MemDiscoveryHub, defaultMemHub } from './mem.js';
@@ -37,7 +37,7 @@ export async function createDiscovery(opts: CreateDiscoveryOptions): Promise<Dis
         { field: 'discovery_backend' },
       );
     default:
-      throw invalidArg(
+      throw invalidArgument(
         'discovery_backend',
         `must be one of mem, file, etcd, kubernetes; got ${JSON.stringify(opts.backend)}`,
       );

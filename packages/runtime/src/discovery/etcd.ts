@@ -6,8 +6,8 @@
 // Must run before etcd3 (and so protobufjs) is evaluated.
 import './long-shim.js';
 import { Etcd3, type Lease, type Watcher } from 'etcd3';
-import { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
+
 import {
   KeyMatcher,
   checkKey,
@@ -37,9 +37,10 @@ export function etcdEndpointsFromEnv(env: NodeJS.ProcessEnv = process.env): stri
 
 function parseEndpoints(v: string | string[], field: string): string[] {
   const list = (Array.isArray(v) ? v : v.split(',')).map((s) => String(s).trim()).filter((s) => s.length > 0);
-  if (list.length === 0) throw invalidArg(field, 'needs at least one URL');
+  if (list.length === 0) throw invalidArgument(field, 'needs at least one URL');
   for (const u of list)
-    if (!/^https?:\/\/[^/\s]+\/?$/.test(u)) throw invalidArg(field, `not an http(s)://host:port URL: "${u}"`);
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(u))
+      throw invalidArgument(field, `not an http(s)://host:port URL: "${u}"`);
   return list;
 }
 

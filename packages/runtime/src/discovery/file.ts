@@ -9,8 +9,8 @@
 import { mkdir, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
+
 import {
   FILE_SUFFIX,
   KeyMatcher,
@@ -77,9 +77,10 @@ export class FileDiscovery implements Discovery {
     const ttl = checkTtl(opts.ttlSec);
     const pollMs = opts.pollMs ?? 500;
     if (!Number.isInteger(pollMs) || pollMs < 10)
-      throw invalidArg('pollMs', `must be an integer >= 10, got ${pollMs}`);
+      throw invalidArgument('pollMs', `must be an integer >= 10, got ${pollMs}`);
     const root = opts.root ?? defaultFileRoot();
-    if (typeof root !== 'string' || root.length === 0) throw invalidArg('root', 'must be a non-empty path');
+    if (typeof root !== 'string' || root.length === 0)
+      throw invalidArgument('root', 'must be a non-empty path');
     try {
       await mkdir(root, { recursive: true });
     } catch (e) {

@@ -3,8 +3,9 @@
  * is one "process" with its own lease, so several simulated workers and a frontend can share one
  * hub inside a test or a single-process deployment.
  */
+import { invalidArgument } from '@kvrouter/protocols';
 import type { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
+
 import {
   KeyMatcher,
   checkKey,
@@ -35,8 +36,8 @@ export class MemDiscoveryHub {
     let id = opts.leaseId;
     if (id !== undefined) {
       if (typeof id !== 'bigint' || id <= 0n || id >= 1n << 63n)
-        throw invalidArg('leaseId', 'must be a bigint in [1, 2^63)');
-      if (this.leases.has(id)) throw invalidArg('leaseId', `${id} is already held`);
+        throw invalidArgument('leaseId', 'must be a bigint in [1, 2^63)');
+      if (this.leases.has(id)) throw invalidArgument('leaseId', `${id} is already held`);
     } else {
       do id = randomLeaseId();
       while (this.leases.has(id));

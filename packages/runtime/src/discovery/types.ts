@@ -2,8 +2,7 @@
  * The discovery interface (PROTOCOL.md §6.2) shared by the mem, file and etcd backends, plus the
  * key rules and namespace filters every backend applies the same way.
  */
-import { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
 
 export interface KvEntry {
   key: string;
@@ -58,7 +57,7 @@ export const MIN_TTL_SEC = 1;
 export function checkTtl(ttlSec: number | undefined): number {
   const t = ttlSec ?? DEFAULT_TTL_SEC;
   if (typeof t !== 'number' || !Number.isInteger(t) || t < MIN_TTL_SEC || t > 86_400)
-    throw invalidArg('ttlSec', `must be an integer in [${MIN_TTL_SEC}, 86400], got ${String(t)}`);
+    throw invalidArgument('ttlSec', `must be an integer in [${MIN_TTL_SEC}, 86400], got ${String(t)}`);
   return t;
 }
 
@@ -71,28 +70,28 @@ export const FILE_SUFFIX = '.kv';
  * or backslash, at most 4096 characters.
  */
 export function checkKey(key: unknown, field = 'key'): string {
-  if (typeof key !== 'string' || key.length === 0) throw invalidArg(field, 'must be a non-empty string');
-  if (key.length > 4096) throw invalidArg(field, `longer than 4096 characters`);
-  if (/[\0\\]/.test(key)) throw invalidArg(field, `must not contain NUL or '\\': "${key}"`);
+  if (typeof key !== 'string' || key.length === 0) throw invalidArgument(field, 'must be a non-empty string');
+  if (key.length > 4096) throw invalidArgument(field, `longer than 4096 characters`);
+  if (/[\0\\]/.test(key)) throw invalidArgument(field, `must not contain NUL or '\\': "${key}"`);
   for (const s of key.split('/')) {
-    if (s.length === 0) throw invalidArg(field, `has an empty segment: "${key}"`);
-    if (s.charCodeAt(0) === 0x2e) throw invalidArg(field, `has a segment starting with '.': "${key}"`);
+    if (s.length === 0) throw invalidArgument(field, `has an empty segment: "${key}"`);
+    if (s.charCodeAt(0) === 0x2e) throw invalidArgument(field, `has a segment starting with '.': "${key}"`);
     if (s.endsWith(FILE_SUFFIX))
-      throw invalidArg(field, `has a segment ending with '${FILE_SUFFIX}': "${key}"`);
+      throw invalidArgument(field, `has a segment ending with '${FILE_SUFFIX}': "${key}"`);
   }
   return key;
 }
 
 export function checkValue(value: unknown): string {
-  if (typeof value !== 'string') throw invalidArg('value', 'must be a string');
+  if (typeof value !== 'string') throw invalidArgument('value', 'must be a string');
   return value;
 }
 
 /** A prefix is a key prefix: empty (everything) or anything a key could start with. */
 export function checkPrefix(prefix: unknown): string {
-  if (typeof prefix !== 'string') throw invalidArg('prefix', 'must be a string');
+  if (typeof prefix !== 'string') throw invalidArgument('prefix', 'must be a string');
   if (prefix.startsWith('/') || /[\0\\]/.test(prefix))
-    throw invalidArg('prefix', `must not start with '/' or contain NUL or '\\': "${prefix}"`);
+    throw invalidArgument('prefix', `must not start with '/' or contain NUL or '\\': "${prefix}"`);
   return prefix;
 }
 
@@ -101,7 +100,7 @@ function checkFilter(f: NamespaceFilter | undefined): NamespaceFilter | undefine
   for (const field of ['namespace', 'namespacePrefix'] as const) {
     const v = f[field];
     if (v !== undefined && (typeof v !== 'string' || v.length === 0 || v.includes('/')))
-      throw invalidArg(field, `must be a non-empty string without '/', got ${JSON.stringify(v)}`);
+      throw invalidArgument(field, `must be a non-empty string without '/', got ${JSON.stringify(v)}`);
   }
   return f.namespace === undefined && f.namespacePrefix === undefined ? undefined : f;
 }

@@ -1,7 +1,8 @@
 /** Client-side pieces every transport shares: one open stream's state, and unary on top of streams. */
+import { invalidArgument } from '@kvrouter/protocols';
 import type { KvrError } from '@kvrouter/protocols';
 import { Channel } from '../channel.js';
-import { RpcCode, invalidArg, rpcError } from '../errors.js';
+import { RpcCode, rpcError } from '../errors.js';
 import { UNARY_TIMEOUT_MS, type RequestClient, type Transport, type UnaryOptions } from './types.js';
 
 export const cancelledError = (): KvrError => rpcError(RpcCode.Cancelled, 'the caller cancelled the stream');
@@ -84,7 +85,7 @@ export function failedStream<T>(e: KvrError): AsyncIterableIterator<T> {
 
 export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
-  if (!(signal instanceof AbortSignal)) throw invalidArg('signal', 'must be an AbortSignal');
+  if (!(signal instanceof AbortSignal)) throw invalidArgument('signal', 'must be an AbortSignal');
   return signal;
 }
 
@@ -98,7 +99,7 @@ export async function unaryOverStream<T>(
 ): Promise<T> {
   const timeoutMs = opts.timeoutMs ?? UNARY_TIMEOUT_MS;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
-    throw invalidArg('timeoutMs', `must be > 0, got ${timeoutMs}`);
+    throw invalidArgument('timeoutMs', `must be > 0, got ${timeoutMs}`);
   const user = checkSignal(opts.signal);
   const ac = new AbortController();
   let timedOut = false;

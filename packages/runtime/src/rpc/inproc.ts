@@ -3,7 +3,8 @@
  * that live in the caller's process (the frontend's embedded simulated workers). Payloads and items
  * are passed by reference, so neither side may mutate them after handing them over.
  */
-import { RpcCode, invalidArg, remoteError, rpcError } from '../errors.js';
+import { invalidArgument } from '@kvrouter/protocols';
+import { RpcCode, remoteError, rpcError } from '../errors.js';
 import { PendingStream, cancelledError, checkSignal, failedStream, unaryOverStream } from './client-core.js';
 import { ServerCore, type ServerCoreOptions } from './server-core.js';
 import {
@@ -29,8 +30,10 @@ export class InprocHub {
   /** Starts a server registered as `name` (default a fresh one). */
   listen(opts: ServerCoreOptions & { name?: string } = {}): InprocRequestServer {
     const name = opts.name ?? `inproc-${++this.seq}`;
-    if (typeof name !== 'string' || name.length === 0) throw invalidArg('name', 'must be a non-empty string');
-    if (this.servers.has(name)) throw invalidArg('name', `an in-process server named "${name}" already runs`);
+    if (typeof name !== 'string' || name.length === 0)
+      throw invalidArgument('name', 'must be a non-empty string');
+    if (this.servers.has(name))
+      throw invalidArgument('name', `an in-process server named "${name}" already runs`);
     const s = new InprocRequestServer(this, name, new ServerCore(opts));
     this.servers.set(name, s);
     return s;

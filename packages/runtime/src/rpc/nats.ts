@@ -9,10 +9,11 @@
  * - messages above the server's max_payload (1 MiB by default) travel in fragments (header
  *   `Kvr-Frag: i/n`), up to 16 MiB per message.
  */
+import { invalidArgument } from '@kvrouter/protocols';
 import { createInbox, headers, type Msg, type Subscription } from '@nats-io/transport-node';
 import type { KvrError } from '@kvrouter/protocols';
 import type { NatsConnection } from '../nats-connection.js';
-import { RpcCode, invalidArg, remoteError, rpcError } from '../errors.js';
+import { RpcCode, remoteError, rpcError } from '../errors.js';
 import { PendingStream, cancelledError, checkSignal, failedStream, unaryOverStream } from './client-core.js';
 import { ServerCore, type ActiveStream, type ServerCoreOptions, type Sink } from './server-core.js';
 import {
@@ -34,7 +35,7 @@ const HEADROOM = 1024;
 
 function checkSubject(s: string, field: string): string {
   if (s.length === 0 || /[\s*>]/.test(s) || s.split('.').some((t) => t.length === 0))
-    throw invalidArg(field, `not a NATS subject without wildcards: "${s}"`);
+    throw invalidArgument(field, `not a NATS subject without wildcards: "${s}"`);
   return s;
 }
 
@@ -183,7 +184,7 @@ export class NatsRequestServer implements RequestServer {
     this.frags = new Reassembler(this.max);
     const hb = opts.heartbeatMs ?? 1000;
     if (!Number.isInteger(hb) || hb < 10)
-      throw invalidArg('heartbeatMs', `must be an integer >= 10, got ${hb}`);
+      throw invalidArgument('heartbeatMs', `must be an integer >= 10, got ${hb}`);
     this.hbTimer = setInterval(() => this.heartbeat(hb), hb);
     this.hbTimer.unref();
     this.reqSub = nc.subscribe(subject, { callback: (_err, msg) => this.onRequest(msg) });
@@ -355,7 +356,7 @@ export class NatsRequestClient implements RequestClient {
   ) {
     this.livenessMs = opts.livenessMs ?? 5000;
     if (!Number.isInteger(this.livenessMs) || this.livenessMs < 20)
-      throw invalidArg('livenessMs', `must be an integer >= 20, got ${this.livenessMs}`);
+      throw invalidArgument('livenessMs', `must be an integer >= 20, got ${this.livenessMs}`);
     this.max = opts.maxMessageBytes ?? NATS_MAX_MESSAGE;
     this.frags = new Reassembler(this.max);
     this.sub = nc.subscribe(`${this.inbox}.*`, { callback: (_err, msg) => this.onMsg(msg) });

@@ -3,8 +3,8 @@
  * (unknown endpoint, shutdown, capacity), running a handler and pumping its items into a sink,
  * cancellation, and graceful shutdown. Transports only move bytes.
  */
-import { KvrError } from '@kvrouter/protocols';
-import { RpcCode, invalidArg, rpcError, toKvrError } from '../errors.js';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
+import { RpcCode, rpcError, toKvrError } from '../errors.js';
 import { checkEndpoint, type Handler, type HandlerContext } from './types.js';
 
 /** Where a stream's output goes. `data` may return a promise to apply transport backpressure. */
@@ -47,7 +47,7 @@ export class ServerCore {
   constructor(opts: ServerCoreOptions = {}) {
     const m = opts.maxConcurrentStreams ?? Infinity;
     if (m !== Infinity && (!Number.isInteger(m) || m < 1))
-      throw invalidArg('maxConcurrentStreams', `must be a positive integer, got ${m}`);
+      throw invalidArgument('maxConcurrentStreams', `must be a positive integer, got ${m}`);
     this.maxStreams = m;
   }
 
@@ -61,8 +61,8 @@ export class ServerCore {
 
   serve(endpoint: string, handler: Handler): void {
     checkEndpoint(endpoint);
-    if (typeof handler !== 'function') throw invalidArg('handler', 'must be a function');
-    if (this.handlers.has(endpoint)) throw invalidArg('endpoint', `"${endpoint}" is already served`);
+    if (typeof handler !== 'function') throw invalidArgument('handler', 'must be a function');
+    if (this.handlers.has(endpoint)) throw invalidArgument('endpoint', `"${endpoint}" is already served`);
     this.handlers.set(endpoint, handler);
   }
 

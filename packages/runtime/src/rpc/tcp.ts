@@ -2,10 +2,11 @@
  * tcp request plane (§5.7): length-prefixed msgpack frames over persistent connections, many
  * concurrent streams per connection (by id), up to 50 pooled connections per peer.
  */
+import { invalidArgument } from '@kvrouter/protocols';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import type { KvrError } from '@kvrouter/protocols';
-import { RpcCode, invalidArg, remoteError, rpcError } from '../errors.js';
+import { RpcCode, remoteError, rpcError } from '../errors.js';
 import { PendingStream, checkSignal, failedStream, cancelledError, unaryOverStream } from './client-core.js';
 import { ServerCore, type ActiveStream, type ServerCoreOptions, type Sink } from './server-core.js';
 import {
@@ -59,7 +60,7 @@ export function tcpPortFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.DYN_TCP_RPC_PORT;
   if (raw === undefined || raw === '') return 0;
   if (!/^[0-9]{1,5}$/.test(raw) || Number(raw) > 65535)
-    throw invalidArg('DYN_TCP_RPC_PORT', `must be a port number 0-65535, got "${raw}"`);
+    throw invalidArgument('DYN_TCP_RPC_PORT', `must be a port number 0-65535, got "${raw}"`);
   return Number(raw);
 }
 
@@ -101,10 +102,10 @@ export class TcpRequestServer implements RequestServer {
     const host = opts.host ?? '0.0.0.0';
     const port = opts.port ?? tcpPortFromEnv();
     if (!Number.isInteger(port) || port < 0 || port > 65535)
-      throw invalidArg('port', `must be 0-65535, got ${port}`);
+      throw invalidArgument('port', `must be 0-65535, got ${port}`);
     const maxFrame = opts.maxFrameBytes ?? TCP_MAX_FRAME;
     if (!Number.isInteger(maxFrame) || maxFrame < 64)
-      throw invalidArg('maxFrameBytes', `must be an integer >= 64`);
+      throw invalidArgument('maxFrameBytes', `must be an integer >= 64`);
     const core = new ServerCore(opts);
     const server = createServer({ noDelay: true });
     await new Promise<void>((resolve, reject) => {
@@ -367,7 +368,7 @@ function parseHostPort(addr: string): { host: string; port: number } {
   if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
   const port = Number(portStr);
   if (!host || !/^[0-9]{1,5}$/.test(portStr) || port < 1 || port > 65535)
-    throw invalidArg('target', `tcp address must be host:port, got "${addr}"`);
+    throw invalidArgument('target', `tcp address must be host:port, got "${addr}"`);
   return { host, port };
 }
 
@@ -385,7 +386,7 @@ export class TcpRequestClient implements RequestClient {
       streamsPerConnection: opts.streamsPerConnection ?? 256,
     };
     for (const [k, v] of Object.entries(this.o))
-      if (!Number.isInteger(v) || v < 1) throw invalidArg(k, `must be a positive integer, got ${v}`);
+      if (!Number.isInteger(v) || v < 1) throw invalidArgument(k, `must be a positive integer, got ${v}`);
   }
 
   /** Open connections per peer (tests, metrics). */

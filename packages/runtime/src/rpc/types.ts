@@ -2,8 +2,8 @@
  * The request-plane interface (PROTOCOL.md §5.7), one for every transport: a server serves named
  * endpoints with handlers that return one item or stream many; a client opens streams to a target.
  */
+import { invalidArgument } from '@kvrouter/protocols';
 import type { KvrError } from '@kvrouter/protocols';
-import { invalidArg } from '../errors.js';
 
 /**
  * Where a server listens, as published in the instance JSON (§6.3). `inproc` is kvrouter's
@@ -74,7 +74,7 @@ export const UNARY_TIMEOUT_MS = 10_000;
 
 export function checkEndpoint(endpoint: unknown): string {
   if (typeof endpoint !== 'string' || endpoint.length === 0 || endpoint.length > 256)
-    throw invalidArg('endpoint', 'must be a non-empty string of at most 256 characters');
+    throw invalidArgument('endpoint', 'must be a non-empty string of at most 256 characters');
   return endpoint;
 }
 
@@ -90,7 +90,7 @@ export function transportKind(t: Transport): 'tcp' | 'nats_tcp' | 'http' | 'inpr
         return k;
     }
   }
-  throw invalidArg(
+  throw invalidArgument(
     'target',
     `must be one of {tcp}, {nats_tcp}, {http}, {inproc} with a string, got ${describe(t)}`,
   );
@@ -99,9 +99,9 @@ export function transportKind(t: Transport): 'tcp' | 'nats_tcp' | 'http' | 'inpr
 /** The address inside a transport of the expected kind. */
 export function targetOf(t: Transport, kind: 'tcp' | 'nats_tcp' | 'inproc'): string {
   const k = transportKind(t);
-  if (k !== kind) throw invalidArg('target', `this client speaks ${kind}, got a ${k} transport`);
+  if (k !== kind) throw invalidArgument('target', `this client speaks ${kind}, got a ${k} transport`);
   const v = (t as Record<string, string>)[k]!;
-  if (v.length === 0) throw invalidArg('target', `${kind} address is empty`);
+  if (v.length === 0) throw invalidArgument('target', `${kind} address is empty`);
   return v;
 }
 
