@@ -275,8 +275,9 @@ export class Frontend {
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
           healthy: () => ref.fe !== null && !ref.fe.closing,
-          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           onInflight: (d) => ref.fe?.onInflight(d),
+          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
+          internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
         });
         server =
           config.tlsCertPath && config.tlsKeyPath

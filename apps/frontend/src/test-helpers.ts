@@ -36,7 +36,7 @@ export async function startFrontend(argv: string[] = [], o: TestFrontendOptions 
     o.env ?? {},
   );
   return Frontend.start(config, {
-    log: quietLog,
+    log: o.log ?? quietLog,
     memHub: o.memHub ?? new MemDiscoveryHub(),
     inprocHub: o.inprocHub ?? new InprocHub(),
     tokenizerThreads: o.tokenizerThreads ?? 0,

@@ -66,6 +66,7 @@ const FRONTEND_ROWS: Record<string, Row> = {
   model_cancellation_total: ['counter', ['model']],
   model_rejection_total: ['counter', ['model']],
   stage_duration_seconds: ['histogram', ['stage'], STAGE],
+  internal_errors_total: ['counter', ['route']],
 };
 
 const OTHER_ROWS: Record<string, Row> = {

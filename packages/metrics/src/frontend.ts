@@ -69,6 +69,7 @@ export class FrontendMetrics {
   readonly modelCancellationTotal: CounterFamily<M>;
   readonly modelRejectionTotal: CounterFamily<M>;
   readonly stageDurationSeconds: HistogramFamily<'stage'>;
+  readonly internalErrorsTotal: CounterFamily<'route'>;
 
   constructor(registry: Registry, opts: FrontendMetricsOptions = {}) {
     const prefix = opts.prefix ?? DEFAULT_FRONTEND_PREFIX;
@@ -222,6 +223,12 @@ export class FrontendMetrics {
       ['stage'],
       BUCKETS.stageDuration,
     );
+    this.internalErrorsTotal = counter(
+      registry,
+      n(FRONTEND.internalErrorsTotal),
+      'Requests that failed with an internal error (HTTP 500; each one is logged with its request id, route and stack)',
+      ['route'],
+    );
   }
 
   /** Sets the model gauges from a card / runtime config (§6.4); null or absent fields are skipped. */
@@ -251,6 +258,11 @@ export class FrontendMetrics {
   observeStage(stage: Stage, seconds: number): void {
     const s = checkOneOf('stage', STAGES, stage);
     this.stageDurationSeconds.observe({ stage: s }, checkNonNeg('seconds', seconds));
+  }
+
+  /** One internal error (HTTP 500) on an HTTP route (the route pattern, not the raw URL). */
+  internalError(route: string): void {
+    this.internalErrorsTotal.inc({ route: checkString('route', route) });
   }
 
   observeTokenizer(operation: TokenizerOperation, ms: number): void {

@@ -33,6 +33,7 @@ export const FRONTEND = Object.freeze({
   modelCancellationTotal: 'model_cancellation_total',
   modelRejectionTotal: 'model_rejection_total',
   stageDurationSeconds: 'stage_duration_seconds',
+  internalErrorsTotal: 'internal_errors_total',
 });
 
 /** Router request metrics (labels `dynamo_namespace`, `dynamo_component`, `dynamo_endpoint`). */

@@ -137,6 +137,7 @@ export function populated(prefix?: string): FrontendMetricSet {
   f.migration('Qwen3', 'new_request');
   f.migrationMaxSeqLenExceeded('Qwen3');
   f.observeStage('route', 0.0004);
+  f.internalError('/v1/chat/completions');
   f.observeTokenizer('tokenize', 0.7);
   workers.setLoad(
     { worker_id: 7n, dp_rank: 0, active_decode_blocks: 12, active_prefill_tokens: 300 },

@@ -20,6 +20,7 @@ import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
 import { completionsHandler, type CompletionsHandler, type ParserFlags } from './openai.js';
 import type { Paths } from './paths.js';
+import { watchResponse, type InternalErrorSink } from './internal-errors.js';
 import { payloadTooLarge, plainUtf8Body, readUtf8Body, sendError } from './util.js';
 
 export interface AppDeps {
@@ -38,6 +39,8 @@ export interface AppDeps {
   onInflight?: (delta: number) => void;
   /** `--dyn-tool-call-parser` / `--dyn-reasoning-parser` (override every card). */
   parsers?: ParserFlags | null;
+  /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
+  internalErrors?: InternalErrorSink | null;
 }
 
 export function createApp(d: AppDeps): RequestListener {
@@ -151,10 +154,23 @@ export function createApp(d: AppDeps): RequestListener {
     [p.completions, completions],
   ]);
   const limitBytes = d.bodyLimitMb * 1024 * 1024;
+  const sink: InternalErrorSink = d.internalErrors ?? {
+    error: (m) => console.error(`${new Date().toISOString()} ERROR ${m}`),
+    count: () => undefined,
+  };
+  // Route labels of the internal-error counter: the configured paths, everything else `other`.
+  const routes = new Set<string>([
+    ...(Object.values(p) as string[]),
+    '/busy_threshold',
+    '/openapi.json',
+    '/docs',
+  ]);
   return (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url ?? '';
     const q = url.indexOf('?');
-    const h = req.method === 'POST' ? fast.get(q < 0 ? url : url.slice(0, q)) : undefined;
+    const path = q < 0 ? url : url.slice(0, q);
+    watchResponse(req, res, routes.has(path) ? path : 'other', sink);
+    const h = req.method === 'POST' ? fast.get(path) : undefined;
     if (h === undefined || !plainUtf8Body(req)) {
       app(req, res);
       return;

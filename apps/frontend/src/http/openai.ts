@@ -20,6 +20,7 @@ import {
   type InferenceRequest,
 } from '../openai/validate.js';
 import type { Completion, Delta, InferenceService } from '../service.js';
+import { reportInternal } from './internal-errors.js';
 import { SseWriter } from './sse.js';
 import { parseBody, sendError, sendJson } from './util.js';
 
@@ -374,6 +375,7 @@ export function completionsHandler(
         return;
       }
       // Mid-stream failure: an error event, then the end of the stream (what OpenAI clients expect).
+      reportInternal(res, e);
       const { body } = toOpenAiError(e);
       if (!res.destroyed) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
     }

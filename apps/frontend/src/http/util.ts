@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
+import { reportInternal } from './internal-errors.js';
 
 /** The raw text body parsed losslessly (u64 ids in nvext stay exact). */
 export function parseBody(text: unknown): unknown {
@@ -88,10 +89,16 @@ export function sendJson(
 
 export function sendError(res: ServerResponse, err: unknown): void {
   const { status, body } = toOpenAiError(err);
+  const requestId = reportInternal(res, err);
   if (res.headersSent) {
     res.end();
     return;
   }
   // Busy / no worker: clients may retry (FLAGS.md "busy -> 503 with Retry-After").
-  sendJson(res, status, JSON.stringify(body), status === 503 ? { 'retry-after': '1' } : undefined);
+  sendJson(
+    res,
+    status,
+    JSON.stringify(body),
+    status === 503 ? { 'retry-after': '1' } : requestId !== null ? { 'x-request-id': requestId } : undefined,
+  );
 }
