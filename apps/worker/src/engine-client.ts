@@ -89,6 +89,7 @@ export function engineBody(x: GenerateExtras | undefined): Record<string, unknow
     out.return_tokens_as_token_ids = true;
   }
   if (x.images.length > 0) out.multi_modal_data = { image_url: x.images };
+  if (x.ignoreEos) out.ignore_eos = true;
   return out;
 }
 
