@@ -171,3 +171,85 @@ describe('EngineClient', () => {
     await engineSawClose;
   });
 });
+
+describe('EngineClient: the request surface in vLLM names', () => {
+  const extras: ParsedGenerate['extras'] = {
+    samplingOptions: {
+      temperature: 0.5,
+      seed: 3,
+      logit_bias: { '9': -5 },
+      guided_decoding: { regex: 'a+' },
+      vllm_xargs: { k: 1 },
+    },
+    minTokens: 2,
+    logprobs: 1,
+    images: [{ url: 'https://x.test/i.png' }],
+    ignoreEos: false,
+  };
+
+  it('forwards sampling, guided decoding, min_tokens, logprobs and images; logprobs come back by id', async () => {
+    let seen: Record<string, unknown> = {};
+    const url = await engine((_r, body, res) => {
+      seen = body;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const lp = {
+        tokens: ['token_id:11', 'token_id:12'],
+        token_logprobs: [-0.25, -1.5],
+        top_logprobs: [
+          { 'token_id:11': -0.25, 'token_id:40': -2 },
+          { 'token_id:41': -1, 'token_id:12': -1.5 },
+        ],
+        text_offset: [0, 1],
+      };
+      res.end(
+        `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', token_ids: [11, 12], logprobs: lp, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`,
+      );
+    });
+    const c = new EngineClient({ baseUrl: url, model: 'm' });
+    const items: GenerateItem[] = [];
+    for await (const it of c.generate({ ...req, extras }, new AbortController().signal)) items.push(it);
+    expect(seen).toMatchObject({
+      temperature: 0.5,
+      seed: 3,
+      logit_bias: { '9': -5 },
+      structured_outputs: { regex: 'a+' },
+      vllm_xargs: { k: 1 },
+      min_tokens: 2,
+      logprobs: 1,
+      return_tokens_as_token_ids: true,
+      multi_modal_data: { image_url: [{ url: 'https://x.test/i.png' }] },
+    });
+    expect(items).toEqual([
+      {
+        token_ids: [11, 12],
+        finish_reason: 'stop',
+        log_probs: [-0.25, -1.5],
+        top_logprobs: [
+          [
+            { token_id: 11, logprob: -0.25 },
+            { token_id: 40, logprob: -2 },
+          ],
+          [
+            { token_id: 41, logprob: -1 },
+            { token_id: 12, logprob: -1.5 },
+          ],
+        ],
+      },
+    ]);
+  });
+
+  it('a sampling option the adapter does not know is a 400 naming it, before anything is sent', async () => {
+    let calls = 0;
+    const url = await engine((_r, _b, res) => {
+      calls++;
+      res.end();
+    });
+    const c = new EngineClient({ baseUrl: url, model: 'm' });
+    const bad = { ...req, extras: { ...extras, samplingOptions: { mirostat: 1 } } };
+    await expect(c.generate(bad, new AbortController().signal).next()).rejects.toMatchObject({
+      status: 400,
+      detail: { field: 'sampling_options.mirostat' },
+    });
+    expect(calls).toBe(0);
+  });
+});
