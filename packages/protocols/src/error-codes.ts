@@ -278,6 +278,16 @@ export const ERROR_CODES = {
     group: 'engine',
     meaning: "The model's chat template does not parse or fails to render.",
   },
+  model_file_missing: {
+    status: 503,
+    group: 'engine',
+    meaning: "A model file named by a card (tokenizer, template) is not in the discovery backend's blob store.",
+  },
+  model_file_corrupt: {
+    status: 502,
+    group: 'engine',
+    meaning: "A model file fetched from the blob store does not hash to the checksum its card names.",
+  },
 
   // ---- configuration: refused at startup
   config_error: {

@@ -31,3 +31,4 @@ export {
 } from './registration.js';
 export * from './model-card.js';
 export { readTextDir, type TextDirEntry } from './text-dir.js';
+export * from './model-files.js';
