@@ -176,7 +176,12 @@ export class Frontend {
       const threads = opts.tokenizerThreads ?? 1;
       const pool = threads > 0 ? new TokenizerPool(loaded.spec, threads) : null;
       if (pool) cleanup.push(() => pool.close());
-      const encoder = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: config.tokenizer, pool });
+      const encoder = new PromptEncoder({
+        tokenizer: loaded.tokenizer,
+        mode: config.tokenizer,
+        pool,
+        cacheTokens: config.tokenizerPrefixCacheTokens,
+      });
 
       let decisionLog: { sink: (line: string) => void; sampleRate: number } | null = null;
       if (config.decisionLog) {
@@ -275,9 +280,8 @@ export class Frontend {
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
           healthy: () => ref.fe !== null && !ref.fe.closing,
-          onInflight: (d) => ref.fe?.onInflight(d),
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
-          internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
+          onInflight: (d) => ref.fe?.onInflight(d),
         });
         server =
           config.tlsCertPath && config.tlsKeyPath

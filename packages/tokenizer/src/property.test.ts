@@ -9,20 +9,24 @@ import { compileTokenizer } from './index.js';
 import { FAMILIES, readTokenizerJson, textArb, tokenizerJsonPath } from './testing/index.js';
 
 describe.each(FAMILIES)('random texts vs tokenizers 0.23.2: $name', (fam) => {
-  it('same ids (scanner and regex paths) and decode gives back the normalized text', async () => {
-    const json = readTokenizerJson(fam);
-    const fast = compileTokenizer(json);
-    const generic = fast.withOptions({ noScanner: true });
-    const ref = Tokenizer.fromFile(tokenizerJsonPath(fam));
-    const specials = fast.addedTokens.map((t) => t.content);
-    await fc.assert(
-      fc.asyncProperty(textArb(specials), async (text) => {
-        const want = (await ref.encode(text, null, { addSpecialTokens: false })).getIds();
-        expect(Array.from(fast.encode(text))).toEqual(want);
-        expect(Array.from(generic.encode(text))).toEqual(want);
-        expect(fast.decode(want, false)).toBe(await ref.decode(want, false));
-      }),
-      { numRuns: 300, seed: 14 },
-    );
-  });
+  it(
+    'same ids (scanner and regex paths) and decode gives back the normalized text',
+    { timeout: 240_000 },
+    async () => {
+      const json = readTokenizerJson(fam);
+      const fast = compileTokenizer(json);
+      const generic = fast.withOptions({ noScanner: true });
+      const ref = Tokenizer.fromFile(tokenizerJsonPath(fam));
+      const specials = fast.addedTokens.map((t) => t.content);
+      await fc.assert(
+        fc.asyncProperty(textArb(specials), async (text) => {
+          const want = (await ref.encode(text, null, { addSpecialTokens: false })).getIds();
+          expect(Array.from(fast.encode(text))).toEqual(want);
+          expect(Array.from(generic.encode(text))).toEqual(want);
+          expect(fast.decode(want, false)).toBe(await ref.decode(want, false));
+        }),
+        { numRuns: 150, seed: 14 },
+      );
+    },
+  );
 });
