@@ -12,7 +12,7 @@ import type { ResolvedConfig } from '@kvrouter/config';
 import { InprocEventBus, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import { FrontendMetricSet, bucketOverridesFromConfig } from '@kvrouter/metrics';
 import { KvrError } from '@kvrouter/protocols';
-import { routerParamsFromConfig } from '@kvrouter/router';
+import { planRouter, readTextFile } from '@kvrouter/router-host';
 import {
   InprocRequestClient,
   MultiTransportClient,
@@ -28,7 +28,6 @@ import {
   type NatsConnection,
 } from '@kvrouter/runtime';
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
-import { buildAicPredictor } from './aic.js';
 import { dashboardDecisionLog, frontendDashboard } from './dashboard/index.js';
 import { createApp } from './http/app.js';
 import { pathsFromConfig } from './http/paths.js';
@@ -120,8 +119,8 @@ export class Frontend {
       for (const c of cleanup.reverse()) await Promise.resolve(c()).catch(() => undefined);
     };
     try {
-      const params = routerParamsFromConfig(config);
-      if (params.aic) params.prefillDurationPredictor = buildAicPredictor(config);
+      // Every refusal (and the --aic-* errors) before anything is connected.
+      const plan = planRouter(config, 'frontend', { readText: readTextFile });
       const backend = config.discoveryBackend;
       const memHub = opts.memHub ?? defaultMemHub();
       const inprocHub = opts.inprocHub ?? defaultInprocHub();
@@ -205,7 +204,7 @@ export class Frontend {
         namespace: config.namespace,
         namespacePrefix: config.namespacePrefix,
         modelName: config.modelName,
-        params,
+        plan,
         eventPlane: plane,
         client,
         metrics,

@@ -2,10 +2,12 @@
 /**
  * `kvrouter-frontend` (`pnpm --filter @kvrouter/frontend start`): resolves the configuration from
  * the one flag table, starts the frontend, prints the URL and a ready-to-paste curl example, and
- * shuts down gracefully on SIGTERM / SIGINT. `-i` runs the interactive chat instead of HTTP.
+ * shuts down gracefully on SIGTERM / SIGINT (`runMain`: exit 0 clean, 1 startup failure, 2 invalid
+ * configuration, 130 on a second signal). `-i` runs the interactive chat instead of HTTP.
  */
 import fs from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
+import { runMain } from '@kvrouter/router-host/main';
 import { Frontend, consoleLogger } from './frontend.js';
 import { runInteractive } from './interactive.js';
 
@@ -25,47 +27,35 @@ const { config } = parseAppConfig('frontend', argv, process.env, {
   writeFile: (p, text) => fs.writeFileSync(p, text),
 });
 
-let fe: Frontend;
-try {
-  fe = await Frontend.start(config, { noHttp: config.interactive });
-} catch (e) {
-  console.error(`error: ${(e as Error).message}`);
-  process.exit(1);
-}
-
-if (config.interactive) {
-  await runInteractive(fe, process.stdin, process.stdout);
-  await fe.close(0);
-  process.exit(0);
-}
-
-const model = fe.registry.list()[0]?.id ?? '<model>';
-const url = fe.url;
-consoleLogger.info(
-  `kvrouter frontend listening on ${url} (router mode ${config.routerMode}, discovery ${config.discoveryBackend})`,
-);
-console.log(`
+await runMain({
+  start: () => Frontend.start(config, { noHttp: config.interactive }),
+  ready: (fe) => {
+    if (config.interactive) return null;
+    const model = fe.registry.list()[0]?.id ?? '<model>';
+    const url = fe.url;
+    consoleLogger.info(
+      `kvrouter frontend listening on ${url} (router mode ${config.routerMode}, discovery ${config.discoveryBackend})`,
+    );
+    return `
 Try it:
 
   curl -s ${url}/v1/chat/completions -H 'Content-Type: application/json' ${url.startsWith('https') ? '-k ' : ''}\\
     -d '{"model": "${model}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
 
 Models: ${url}/v1/models   Metrics: ${url}${config.httpSvcMetricsPath}   API docs: ${url}/docs
-`);
-
-let signals = 0;
-const stop = (sig: string) => {
-  if (++signals > 1) process.exit(1);
-  consoleLogger.info(
-    `${sig}: shutting down (up to ${config.httpGracefulShutdownTimeoutSecs}s for in-flight requests)`,
-  );
-  fe.close().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      console.error(`error during shutdown: ${(e as Error).message}`);
-      process.exit(1);
-    },
-  );
-};
-process.on('SIGTERM', () => stop('SIGTERM'));
-process.on('SIGINT', () => stop('SIGINT'));
+`;
+  },
+  // Interactive mode: the session's end ends the process.
+  run: config.interactive
+    ? async (fe) => {
+        await runInteractive(fe, process.stdin, process.stdout);
+        return 0;
+      }
+    : undefined,
+  onSignal: (sig) =>
+    consoleLogger.info(
+      `${sig}: shutting down (up to ${config.httpGracefulShutdownTimeoutSecs}s for in-flight requests)`,
+    ),
+  stop: (fe) => fe.close(config.interactive ? 0 : undefined),
+  onStopError: (e) => console.error(`error during shutdown: ${(e as Error).message}`),
+});

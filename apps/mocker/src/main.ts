@@ -4,6 +4,7 @@
  * 0 after a clean shutdown, 1 on a startup failure, 2 on invalid configuration, 130 on a second
  * signal during shutdown.
  */
+import { runMain } from '@kvrouter/router-host/main';
 import { errText, resolveMockerConfig, startMocker } from './mocker.js';
 import { MockerConfigError } from './options.js';
 import { startVllmCompat, vllmCompatPlan } from './vllm-compat.js';
@@ -17,16 +18,15 @@ const argv = process.argv.slice(2);
 // `pnpm start -- --flag` hands the separator through.
 if (argv[0] === '--') argv.shift();
 const config = resolveMockerConfig(argv, process.env, { log });
-let running: { stop(graceMs?: number): Promise<void> };
-try {
-  const vplan = vllmCompatPlan(config);
-  if (vplan !== null) {
-    const m = await startVllmCompat(config, vplan, { log });
-    // One JSON line on stdout: the engines' HTTP and ZMQ addresses (ports may be OS-assigned).
-    process.stdout.write(`${JSON.stringify({ engines: m.describe() })}\n`);
-    running = m;
-  } else
-    running = await startMocker(config, {
+await runMain<{ stop(graceMs?: number): Promise<void>; ready: unknown }>({
+  start: async () => {
+    const vplan = vllmCompatPlan(config);
+    if (vplan !== null) {
+      const m = await startVllmCompat(config, vplan, { log });
+      // One JSON line on stdout: the engines' HTTP and ZMQ addresses (ports may be OS-assigned).
+      return { stop: (g) => m.stop(g), ready: { engines: m.describe() } };
+    }
+    const m = await startMocker(config, {
       log,
       // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts the process.
       onLeaseLost: (id, err) => {
@@ -34,22 +34,11 @@ try {
         process.exit(1);
       },
     });
-} catch (e) {
-  process.stderr.write(`error: ${e instanceof MockerConfigError ? e.message : errText(e)}\n`);
-  process.exit(e instanceof MockerConfigError ? 2 : 1);
-}
-const mocker = running;
-let signals = 0;
-const onSignal = (sig: string): void => {
-  if (++signals > 1) process.exit(130);
-  log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`);
-  mocker.stop(SHUTDOWN_GRACE_MS).then(
-    () => process.exit(0),
-    (e: unknown) => {
-      log(`shutdown failed: ${errText(e)}`);
-      process.exit(1);
-    },
-  );
-};
-process.on('SIGINT', () => onSignal('SIGINT'));
-process.on('SIGTERM', () => onSignal('SIGTERM'));
+    return { stop: (g) => m.stop(g), ready: null };
+  },
+  ready: (m) => m.ready,
+  errorText: (e) => `error: ${e instanceof MockerConfigError ? e.message : errText(e)}`,
+  onSignal: (sig) => log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`),
+  stop: (m) => m.stop(SHUTDOWN_GRACE_MS),
+  onStopError: (e) => log(`shutdown failed: ${errText(e)}`),
+});

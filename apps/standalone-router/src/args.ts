@@ -4,7 +4,10 @@
  * It is taken out of argv here; the rest goes to `parseAppConfig('router', ...)`. Pure.
  */
 import { KvrError } from '@kvrouter/protocols';
-import type { EndpointPath } from './workers.js';
+import type { GroupPath } from '@kvrouter/router-host';
+
+/** `dyn://namespace.component.endpoint`: the one worker group this router serves. */
+export type EndpointPath = GroupPath;
 
 export const ENDPOINT_HELP =
   '  --endpoint <dyn://ns.component.endpoint>  (required) worker endpoint to route for; "ns.component.endpoint" also accepted;\n' +

@@ -6,9 +6,8 @@ export {
   type StandaloneRouterOptions,
 } from './service.js';
 export { ServedIndexer } from './served-indexer.js';
-export { WorkerTracker, type EndpointPath } from './workers.js';
 export * from './api.js';
-export { parseEndpointPath, splitEndpointArg, ArgsError } from './args.js';
+export { parseEndpointPath, splitEndpointArg, ArgsError, type EndpointPath } from './args.js';
 export { startJsonServer, type JsonServer } from './http.js';
 export {
   IndexerService,

@@ -6,8 +6,8 @@
  */
 import fs from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
-import { KvrError } from '@kvrouter/protocols';
-import { ArgsError, ENDPOINT_HELP, splitEndpointArg } from './args.js';
+import { runMain } from '@kvrouter/router-host/main';
+import { ENDPOINT_HELP, splitEndpointArg } from './args.js';
 import { StandaloneRouter, stderrLogger as log } from './service.js';
 
 const argv = process.argv.slice(2);
@@ -46,32 +46,15 @@ if (!split.endpoint) {
   process.exit(2);
 }
 
-let router: StandaloneRouter;
-try {
-  router = await StandaloneRouter.start(config, split.endpoint, { log });
-} catch (e) {
-  const k = e instanceof KvrError ? e : null;
-  process.stderr.write(`error: ${(e as Error).message}\n`);
-  process.exit(
-    k && (k instanceof ArgsError || k.code === 'config_error' || k.code === 'not_supported') ? 2 : 1,
-  );
-}
-// One machine-readable line on stdout for supervisors and tests: where this router listens.
-process.stdout.write(
-  `${JSON.stringify({ router_id: router.routerId.toString(), system_url: router.systemUrl, transport: router.transport })}\n`,
-);
-
-let signals = 0;
-const onSignal = (sig: string): void => {
-  if (++signals > 1) process.exit(130);
-  log.info(`${sig}: deregistering and shutting down`);
-  router.close().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      log.error(`shutdown failed: ${(e as Error).message}`);
-      process.exit(1);
-    },
-  );
-};
-process.on('SIGINT', () => onSignal('SIGINT'));
-process.on('SIGTERM', () => onSignal('SIGTERM'));
+await runMain({
+  start: () => StandaloneRouter.start(config, split.endpoint!, { log }),
+  // One machine-readable line on stdout for supervisors and tests: where this router listens.
+  ready: (router) => ({
+    router_id: router.routerId.toString(),
+    system_url: router.systemUrl,
+    transport: router.transport,
+  }),
+  onSignal: (sig) => log.info(`${sig}: deregistering and shutting down`),
+  stop: (router) => router.close(),
+  onStopError: (e) => log.error(`shutdown failed: ${(e as Error).message}`),
+});

@@ -8,19 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ResolvedConfig } from '@kvrouter/config';
-import {
-  DurableKvConsumer,
-  KvEventSubscriber,
-  LoadChannel,
-  ReplicaSync,
-  brokerSetting,
-  createEventPlane,
-  discoveryTransportResolver,
-  kvEventsTopic,
-  requestPlaneQueryClient,
-  watchWorkers,
-  type EventPlane,
-} from '@kvrouter/kv-events';
+import { DurableKvConsumer, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import {
   KvIndexMetrics,
   RouterRequestMetrics,
@@ -37,9 +25,18 @@ import {
   parseDiscoveryKey,
   u64ToHex,
 } from '@kvrouter/protocols';
-import { ApproxIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import { createKvIndexer } from '@kvrouter/radix-indexer/pool';
-import { KvRouter, routerParamsFromConfig, type RouterParams, type RoutingRecorder } from '@kvrouter/router';
+import type { KvRouter } from '@kvrouter/router';
+import {
+  Closers,
+  RouterHost,
+  WorkerCatalog,
+  planRouter,
+  readTextFile,
+  stderrLogger,
+  type HostIndex,
+  type Logger,
+  type RouterPlan,
+} from '@kvrouter/router-host';
 import {
   MultiTransportClient,
   NatsRequestClient,
@@ -48,12 +45,10 @@ import {
   TcpRequestServer,
   connectNats,
   createDiscovery,
-  effectiveMaxBatchedTokens,
   registerInstance,
   watchInstances,
   type Discovery,
   type MemDiscoveryHub,
-  type ModelDeploymentCard,
   type NatsConnection,
   type RequestClient,
   type RequestServer,
@@ -73,21 +68,10 @@ import {
 } from './api.js';
 import { startJsonServer, type JsonServer } from './http.js';
 import { ServedIndexer } from './served-indexer.js';
-import { WorkerTracker, type EndpointPath } from './workers.js';
+import type { EndpointPath } from './args.js';
 
 export type RouterAppConfig = ResolvedConfig<'router'>;
-
-export interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-}
-
-export const stderrLogger: Logger = {
-  info: (m) => void process.stderr.write(`${new Date().toISOString()} INFO  ${m}\n`),
-  warn: (m) => void process.stderr.write(`${new Date().toISOString()} WARN  ${m}\n`),
-  error: (m) => void process.stderr.write(`${new Date().toISOString()} ERROR ${m}\n`),
-};
+export { stderrLogger, type Logger };
 
 export interface StandaloneRouterOptions {
   log?: Logger;
@@ -100,15 +84,13 @@ export interface StandaloneRouterOptions {
 /** Ids of requests whose first token has not been reported yet, with their routing time (ms). */
 const TTFT_PENDING_MAX = 65_536;
 
-type Index = KvIndexer & Partial<RoutingRecorder>;
-
 export class StandaloneRouter {
-  private router_: KvRouter | null = null;
   private closing: Promise<void> | null = null;
-  private readonly cleanup: (() => unknown)[] = [];
+  private readonly cleanup = new Closers();
   private readonly routedAt = new Map<string, number>();
   private http_: JsonServer | null = null;
-  private tracker!: WorkerTracker;
+  private host!: RouterHost;
+  private catalog!: WorkerCatalog<RouterHost>;
   private server!: RequestServer;
   private endpointMetrics!: RouterEndpointMetrics;
   private indexMetrics: KvIndexMetrics | null = null;
@@ -120,10 +102,14 @@ export class StandaloneRouter {
     readonly config: RouterAppConfig,
     readonly path: EndpointPath,
     readonly discovery: Discovery,
-    readonly params: RouterParams,
-    readonly index: Index | null,
+    readonly plan: RouterPlan,
     private readonly log: Logger,
   ) {}
+
+  /** The index this router owns (null with overlap credit 0). */
+  get index(): HostIndex | null {
+    return this.host?.index ?? null;
+  }
 
   /** The discovery lease id: `router_id` of replica sync and the instance id of every endpoint. */
   get routerId(): bigint {
@@ -132,15 +118,15 @@ export class StandaloneRouter {
 
   /** Null until the first worker card (its block size) is known. */
   get router(): KvRouter | null {
-    return this.router_;
+    return this.host?.router ?? null;
   }
 
   get workerCount(): number {
-    return this.tracker.readyCount;
+    return this.catalog.readyCount;
   }
 
   get modelNames(): string[] {
-    return this.tracker.modelNames;
+    return this.catalog.modelNames;
   }
 
   /** `http://host:port` of the system port, or null when `DYN_SYSTEM_PORT` is unset. */
@@ -158,31 +144,15 @@ export class StandaloneRouter {
     opts: StandaloneRouterOptions = {},
   ): Promise<StandaloneRouter> {
     const log = opts.log ?? stderrLogger;
-    const params = routerParamsFromConfig(config);
-    if (params.index.kind === 'remote')
-      throw new KvrError(
-        'not_supported',
-        '--use-remote-indexer is for frontends; a standalone router keeps its own index (and can serve it with --serve-indexer)',
-        400,
-        { field: 'use-remote-indexer' },
-      );
-    if (params.aic)
-      throw new KvrError(
-        'not_supported',
-        '--router-prefill-load-model aic needs a performance model kvrouter does not ship yet',
-        400,
-        {
-          field: 'router-prefill-load-model',
-        },
-      );
+    // Every refusal (and the --aic-* errors) before anything is connected.
+    const plan = planRouter(config, 'standalone-router', { readText: readTextFile });
     const discovery = await createDiscovery({
       backend: config.discoveryBackend,
       ...(opts.memHub ? { hub: opts.memHub } : {}),
       ...(config.fileKv ? { fileRoot: config.fileKv } : {}),
       etcdEndpoints: [...config.etcdEndpoints],
     });
-    const index = buildIndex(params, log);
-    const s = new StandaloneRouter(config, path, discovery, params, index, log);
+    const s = new StandaloneRouter(config, path, discovery, plan, log);
     try {
       await s.init(opts);
     } catch (e) {
@@ -193,10 +163,10 @@ export class StandaloneRouter {
   }
 
   private async init(opts: StandaloneRouterOptions): Promise<void> {
-    const { config, path, discovery, params, index, log } = this;
+    const { config, path, discovery, plan, log } = this;
+    const params = plan.params;
     const { namespace: ns, component: comp } = path;
     this.cleanup.push(() => discovery.close());
-    if (index) this.cleanup.push(() => index.close());
     const eventPlaneKind =
       config.eventPlane ??
       (config.discoveryBackend === 'etcd' || config.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
@@ -223,98 +193,57 @@ export class StandaloneRouter {
     this.cleanup.push(() => client.close());
 
     this.endpointMetrics = new RouterRequestMetrics(this.registry).forEndpoint(path);
+    // §5.3: with --router-durable-kv-events a JetStream consumer feeds the index, not the event plane.
+    const durable = params.index.kind === 'events' && config.routerDurableKvEvents;
+    const host = (this.host = new RouterHost({
+      plan,
+      path,
+      discovery,
+      client,
+      eventPlane: plane,
+      routerId: this.routerId,
+      log,
+      label: 'router',
+      noEventFeed: durable,
+    }));
+    this.cleanup.push(() => host.close());
+    const index = host.index;
     if (index) this.indexMetrics = new KvIndexMetrics(this.registry);
-
-    const durable = index !== null && params.index.kind === 'events' && config.routerDurableKvEvents;
-    if (index && params.index.kind === 'events' && !durable) {
-      const sub = new KvEventSubscriber({
-        index,
-        query: requestPlaneQueryClient(client, { resolve: discoveryTransportResolver(discovery, ns, comp) }),
-        onError: (e, ctx) => log.warn(`kv events ${ns}/${comp}: ${ctx}: ${(e as Error).message}`),
-      });
-      sub.start(() => plane.subscribe(kvEventsTopic(ns, comp)));
-      const watch = watchWorkers({
-        discovery,
-        namespace: ns,
-        component: comp,
-        endpoint: path.endpoint,
-        subscriber: sub,
-      });
-      this.cleanup.push(
-        () => watch.close(),
-        () => sub.close(),
-      );
-    }
-
-    const replica = params.replicaSync ? new ReplicaSync(plane, ns, comp, this.routerId) : null;
-    const loads = new LoadChannel(plane, ns);
-    const loadSub = loads.subscribe((l) => void this.router_?.ingestLoad(l));
-    this.cleanup.push(() => loadSub.close());
-    if (replica) {
-      const rs = replica.subscribe((ev) => void this.router_?.applyReplicaEvent(ev));
-      this.cleanup.push(() => rs.close());
-    }
-
-    const { index: _i, blockSizeOverride, replicaSync: _r, aic: _a, ...routerOpts } = params;
-    const makeRouter = (card: ModelDeploymentCard): KvRouter => {
-      const blockSize = blockSizeOverride ?? card.kv_cache_block_size;
-      log.info(
-        `router for ${ns}/${comp}/${path.endpoint}: mode ${params.mode}, block size ${blockSize}, index ${params.index.kind}`,
-      );
-      return new KvRouter({
-        ...routerOpts,
-        blockSize,
-        clock: {
-          now: Date.now,
-          setTimeout: (f, ms) => setTimeout(f, ms).unref(),
-          clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-        },
-        random: Math.random,
-        indexer: index,
-        routerId: this.routerId,
-        hrtime: () => performance.now(),
-        ...(replica
-          ? { publishActiveSequenceEvent: (ev) => replica.publish(ev), publishLoad: (l) => loads.publish(l) }
-          : {}),
-        onError: (e, ctx) => log.warn(`router: ${ctx}: ${(e as Error).message}`),
-      });
-    };
 
     this.served =
       config.serveIndexer && index ? new ServedIndexer(params.index.kind === 'approximate') : null;
-    this.tracker = new WorkerTracker(discovery, path, {
-      onReady: (id, card) => {
-        this.router_ ??= makeRouter(card);
-        const r = this.router_;
-        if (blockSizeOverride === null && card.kv_cache_block_size !== r.blockSize)
-          log.warn(
-            `worker ${u64ToHex(id)} has block size ${card.kv_cache_block_size}, the router uses ${r.blockSize} (the first card's)`,
-          );
-        const rc = card.runtime_config;
-        r.addWorker({
-          workerId: id,
-          dpStart: rc.data_parallel_start_rank,
-          dpSize: rc.data_parallel_size,
-          totalKvBlocks: rc.total_kv_blocks,
-          maxNumBatchedTokens: effectiveMaxBatchedTokens(rc),
-          taints: rc.taints,
-          topologyDomains: rc.topology_domains,
-        });
-        log.info(`worker ${u64ToHex(id)} joined (${this.tracker.readyCount} routable)`);
+    const catalog = (this.catalog = new WorkerCatalog<RouterHost>(
+      {
+        openGroup: () => host,
+        onReady: (_g, w) => {
+          const card = w.card!;
+          const first = host.router === null;
+          const r = host.addWorker(w.id, card);
+          if (first)
+            log.info(
+              `router for ${ns}/${comp}/${path.endpoint}: mode ${params.policy.mode}, block size ${r.blockSize}, index ${params.index.kind}`,
+            );
+          else if (params.blockSizeOverride === null && card.kv_cache_block_size !== r.blockSize)
+            log.warn(
+              `worker ${u64ToHex(w.id)} has block size ${card.kv_cache_block_size}, the router uses ${r.blockSize} (the first card's)`,
+            );
+          log.info(`worker ${u64ToHex(w.id)} joined (${catalog.readyCount} routable)`);
+        },
+        onGone: (_g, w) => {
+          host.removeWorker(w.id);
+          // §5.3: in durable mode nothing else tells the index a worker left.
+          if (durable) index!.removeWorker(w.id);
+          log.info(`worker ${u64ToHex(w.id)} left`);
+        },
+        onModel: (name) => {
+          if (this.served && index) this.served.bind(name, index);
+        },
       },
-      onGone: (id) => {
-        this.router_?.removeWorker(id);
-        // §5.3: in durable mode nothing else tells the index a worker left.
-        if (durable) index.removeWorker(id);
-        log.info(`worker ${u64ToHex(id)} left`);
-      },
-      onModel: (name) => {
-        if (this.served && index) this.served.bind(name, index);
-      },
-      onWarning: (m) => log.warn(m),
-    });
-    this.cleanup.push(() => this.tracker.close());
-    await this.tracker.synced;
+      // One endpoint, one model: cards are not checked against each other (a mismatched block size is warned about).
+      { checksums: false, warn: (m) => log.warn(m) },
+    ));
+    this.cleanup.push(() => catalog.close());
+    await catalog.watch(discovery, { namespace: ns, component: comp, endpoint: path.endpoint });
     // Before anything of this router is registered, so a refused start leaves no trace.
     if (this.served) await this.checkServedIndexRules(this.served.approximate);
 
@@ -355,7 +284,7 @@ export class StandaloneRouter {
 
     // Durable mode (§5.3) after router-discovery is registered: stale consumers are those of routers
     // without one.
-    if (durable) await this.startDurable(nc!, index);
+    if (durable) await this.startDurable(nc!, index!);
 
     if (config.systemPort !== null) {
       this.http_ = await startJsonServer(
@@ -378,7 +307,7 @@ export class StandaloneRouter {
     }
     log.info(
       `standalone router ${u64ToHex(this.routerId)} ready for dyn://${ns}.${comp}.${path.endpoint} ` +
-        `(${this.tracker.readyCount} workers; request plane ${config.requestPlane} ${JSON.stringify(server.transport)}; event plane ${eventPlaneKind}` +
+        `(${catalog.readyCount} workers; request plane ${config.requestPlane} ${JSON.stringify(server.transport)}; event plane ${eventPlaneKind}` +
         `${this.http_ ? `; system port ${this.http_.url}` : ''})`,
     );
   }
@@ -388,7 +317,7 @@ export class StandaloneRouter {
    * router feeds the index (snapshot replay first), instead of the event-plane subscriber. When a
    * `router-discovery` instance leaves, consumers of routers that are gone are deleted.
    */
-  private async startDurable(nc: NatsConnection, index: Index): Promise<void> {
+  private async startDurable(nc: NatsConnection, index: HostIndex): Promise<void> {
     const { config, discovery, log } = this;
     const { namespace: ns, component: comp } = this.path;
     const ids = async (ep: string): Promise<bigint[]> =>
@@ -467,8 +396,8 @@ export class StandaloneRouter {
         status: ok ? 'healthy' : 'shutting_down',
         router_id: this.routerId,
         endpoint: `dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint}`,
-        workers: this.tracker.readyCount,
-        models: this.tracker.modelNames,
+        workers: this.catalog.readyCount,
+        models: this.catalog.modelNames,
       },
     };
   }
@@ -485,7 +414,7 @@ export class StandaloneRouter {
   async route(body: unknown, signal?: AbortSignal): Promise<RouteReply> {
     if (this.closing) throw new KvrError('router_closed', 'router is shutting down', 503);
     const p = parseRoute(body, randomUUID);
-    const r = this.router_;
+    const r = this.router;
     if (!r)
       throw new KvrError(
         'no_eligible_workers',
@@ -521,7 +450,7 @@ export class StandaloneRouter {
     const d = await this.route(b, signal);
     const ref = { request_id: d.request_id };
     try {
-      const target = this.tracker.transportOf(d.worker_id);
+      const target = this.catalog.transportOf(d.worker_id);
       if (!target)
         throw new KvrError('cannot_connect', `worker ${u64ToHex(d.worker_id)} left before dispatch`, 503);
       let first = true;
@@ -545,7 +474,7 @@ export class StandaloneRouter {
   /** `mark_prefill_completed`: the request's first token arrived (its prefill load ends). */
   markPrefillCompleted(body: unknown): { request_id: string; found: boolean } {
     const { request_id } = parseRequestRef(body);
-    const found = this.router_?.markPrefillCompleted(request_id) ?? false;
+    const found = this.router?.markPrefillCompleted(request_id) ?? false;
     const t = this.routedAt.get(request_id);
     if (found && t !== undefined) {
       // Time to first token as the router sees it: from its decision to the caller's report.
@@ -558,7 +487,7 @@ export class StandaloneRouter {
   /** `free`: the request ended (any outcome); idempotent. */
   free(body: unknown): { request_id: string; found: boolean } {
     const { request_id } = parseRequestRef(body);
-    const found = this.router_?.free(request_id) ?? false;
+    const found = this.router?.free(request_id) ?? false;
     this.routedAt.delete(request_id);
     if (found) this.endpointMetrics.requestCompleted();
     return { request_id, found };
@@ -566,37 +495,7 @@ export class StandaloneRouter {
 
   /** Deregisters (lease revoked: every key at once), stops serving, releases everything. */
   close(): Promise<void> {
-    this.closing ??= (async () => {
-      this.router_?.close();
-      for (const c of [...this.cleanup].reverse()) {
-        try {
-          await c();
-        } catch (e) {
-          this.log.warn(`shutdown: ${(e as Error).message}`);
-        }
-      }
-    })();
+    this.closing ??= this.cleanup.close((e) => this.log.warn(`shutdown: ${(e as Error).message}`));
     return this.closing;
-  }
-}
-
-function buildIndex(p: RouterParams, log: Logger): Index | null {
-  const plan = p.index;
-  switch (plan.kind) {
-    case 'events':
-      return createKvIndexer({ threads: plan.eventThreads, onError: (e) => log.warn(`index: ${e.message}`) });
-    case 'approximate': {
-      const approx = {
-        ttlSecs: plan.ttlSecs,
-        maxTreeSize: plan.maxTreeSize,
-        pruneTargetRatio: plan.pruneTargetRatio,
-        now: Date.now,
-      };
-      return plan.eventThreads > 1
-        ? createKvIndexer({ threads: plan.eventThreads, approximate: approx })
-        : new ApproxIndexer(approx);
-    }
-    default:
-      return null;
   }
 }

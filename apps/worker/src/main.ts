@@ -9,6 +9,7 @@ import { parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError } from '@kvrouter/protocols';
 import { WorkerConfigError } from './options.js';
 import { startWorker, type RunningWorker } from './worker.js';
+import { runMain } from '@kvrouter/router-host/main';
 
 /** In-flight streams get this long after SIGINT / SIGTERM before they end with `engine_shutdown`. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -29,36 +30,21 @@ const { config } = parseAppConfig('worker', argv, process.env, {
   writeFile: (p, text) => writeFileSync(p, text),
   onWarning: (w) => log(`warning: ${w}`),
 });
-let running: RunningWorker;
-try {
-  running = await startWorker(config, {
-    log,
-    // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts it.
-    onLeaseLost: (err) => {
-      log(`error: discovery lease lost (${errText(err)}); exiting`);
-      process.exit(1);
-    },
-  });
-} catch (e) {
-  process.stderr.write(`error: ${errText(e)}\n`);
-  process.exit(e instanceof WorkerConfigError ? 2 : 1);
-}
-// One JSON line on stdout for supervisors and tests.
-process.stdout.write(
-  `${JSON.stringify({ instance_id: running.instanceId.toString(), model: running.model })}\n`,
-);
-const worker = running;
-let signals = 0;
-const onSignal = (sig: string): void => {
-  if (++signals > 1) process.exit(130);
-  log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`);
-  worker.stop(SHUTDOWN_GRACE_MS).then(
-    () => process.exit(0),
-    (e: unknown) => {
-      log(`shutdown failed: ${errText(e)}`);
-      process.exit(1);
-    },
-  );
-};
-process.on('SIGINT', () => onSignal('SIGINT'));
-process.on('SIGTERM', () => onSignal('SIGTERM'));
+await runMain<RunningWorker>({
+  start: () =>
+    startWorker(config, {
+      log,
+      // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts it.
+      onLeaseLost: (err) => {
+        log(`error: discovery lease lost (${errText(err)}); exiting`);
+        process.exit(1);
+      },
+    }),
+  // One JSON line on stdout for supervisors and tests.
+  ready: (w) => ({ instance_id: w.instanceId.toString(), model: w.model }),
+  errorText: (e) => `error: ${errText(e)}`,
+  exitCode: (e) => (e instanceof WorkerConfigError ? 2 : 1),
+  onSignal: (sig) => log(`${sig}: deregistering; in-flight streams have ${SHUTDOWN_GRACE_MS} ms`),
+  stop: (w) => w.stop(SHUTDOWN_GRACE_MS),
+  onStopError: (e) => log(`shutdown failed: ${errText(e)}`),
+});

@@ -9,34 +9,23 @@
  * deregisters (routers stop picking it) and publishes `Cleared` for every rank (the engine's cache is
  * gone with it); when the engine answers again it registers again.
  */
-import { KvrError, u64ToHex, type DpRank, type WorkerId } from '@kvrouter/protocols';
+import { KvrError, parseGenerateRequest, u64ToHex, type DpRank, type WorkerId } from '@kvrouter/protocols';
 import {
   JetStreamEventSink,
-  KvEventPublisher,
-  LoadChannel,
   VllmZmqIngest,
-  ZmqEventPlane,
   createEventPlane,
-  kvEventsTopic,
-  planeSink,
-  serveLocalIndexer,
   type EventPlane,
+  type KvEventPublisher,
   type RouterEventSink,
 } from '@kvrouter/kv-events';
 import {
-  NatsRequestServer,
-  TcpRequestServer,
   connectNats,
   createDiscovery,
-  registerInstance,
-  registerModelCard,
   type Discovery,
   type NatsConnection,
-  type Registration,
   type RequestServer,
 } from '@kvrouter/runtime';
-import { parseGenerateRequest } from '@kvrouter/protocols';
-import { componentSubject } from '@kvrouter/protocols';
+import { WorkerRegistration, activeLoad, listenRequestPlane, openWorkerEvents } from '@kvrouter/worker-host';
 import { EngineClient } from './engine-client.js';
 import { planFromConfig, type WorkerConfig, type WorkerPlan } from './options.js';
 import { topologyRuntimeConfig } from './topology.js';
@@ -139,7 +128,7 @@ export async function startWorker(
     const id = d.leaseId as WorkerId;
     const onError = (e: unknown) => io.log(`kv events: ${e instanceof Error ? e.message : String(e)}`);
 
-    let sink: RouterEventSink | null;
+    let sink: RouterEventSink | null = null;
     let plane: EventPlane | null = null;
     if (plan.durableKvEvents) {
       io.log(
@@ -162,19 +151,18 @@ export async function startWorker(
         zmq: { broker: plan.zmqBroker },
       });
       cleanup.unshift(() => plane!.close());
-      const topic = kvEventsTopic(plan.namespace, plan.component);
-      // Advertised before registration, so a router that discovers this worker connects before the first event.
-      if (plane instanceof ZmqEventPlane) await plane.announce(topic);
-      sink = planeSink(plane, topic);
     }
     const ranks = Array.from({ length: plan.dataParallelSize }, (_, r) => r);
-    const publisher = new KvEventPublisher({
+    const events = await openWorkerEvents({
       workerId: id,
-      sink,
+      namespace: plan.namespace,
+      component: plan.component,
       dpRanks: ranks,
-      localIndexer: true,
+      eventPlane: plane,
+      sink,
       onError,
     });
+    const publisher: KvEventPublisher = events.publisher;
     cleanup.unshift(() => publisher.close());
     const ingests = plan.kvEventEndpoints.map(
       (endpoint, r) =>
@@ -190,12 +178,14 @@ export async function startWorker(
     );
     for (const g of ingests) cleanup.unshift(() => g.close());
 
-    const server: RequestServer =
+    const server: RequestServer = await listenRequestPlane(
       plan.requestPlane === 'nats'
-        ? await NatsRequestServer.start(nc!, {
-            subject: `${componentSubject(plan.namespace, plan.component)}.instance.${u64ToHex(id)}`,
-          })
-        : await TcpRequestServer.listen({ port: plan.tcpPort ?? undefined });
+        ? { kind: 'nats', nc: nc! }
+        : { kind: 'tcp', port: plan.tcpPort ?? undefined },
+      plan.namespace,
+      plan.component,
+      id,
+    );
     cleanup.unshift(async () => server.abort());
     server.serve(plan.endpoint, (payload, ctx) => {
       const req = parseGenerateRequest(payload);
@@ -210,45 +200,34 @@ export async function startWorker(
         );
       return client.generate(req, ctx.signal);
     });
-    const queryEndpoints = serveLocalIndexer(server, publisher);
-
-    const base = { namespace: plan.namespace, component: plan.component, transport: server.transport };
-    let regs: Registration<unknown>[] = [];
-    const register = async (): Promise<void> => {
-      const out: Registration<unknown>[] = [await registerInstance(d, { ...base, endpoint: plan.endpoint })];
-      for (const ep of queryEndpoints) out.push(await registerInstance(d, { ...base, endpoint: ep }));
-      out.push(
-        await registerModelCard(d, {
-          namespace: plan.namespace,
-          component: plan.component,
-          endpoint: plan.endpoint,
-          card: {
-            display_name: model,
-            kv_cache_block_size: plan.blockSize,
-            context_length: config.contextLength ?? info.maxModelLen ?? 8192,
-            model_type: ['completions', 'chat'],
-            runtime_config: {
-              ...topology,
-              total_kv_blocks: config.totalKvBlocks,
-              max_num_batched_tokens: config.maxNumBatchedTokens,
-              max_num_seqs: config.maxNumSeqs,
-              data_parallel_start_rank: 0,
-              data_parallel_size: plan.dataParallelSize,
-              enable_local_indexer: true,
-              // --dyn-tool-call-parser / --dyn-reasoning-parser: the frontend parses this model's output with them.
-              ...(config.dynToolCallParser ? { tool_call_parser: config.dynToolCallParser } : {}),
-              ...(config.dynReasoningParser ? { reasoning_parser: config.dynReasoningParser } : {}),
-            },
-          },
-        }),
-      );
-      regs = out;
-    };
-    const unregister = async (): Promise<void> => {
-      const r = regs;
-      regs = [];
-      await Promise.all(r.map((x) => x.unregister().catch(() => undefined)));
-    };
+    const registration = new WorkerRegistration({
+      discovery: d,
+      namespace: plan.namespace,
+      component: plan.component,
+      endpoint: plan.endpoint,
+      server,
+      publisher,
+      card: {
+        display_name: model,
+        kv_cache_block_size: plan.blockSize,
+        context_length: config.contextLength ?? info.maxModelLen ?? 8192,
+        model_type: ['completions', 'chat'],
+        runtime_config: {
+          ...topology,
+          total_kv_blocks: config.totalKvBlocks,
+          max_num_batched_tokens: config.maxNumBatchedTokens,
+          max_num_seqs: config.maxNumSeqs,
+          data_parallel_start_rank: 0,
+          data_parallel_size: plan.dataParallelSize,
+          enable_local_indexer: true,
+          // --dyn-tool-call-parser / --dyn-reasoning-parser: the frontend parses this model's output with them.
+          ...(config.dynToolCallParser ? { tool_call_parser: config.dynToolCallParser } : {}),
+          ...(config.dynReasoningParser ? { reasoning_parser: config.dynReasoningParser } : {}),
+        },
+      },
+    });
+    const register = () => registration.register();
+    const unregister = () => registration.unregister();
     await register();
 
     let up = true;
@@ -289,7 +268,7 @@ export async function startWorker(
     // ActiveLoad (§5.5) from the engine's KV usage gauge: on change, and every 2 s anyway so a router
     // that joined later learns the current value.
     const total = config.totalKvBlocks;
-    const loads = plane !== null && total !== null ? new LoadChannel(plane, plan.namespace) : null;
+    const loads = total !== null ? events.loads : null;
     const lastLoad = new Map<number, { used: number; at: number }>();
     let polling = false;
     const loadTimer =
@@ -308,13 +287,7 @@ export async function startWorker(
                   const last = lastLoad.get(rank);
                   if (last && last.used === used && now - last.at < 2000) continue;
                   lastLoad.set(rank, { used, at: now });
-                  loads.publish({
-                    worker_id: id,
-                    dp_rank: rank as DpRank,
-                    active_decode_blocks: null,
-                    active_prefill_tokens: null,
-                    kv_used_blocks: used,
-                  });
+                  loads.publish(activeLoad(id, rank, { active_decode_blocks: null, kv_used_blocks: used }));
                 }
               })
               .catch(() => undefined)

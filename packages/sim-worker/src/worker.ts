@@ -5,77 +5,37 @@
  * the kv-events publisher (ids, batching, dedup, local indexer) and `ActiveLoad` on `kv_metrics`.
  * Its discovery handle is its lease: the instance id is the lease id (PROTOCOL.md §6.2).
  */
-import {
-  GENERATE_ENDPOINT,
-  KvrError,
-  componentSubject,
-  u64ToHex,
-  type DpRank,
-  type WorkerId,
-} from '@kvrouter/protocols';
-import {
-  SimEngine,
-  type EngineConfig,
-  type EngineDeps,
-  type EngineKvEvent,
-  type EngineLoad,
-} from '@kvrouter/engine-sim';
+import { GENERATE_ENDPOINT, KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
+import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent } from '@kvrouter/engine-sim';
 import {
   CoalescingLoadPublisher,
-  KvEventPublisher,
-  LoadChannel,
-  ZmqEventPlane,
-  kvEventsTopic,
-  planeSink,
-  serveLocalIndexer,
   type EventPlane,
+  type KvEventPublisher,
   type RouterEventSink,
 } from '@kvrouter/kv-events';
-import {
-  InprocHub,
-  NatsRequestServer,
-  TcpRequestServer,
-  defaultInprocHub,
-  registerInstance,
-  registerModelCard,
-  type DeviceType,
-  type Discovery,
-  type Instance,
-  type ModelCardInput,
-  type ModelDeploymentCard,
-  type ModelRuntimeConfig,
-  type NatsConnection,
-  type Registration,
-  type RequestServer,
+import type {
+  DeviceType,
+  Discovery,
+  Instance,
+  ModelCardInput,
+  ModelDeploymentCard,
+  ModelRuntimeConfig,
+  RequestServer,
 } from '@kvrouter/runtime';
+import {
+  WorkerRegistration,
+  activeLoad,
+  listenRequestPlane,
+  openWorkerEvents,
+  type RequestPlaneSpec,
+} from '@kvrouter/worker-host';
 import { EngineDriver, type DriverStats } from './driver.js';
 import { BootstrapServer } from './bootstrap.js';
 import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
 import type { KvEventRelay } from './vllm-relay.js';
 
-export type RequestPlaneSpec =
-  | {
-      kind: 'tcp';
-      /** Bind address; default `0.0.0.0`. */
-      host?: string;
-      /** Default `DYN_TCP_RPC_PORT`, else OS-assigned. */
-      port?: number;
-      advertiseHost?: string;
-    }
-  | {
-      kind: 'nats';
-      nc: NatsConnection;
-      /** Default `namespace.{ns}.component.{comp}.instance.{id:hex}`. */
-      subject?: string;
-    }
-  | {
-      kind: 'inproc';
-      /** Default the process-wide hub (where an embedding frontend's inproc client looks). */
-      hub?: InprocHub;
-      /** Default `sim-worker-{id:hex}`. */
-      name?: string;
-    };
+export type { RequestPlaneSpec };
 
 /** Card fields a worker may set beyond what the engine config decides. */
 export interface SimCardOptions {
@@ -146,7 +106,7 @@ export class SimWorker {
     readonly instance: Instance,
     readonly card: ModelDeploymentCard,
     private readonly discovery: Discovery,
-    private readonly registrations: Registration<unknown>[],
+    private readonly registration: WorkerRegistration,
     private readonly eventPlane: EventPlane | null,
     private readonly load: CoalescingLoadPublisher | null,
   ) {}
@@ -161,7 +121,6 @@ export class SimWorker {
     const id = d.leaseId as WorkerId;
     const endpoint = o.endpoint ?? GENERATE_ENDPOINT;
     let server: RequestServer | null = null;
-    const regs: Registration<unknown>[] = [];
     let publisher: KvEventPublisher | null = null;
     let relay: KvEventRelay | null = null;
     let bootstrap: BootstrapServer | null = null;
@@ -173,23 +132,21 @@ export class SimWorker {
       const cfg = engine.config;
       const ranks = Array.from({ length: cfg.dataParallelSize }, (_, r) => r);
       const localIndexer = o.enableLocalIndexer ?? true;
-      const topic = kvEventsTopic(o.namespace, o.component);
-      // Advertised before registration, so a router that discovers this worker connects before the first event.
-      if (!o.kvEventSink && o.eventPlane instanceof ZmqEventPlane) await o.eventPlane.announce(topic);
-      const sink = o.kvEventSink ?? (o.eventPlane ? planeSink(o.eventPlane, topic) : null);
-      const pub = new KvEventPublisher({
+      const events = await openWorkerEvents({
         workerId: id,
-        sink,
+        namespace: o.namespace,
+        component: o.component,
         dpRanks: ranks,
+        eventPlane: o.eventPlane ?? null,
+        sink: o.kvEventSink ?? null,
         localIndexer,
         onError: o.onError,
       });
+      const pub = events.publisher;
       publisher = pub;
       relay = o.kvEventRelay ? await o.kvEventRelay(pub, engine) : null;
       const scheduler = o.scheduler ?? defaultPassScheduler();
-      const load = o.eventPlane
-        ? new CoalescingLoadPublisher(new LoadChannel(o.eventPlane, o.namespace), 1, scheduler.clock)
-        : null;
+      const load = events.loads ? new CoalescingLoadPublisher(events.loads, 1, scheduler.clock) : null;
       const onEngineKvEvents = o.onEngineKvEvents;
       const driver = new EngineDriver(engine, {
         scheduler,
@@ -201,11 +158,18 @@ export class SimWorker {
             if (relay) relay.push(evs);
             else for (const ev of evs) pub.engineEvent({ dp_rank: ev.dp_rank, data: ev.data }, ev.event_id);
           },
-          onLoad: load ? (l) => load.update(activeLoad(id, l)) : undefined,
+          onLoad: load ? (l) => load.update(activeLoad(id, l.dp_rank, l)) : undefined,
         },
       });
 
-      server = await listen(o.requestPlane, o.namespace, o.component, id);
+      server = await listenRequestPlane(
+        o.requestPlane.kind === 'inproc'
+          ? { ...o.requestPlane, name: o.requestPlane.name ?? `sim-worker-${u64ToHex(id)}` }
+          : o.requestPlane,
+        o.namespace,
+        o.component,
+        id,
+      );
       const c = o.card ?? {};
       const dis = o.disagg ?? null;
       if (dis?.mode === 'prefill' && dis.bootstrap)
@@ -224,17 +188,14 @@ export class SimWorker {
           kvTransferDomain: c.runtimeConfig?.kv_transfer_domain,
         }),
       );
-      const queryEndpoints = localIndexer ? serveLocalIndexer(server, pub) : [];
-
-      const transport = server.transport;
-      const base = { namespace: o.namespace, component: o.component, transport, device_type: o.deviceType };
-      const inst = await registerInstance(d, { ...base, endpoint });
-      regs.push(inst);
-      for (const ep of queryEndpoints) regs.push(await registerInstance(d, { ...base, endpoint: ep }));
-      const cardReg = await registerModelCard(d, {
+      const registration = new WorkerRegistration({
+        discovery: d,
         namespace: o.namespace,
         component: o.component,
         endpoint,
+        server,
+        publisher: localIndexer ? pub : null,
+        deviceType: o.deviceType,
         card: {
           display_name: o.modelName,
           kv_cache_block_size: cfg.blockSize,
@@ -257,19 +218,19 @@ export class SimWorker {
           },
         },
       });
-      regs.push(cardReg);
+      const records = await registration.register();
       // A first (empty) load lets busy monitors know the ranks before any traffic.
-      if (load) for (const r of ranks) load.update(activeLoad(id, engine.load(r)));
+      if (load) for (const r of ranks) load.update(activeLoad(id, r, engine.load(r)));
       const w = new SimWorker(
         id,
         engine,
         driver,
         pub,
         server,
-        inst.record,
-        cardReg.record,
+        records.instance,
+        records.card,
         d,
-        regs,
+        registration,
         o.eventPlane ?? null,
         load,
       );
@@ -298,7 +259,7 @@ export class SimWorker {
    */
   stop(opts: StopOptions = {}): Promise<void> {
     this.stopping ??= (async () => {
-      await Promise.all(this.registrations.map((r) => r.unregister().catch(() => undefined)));
+      await this.registration.unregister();
       await this.server.close({ graceMs: opts.graceMs ?? 0 });
       this.driver.stop(new KvrError('engine_shutdown', `worker ${u64ToHex(this.instanceId)} shut down`, 503));
       this.load?.flush();
@@ -322,35 +283,5 @@ export class SimWorker {
     void this.bootstrap?.close();
     void this.relay?.close();
     void this.eventPlane?.close();
-  }
-}
-
-function activeLoad(id: WorkerId, l: EngineLoad) {
-  return {
-    worker_id: id,
-    dp_rank: l.dp_rank as DpRank,
-    active_decode_blocks: l.active_decode_blocks,
-    active_prefill_tokens: null,
-    kv_used_blocks: l.kv_used_blocks,
-  };
-}
-
-async function listen(p: RequestPlaneSpec, ns: string, comp: string, id: bigint): Promise<RequestServer> {
-  switch (p.kind) {
-    case 'tcp':
-      return TcpRequestServer.listen({ host: p.host, port: p.port, advertiseHost: p.advertiseHost });
-    case 'nats':
-      return NatsRequestServer.start(p.nc, {
-        subject: p.subject ?? `${componentSubject(ns, comp)}.instance.${u64ToHex(id)}`,
-      });
-    case 'inproc':
-      return (p.hub ?? defaultInprocHub()).listen({ name: p.name ?? `sim-worker-${u64ToHex(id)}` });
-    default:
-      throw new KvrError(
-        'invalid_argument',
-        `requestPlane.kind: must be tcp, nats or inproc, got ${JSON.stringify((p as { kind?: unknown }).kind)}`,
-        400,
-        { field: 'requestPlane.kind' },
-      );
   }
 }

@@ -4,17 +4,11 @@
  * fed by the simulated engines' KV events and loads exactly as the frontend feeds it. The only
  * other implementation is a bare round-robin used to test the loop on its own.
  */
-import { aicModelFromFlags, type AicFlags, type ReadText } from '@kvrouter/aic-model';
+import type { ReadText } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
 import { KvrError, type RouterEvent, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { ApproxIndexer, RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import {
-  KvRouter,
-  routerParamsFromConfig,
-  type Clock,
-  type PrefillDurationPredictor,
-  type RouterConfigFields,
-} from '@kvrouter/router';
+import type { Clock, PrefillDurationPredictor, RouterConfigFields } from '@kvrouter/router';
+import { buildLocalIndex, createRouter, planRouter } from '@kvrouter/router-host/assembly';
 
 export interface SimWorker {
   id: WorkerId;
@@ -95,9 +89,6 @@ export const roundRobinPolicy: PolicyFactory = (ctx) => {
   };
 };
 
-const unsupported = (flag: string, why: string): KvrError =>
-  new KvrError('unsupported_in_simulation', `${flag}: ${why}`, 400, { flag });
-
 export interface KvPolicyOptions {
   /**
    * Reads `--aic-model-path`'s config.json (the CLI's I/O, injected to keep this package pure);
@@ -111,36 +102,22 @@ export interface KvPolicyOptions {
   prefillDurationPredictor?: PrefillDurationPredictor;
 }
 
-const hasAicFlags = (c: object): c is AicFlags =>
-  'aicBackend' in c && 'aicSystem' in c && 'aicModelPath' in c;
-
 /**
- * The production router driven on the virtual clock. Index choice follows §7.4 through the
- * router's own `routerParamsFromConfig`; the simulator always uses the single-threaded index
- * (`--router-event-threads` is ignored: writer threads would make event application asynchronous
- * and the run non-deterministic).
+ * The production router driven on the virtual clock, assembled by `@kvrouter/router-host/assembly`
+ * exactly as the frontend and the standalone router assemble theirs (index choice §7.4, refusals,
+ * AIC predictor). The simulator always uses the single-threaded index (`--router-event-threads` is
+ * ignored: writer threads would make event application asynchronous and the run non-deterministic).
  */
 export function kvRouterPolicy(
   config: RouterConfigFields | ResolvedConfig<'router'>,
   popts: KvPolicyOptions = {},
 ): PolicyFactory {
-  const params = routerParamsFromConfig(config);
-  // Fail on options the simulator cannot honour before anything is built.
-  if (params.index.kind === 'remote')
-    throw unsupported('--use-remote-indexer', 'no remote indexer in the simulator');
-  let predictor: PrefillDurationPredictor | null = null;
-  if (params.aic) {
-    // The same predictor the frontend builds (§9.4); the --aic-* flag errors surface here, at startup.
-    if (!hasAicFlags(config))
-      throw unsupported('--router-prefill-load-model', 'aic needs the --aic-* fields of a resolved config');
-    predictor = popts.prefillDurationPredictor ?? aicModelFromFlags(config, popts.readText).predictor();
-  }
-  if (params.index.kind === 'approximate' && params.index.cachePolicy === 'lru') {
-    throw unsupported(
-      '--router-approximate-cache-policy',
-      'lru is not implemented by the approximate indexer',
-    );
-  }
+  // Fails on options the simulator cannot honour before anything is built.
+  const plan = planRouter(config, 'simulator', {
+    ...(popts.readText ? { readText: popts.readText } : {}),
+    ...(popts.prefillDurationPredictor ? { predictor: popts.prefillDurationPredictor } : {}),
+  });
+  const params = plan.params;
   return (ctx) => {
     if (params.blockSizeOverride !== null && params.blockSizeOverride !== ctx.blockSize) {
       throw new KvrError(
@@ -150,23 +127,10 @@ export function kvRouterPolicy(
         { flag: '--kv-cache-block-size' },
       );
     }
-    const plan = params.index;
-    let indexer: KvIndexer | null = null;
-    if (plan.kind === 'events') indexer = new RadixIndexer();
-    else if (plan.kind === 'approximate') {
-      indexer = new ApproxIndexer({
-        ttlSecs: plan.ttlSecs,
-        maxTreeSize: plan.maxTreeSize,
-        pruneTargetRatio: plan.pruneTargetRatio,
-        now: () => ctx.clock.now(),
-      });
-    }
+    const indexer = buildLocalIndex(params.index, { now: () => ctx.clock.now() });
     // Approximate mode learns only from its own decisions (§7.5): engine events are not applied.
-    const eventSink = plan.kind === 'events' ? indexer : null;
-    const { index: _index, blockSizeOverride: _bso, replicaSync: _rs, aic: _aic, ...opts } = params;
-    const router = new KvRouter({
-      ...opts,
-      prefillDurationPredictor: predictor,
+    const eventSink = params.index.kind === 'events' ? indexer : null;
+    const router = createRouter(plan, {
       blockSize: ctx.blockSize,
       clock: ctx.clock,
       random: ctx.random,
@@ -183,7 +147,7 @@ export function kvRouterPolicy(
     }
     let outstanding = 0;
     return {
-      name: params.mode ?? 'kv',
+      name: params.policy.mode ?? 'kv',
       route(req, done, fail) {
         outstanding++;
         router.route({ requestId: req.requestId, tokens: req.tokens, isl: req.isl }).then(
@@ -200,7 +164,9 @@ export function kvRouterPolicy(
       // Parked requests wait for a later event; the rest resolve within microtasks.
       settling: () => outstanding - router.queueDepth,
       onFirstToken: (id) => void router.markPrefillCompleted(id),
-      onOutputTokens: opts.trackOutputBlocks ? (id, n) => void router.onOutputTokens(id, n) : () => {},
+      onOutputTokens: params.policy.trackOutputBlocks
+        ? (id, n) => void router.onOutputTokens(id, n)
+        : () => {},
       onFinish: (id) => void router.free(id),
       onKvEvent: eventSink ? (ev) => eventSink.applyEvent(ev) : () => {},
       onLoad: (l) => void router.ingestLoad(l),

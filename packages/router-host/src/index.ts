@@ -1,0 +1,30 @@
+export * from './assembly.js';
+export { buildAicPredictor, readTextFile } from './aic.js';
+export {
+  WorkerCatalog,
+  type CatalogGroup,
+  type CatalogHooks,
+  type CatalogOptions,
+  type CatalogWorker,
+  type GroupKey,
+} from './catalog.js';
+export {
+  RouterHost,
+  startKvEventFeed,
+  threadPool,
+  type GroupPath,
+  type KvEventFeedOptions,
+  type RouterHostOptions,
+} from './host.js';
+export { Closers, realClock, stderrLogger, type Logger } from './lifecycle.js';
+export {
+  EXIT_CONFIG,
+  EXIT_OK,
+  EXIT_SECOND_SIGNAL,
+  EXIT_STARTUP_FAILED,
+  runMain,
+  startupExitCode,
+  type MainProcess,
+  type MainSpec,
+} from './main.js';
+export { REMOTE_QUERY_TIMEOUT_MS, createRemoteIndex, type RemoteIndexOptions } from './remote-index.js';
