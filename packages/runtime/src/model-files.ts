@@ -99,12 +99,10 @@ export class MemBlobStore implements BlobStore {
     return Promise.resolve(c);
   }
   get(checksum: string): Promise<Uint8Array> {
-    try {
+    return Promise.resolve().then(() => {
       hexOf(checksum);
-      return Promise.resolve(verified(checksum, this.blobs.get(checksum) ?? null, 'mem'));
-    } catch (e) {
-      return Promise.reject(e);
-    }
+      return verified(checksum, this.blobs.get(checksum) ?? null, 'mem');
+    });
   }
 }
 
