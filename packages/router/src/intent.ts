@@ -19,7 +19,7 @@ import {
   type WorkerId,
 } from '@kvrouter/protocols';
 import { invalid, type ResolvedOptions } from './options.js';
-import type { SessionIntent } from './session-rpc.js';
+import type { SessionBinding } from './sessions.js';
 import type { RouteRequest, RouterPhase, RoutingDecision } from './types.js';
 
 export interface Pin {
@@ -78,6 +78,15 @@ export interface Waiting {
   settle: (d: RoutingDecision) => void;
   fail: (e: unknown) => void;
   unlisten: (() => void) | null;
+}
+
+/** `nvext.session_control` as it arrived (§12). */
+export interface SessionIntent {
+  sessionId: string;
+  action: 'open' | 'close' | 'bind' | undefined;
+  timeoutS: number;
+  /** Binding found at arrival (refreshed). */
+  binding: SessionBinding | undefined;
 }
 
 /** One request between arrival and decision. */

@@ -4,7 +4,7 @@
  * `close_session` when a request or binding ends. The bindings themselves live in `StickySessions`.
  */
 import { KvrError, type WorkerWithDpRank } from '@kvrouter/protocols';
-import type { Pending } from './intent.js';
+import type { Pending, SessionIntent } from './intent.js';
 import type { ResolvedOptions } from './options.js';
 import {
   SESSION_CAPACITY_OF_STR_LEN,
@@ -14,14 +14,6 @@ import {
 } from './sessions.js';
 import type { RouteRequest, RoutingDecision } from './types.js';
 import type { WorkerSet } from './workers.js';
-
-export interface SessionIntent {
-  sessionId: string;
-  action: 'open' | 'close' | 'bind' | undefined;
-  timeoutS: number;
-  /** Binding found at arrival (refreshed). */
-  binding: SessionBinding | undefined;
-}
 
 export interface SessionControlContext {
   readonly o: ResolvedOptions;

@@ -86,7 +86,7 @@ const PORTS = new Set(['routerId', 'publishActiveSequenceEvent', 'sessionRpc', '
 const HOOKS = new Set(['publishLoad', 'onOverhead', 'onQueueChange', 'onError']);
 
 /** A flat option bag → `KvRouterOptions` (policy / deps / ports / hooks). */
-export function grouped(
+function grouped(
   flat: TestOptions & Pick<RouterDeps, 'clock' | 'random'> & { blockSize: number },
 ): KvRouterOptions {
   const g = { policy: {}, deps: {}, ports: {}, hooks: {} } as Record<string, Record<string, unknown>>;
