@@ -75,18 +75,6 @@ export function measureLatencyUs(fn: (i: number) => void, iterations: number, wa
   return stats(out);
 }
 
-/** Runs `fn` `reps` times and returns the median wall time in ms of one run. */
-export function medianMs(fn: () => void, reps = 5): number {
-  const t: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
-    fn();
-    t.push(performance.now() - t0);
-  }
-  t.sort((a, b) => a - b);
-  return t[Math.floor(t.length / 2)];
-}
-
 export const fmt = (v: number, digits = 3): string =>
   !Number.isFinite(v)
     ? String(v)

@@ -58,7 +58,7 @@ export interface RunStats {
 }
 
 /** Fast engines: §17 timing divided by 100, small KV cache. */
-export const SCENARIO_ENGINE: EngineConfig = { speedupRatio: 100, numGpuBlocks: 4096, blockSize: 16 };
+const SCENARIO_ENGINE: EngineConfig = { speedupRatio: 100, numGpuBlocks: 4096, blockSize: 16 };
 
 const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 

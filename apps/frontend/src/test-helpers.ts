@@ -8,7 +8,7 @@ import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
 import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
 import type { Logger } from './models.js';
 
-export const quietLog: Logger & { lines: string[] } = {
+const quietLog: Logger & { lines: string[] } = {
   lines: [],
   info(m) {
     this.lines.push(`info ${m}`);
@@ -27,7 +27,7 @@ export interface TestFrontendOptions extends Omit<FrontendOptions, 'embedded'> {
 }
 
 /** Simulated engines 20x faster than the §17 timing model (a few ms per pass). */
-export const FAST_ENGINE = { speedupRatio: 20, numGpuBlocks: 4096, blockSize: 16 };
+const FAST_ENGINE = { speedupRatio: 20, numGpuBlocks: 4096, blockSize: 16 };
 
 export async function startFrontend(argv: string[] = [], o: TestFrontendOptions = {}): Promise<Frontend> {
   const { config } = resolveConfig(

@@ -20,7 +20,7 @@ export function readTopologyDomains(dir: string): Record<string, string> {
   return domainsFromEntries(readTextDir(dir) ?? []);
 }
 
-export const nodeTopologyIo: TopologyIo = {
+const nodeTopologyIo: TopologyIo = {
   readDir: readTextDir,
   now: () => performance.now(),
   sleep: (ms) => new Promise((r) => setTimeout(r, ms)),

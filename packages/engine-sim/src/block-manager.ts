@@ -3,9 +3,9 @@ import type { KvEventLog } from './event-log.js';
 import { SlotTable } from './slot-table.js';
 
 /** Slot states. A FULL slot with refcount 0 is in the inactive pool (prefix cache, evictable). */
-export const FREE = 0;
+const FREE = 0;
 export const PARTIAL = 1;
-export const FULL = 2;
+const FULL = 2;
 
 /**
  * vLLM-flavoured KV block pool of one dp rank (PROTOCOL.md §17) over fixed typed arrays indexed by

@@ -8,7 +8,6 @@ import {
   U64_MAX,
   type RouterEvent,
   type StorageTier,
-  type WorkerId,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { BlockTable, homeOf } from './block-table.js';
@@ -813,5 +812,3 @@ function validRemoved(
   for (const h of hs as unknown[]) if (!isU64(h)) return false;
   return true;
 }
-
-export type { WorkerId };

@@ -1,4 +1,4 @@
-import { workerKey, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
 
 /**
  * Dense slot numbers for (worker, dp_rank) pairs: the bit position in every block's holder set.
@@ -140,5 +140,3 @@ export class SlotRegistry {
     }
   }
 }
-
-export { workerKey };

@@ -15,7 +15,7 @@ import {
 import { Option, type Command } from 'commander';
 
 /** The table groups that configure routing; infrastructure (discovery, planes) means nothing here. */
-export const ROUTER_GROUPS: readonly Group[] = [
+const ROUTER_GROUPS: readonly Group[] = [
   'Routing',
   'Routing — further router options',
   'AIC prefill load model',

@@ -24,7 +24,7 @@ class Xs {
 }
 
 /** About `tokens` cl100k tokens of text (common English words are one token each, with their space). */
-export function words(rng: Xs, tokens: number): string {
+function words(rng: Xs, tokens: number): string {
   const out: string[] = [];
   for (let i = 0; i < tokens; i++) out.push(WORDS[rng.next() % WORDS.length]!);
   return out.join(' ');

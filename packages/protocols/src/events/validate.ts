@@ -59,7 +59,7 @@ export function arr(v: unknown, path: string, max?: number, what = 'elements'): 
  * u64 from a number (safe integer), a bigint or a decimal string. `signed` additionally accepts a
  * negative i64 and reinterprets it bit for bit (engine hashes, §1).
  */
-export function toU64(v: unknown, signed: boolean): bigint | undefined {
+function toU64(v: unknown, signed: boolean): bigint | undefined {
   switch (typeof v) {
     case 'bigint':
       if (v >= 0n) return v <= U64_MAX ? v : undefined;
@@ -113,12 +113,6 @@ export function count(v: unknown, path: string): number {
 
 export function countOrNull(v: unknown, path: string): number | null {
   return v === null || v === undefined ? null : count(v, path);
-}
-
-export function i32(v: unknown, path: string): number {
-  if (typeof v === 'number' && Number.isInteger(v) && v >= -0x80000000 && v <= 0x7fffffff) return v;
-  if (typeof v === 'bigint' && v >= -0x80000000n && v <= 0x7fffffffn) return Number(v);
-  return fail(path, 'i32', v);
 }
 
 export function str(v: unknown, path: string): string {

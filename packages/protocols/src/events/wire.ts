@@ -69,11 +69,7 @@ export function decodeMsgpack(bytes: Uint8Array, what: string, maxBytes = DEFAUL
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export function decodeJsonText(
-  input: string | Uint8Array,
-  what: string,
-  maxBytes = DEFAULT_MAX_BYTES,
-): unknown {
+function decodeJsonText(input: string | Uint8Array, what: string, maxBytes = DEFAULT_MAX_BYTES): unknown {
   let text: string;
   if (typeof input === 'string') text = input;
   else if (input instanceof Uint8Array) {

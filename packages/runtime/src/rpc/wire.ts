@@ -28,7 +28,7 @@ const KEEP_ENCODER_BYTES = 1024 * 1024;
  * msgpack of one message as a view that the next call overwrites: copy it before encoding again.
  * `what` names the part that made it too large.
  */
-export function encodeMsg(m: RpcMsg, max: number, what: string): Uint8Array {
+function encodeMsg(m: RpcMsg, max: number, what: string): Uint8Array {
   let bytes: Uint8Array;
   try {
     bytes = encoder.encodeSharedRef(m);
