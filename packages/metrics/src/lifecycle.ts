@@ -75,7 +75,12 @@ export class ModelSeries {
    * Requests whose engine reported its cached tokens, with the router's prediction for the same
    * requests (plain sums for the dashboard's predicted-vs-reported view; no metric family).
    */
-  readonly reportedCache = { requests: 0, promptTokens: 0, reportedCachedTokens: 0, predictedCachedTokens: 0 };
+  readonly reportedCache = {
+    requests: 0,
+    promptTokens: 0,
+    reportedCachedTokens: 0,
+    predictedCachedTokens: 0,
+  };
 
   constructor(
     private readonly f: FrontendMetrics,
