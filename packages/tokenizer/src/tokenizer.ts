@@ -316,6 +316,8 @@ export class FastTokenizer {
   private readonly pre: PreTokenizer;
   private readonly cache = new Map<string, number | Int32Array>();
   private readonly cacheMax: number;
+  /** Ids of 1-2 character ASCII words: -1 unknown, TWO_BYTES, else the one id. */
+  private readonly small = new Int32Array(128 + 128 * 128).fill(-1);
   private readonly cacheEntries: number;
   private readonly decBytes: Uint8Array;
   private readonly decOff: Int32Array;
@@ -442,9 +444,35 @@ export class FastTokenizer {
 
   private piece(s: string, start: number, end: number): void {
     const len = end - start;
-    let key: string | null = null;
+    if (len <= 2) {
+      // One or two ASCII characters (spaces, punctuation, short words): a table, no string key.
+      const c0 = s.charCodeAt(start);
+      const c1 = len === 2 ? s.charCodeAt(start + 1) : 0;
+      if (c0 < 128 && c1 < 128) {
+        const slot = len === 1 ? c0 : 128 + c0 * 128 + c1;
+        const v = this.small[slot]!;
+        if (v >= 0) this.push(v);
+        else if (v === TWO_BYTES) {
+          this.push(this.byteIds[c0]!);
+          this.push(this.byteIds[c1]!);
+        } else {
+          const before = this.n;
+          this.encodeWord(s, start, end, null);
+          // Two ASCII bytes that do not merge are their two byte tokens.
+          this.small[slot] = this.n - before === 1 ? this.out[before]! : TWO_BYTES;
+        }
+        return;
+      }
+    }
+    const key = s.slice(start, end);
+    if (this.textVocab !== null) {
+      const id = this.textVocab.get(key);
+      if (id !== undefined) {
+        this.push(id);
+        return;
+      }
+    }
     if (len <= this.cacheMax) {
-      key = s.slice(start, end);
       const hit = this.cache.get(key);
       if (hit !== undefined) {
         if (typeof hit === 'number') this.push(hit);
@@ -455,9 +483,15 @@ export class FastTokenizer {
         }
         return;
       }
-    }
-    if (this.textVocab !== null) {
-      const id = this.textVocab.get(key ?? s.slice(start, end));
+      this.encodeWord(s, start, end, key);
+    } else this.encodeWord(s, start, end, null);
+  }
+
+  /** BPE of one word (no whole-word hit); remembered under `key` unless null. */
+  private encodeWord(s: string, start: number, end: number, key: string | null): void {
+    const len = end - start;
+    if (this.textVocab !== null && key === null) {
+      const id = this.textVocab.get(s.slice(start, end));
       if (id !== undefined) {
         this.push(id);
         return;
@@ -516,6 +550,8 @@ export class FastTokenizer {
     return this.specialIds[id] === 1;
   }
 }
+
+const TWO_BYTES = -2;
 
 function ownCopy(s: string): string {
   return ` ${s}`.slice(1);
