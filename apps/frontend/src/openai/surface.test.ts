@@ -4,6 +4,7 @@
  * names come from the flags before the card, `parallel_tool_calls: false` keeps the first call.
  */
 import { describe, expect, it } from 'vitest';
+import { resolveConfig } from '@kvrouter/config';
 import { xxh3_64 } from '@kvrouter/protocols';
 import type { TextTokenizer } from '../tokenizer/types.js';
 import { ChoiceOutput, parserNames } from './choices.js';
@@ -119,5 +120,18 @@ describe('parsers per model and parallel_tool_calls', () => {
     expect(out.toolCalls).toEqual([{ id: 'c0', type: 'function', function: { name: 'f', arguments: '{}' } }]);
     expect(out.finishReason('stop')).toBe('tool_calls');
     expect(out.finishReason('length')).toBe('length');
+  });
+});
+
+describe('--dyn-tool-call-parser / --dyn-reasoning-parser', () => {
+  it('a bad value stops startup naming the flag and the choices', () => {
+    expect(() => resolveConfig('frontend', ['--dyn-tool-call-parser', 'qwen'], {})).toThrow(
+      "argument --dyn-tool-call-parser: invalid choice: 'qwen' (choose from 'hermes', 'llama3_json', 'mistral', 'deepseek_v3', 'deepseek_v3_1', 'harmony')",
+    );
+    expect(() => resolveConfig('worker', [], { DYN_REASONING_PARSER: 'r1' })).toThrow(
+      "argument --dyn-reasoning-parser: invalid choice: 'r1' (choose from 'basic', 'deepseek_r1', 'qwen3', 'gpt_oss')",
+    );
+    const ok = resolveConfig('frontend', ['--dyn-reasoning-parser', 'qwen3'], {}).config;
+    expect([ok.dynToolCallParser, ok.dynReasoningParser]).toEqual([null, 'qwen3']);
   });
 });
