@@ -103,9 +103,12 @@ export async function startJsonServer(
   routes: Record<string, Route>,
   port: number,
   host = '0.0.0.0',
+  /** Requests it answers (true) skip the routes: `/dashboard` and its event stream. */
+  raw?: (req: http.IncomingMessage, res: http.ServerResponse) => boolean,
 ): Promise<JsonServer> {
   const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
+    if (raw?.(req, res)) return;
     const path = (req.url ?? '/').split('?')[0]!;
     const route = routes[`${req.method} ${path}`];
     const send = (r: Reply): void => {

@@ -24,6 +24,7 @@ import {
   instancesPrefix,
   parseDiscoveryKey,
   u64ToHex,
+  type Logger,
 } from '@kvrouter/protocols';
 import type { KvRouter } from '@kvrouter/router';
 import {
@@ -34,7 +35,6 @@ import {
   readTextFile,
   stderrLogger,
   type HostIndex,
-  type Logger,
   type RouterPlan,
 } from '@kvrouter/router-host';
 import {
@@ -66,6 +66,7 @@ import {
   toRouteRequest,
   type RouteReply,
 } from './api.js';
+import { standaloneDashboard, standaloneDashboardSource } from './dashboard.js';
 import { startJsonServer, type JsonServer } from './http.js';
 import { ServedIndexer } from './served-indexer.js';
 import type { EndpointPath } from './args.js';
@@ -195,7 +196,9 @@ export class StandaloneRouter {
     this.endpointMetrics = new RouterRequestMetrics(this.registry).forEndpoint(path);
     // §5.3: with --router-durable-kv-events a JetStream consumer feeds the index, not the event plane.
     const durable = params.index.kind === 'events' && config.routerDurableKvEvents;
+    const dash = standaloneDashboard(config.dashboard);
     const host = (this.host = new RouterHost({
+      ...(dash.decisionLog ? { ports: { decisionLog: dash.decisionLog } } : {}),
       plan,
       path,
       discovery,
@@ -287,6 +290,21 @@ export class StandaloneRouter {
     if (durable) await this.startDurable(nc!, index!);
 
     if (config.systemPort !== null) {
+      const dashboard = dash.hub(
+        standaloneDashboardSource(
+          () => ({
+            namespace: ns,
+            component: comp,
+            endpoint: path.endpoint,
+            router: host.router,
+            index: host.index,
+            workers: catalog.allGroups()[0]?.workers.values() ?? [],
+            model: catalog.modelNames[0] ?? path.endpoint,
+          }),
+          this.registry,
+        ),
+      );
+      if (dashboard) this.cleanup.push(() => dashboard.close());
       this.http_ = await startJsonServer(
         {
           'GET /health': () => this.health(),
@@ -301,6 +319,7 @@ export class StandaloneRouter {
         },
         config.systemPort,
         opts.systemHost,
+        dashboard ? (req, res) => dashboard.handle(req, res) : undefined,
       );
       const h = this.http_;
       this.cleanup.push(() => h.close());
