@@ -194,6 +194,209 @@ class Cl100kScanner implements Scanner {
   }
 }
 
+/** o200k classes (gpt-oss): letters split by case, marks apart. */
+const UP = 5; // \p{Lu} \p{Lt}
+const LO = 6; // \p{Ll}
+const BOTH = 7; // \p{Lm} \p{Lo}
+const MARK = 8; // \p{M}
+const RE_UP = /[\p{Lu}\p{Lt}]/u;
+const RE_LO = /\p{Ll}/u;
+const RE_BOTH = /[\p{Lm}\p{Lo}]/u;
+const RE_M = /\p{M}/u;
+
+function classify200k(cp: number): number {
+  const k = classify(cp);
+  if (k !== O && k !== L) return k;
+  const ch = String.fromCodePoint(cp);
+  if (k === L) return RE_UP.test(ch) ? UP : RE_LO.test(ch) ? LO : BOTH;
+  return RE_M.test(ch) ? MARK : O;
+}
+
+let bmp200k: Uint8Array | null = null;
+const astral200k = new Map<number, number>();
+
+/** In the upper-case-run class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`. */
+const inA = (k: number): boolean => k === UP || k === BOTH || k === MARK;
+/** In the lower-case-run class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`. */
+const inB = (k: number): boolean => k === LO || k === BOTH || k === MARK;
+/** `[^\r\n\p{L}\p{N}]` */
+const inP = (k: number): boolean => k === O || k === WS || k === MARK;
+
+/**
+ * o200k family (gpt-oss):
+ *   [^\r\n\p{L}\p{N}]?A*B+C? | [^\r\n\p{L}\p{N}]?A+B*C? | \p{N}{1,3} | ' '?[^\s\p{L}\p{N}]+[\r\n/]*
+ *   | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * with A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], B = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the contractions.
+ * A*B+ with backtracking: after the longest A-run, B+ starts at the first position (from the
+ * right) where a B character stands: the character after the run if it is lower case (then B+
+ * runs on), else the last B character inside the run (then the match ends after it).
+ */
+class O200kScanner implements Scanner {
+  readonly kind = 'scan:o200k';
+  private readonly cls: Uint8Array;
+  private s = '';
+  private n = 0;
+  /** Class and width of the character at the last `at` position. */
+  private k = O;
+  private w = 1;
+
+  constructor() {
+    if (bmp200k === null) {
+      bmp200k = new Uint8Array(65536);
+      for (let c = 0; c < 65536; c++) bmp200k[c] = c >= 0xd800 && c < 0xe000 ? O : classify200k(c);
+    }
+    this.cls = bmp200k;
+  }
+
+  private at(j: number): void {
+    const s = this.s;
+    const c = s.charCodeAt(j);
+    if (c < 0xd800 || c >= 0xe000) {
+      this.k = this.cls[c]!;
+      this.w = 1;
+      return;
+    }
+    if (c < 0xdc00 && j + 1 < this.n) {
+      const d = s.charCodeAt(j + 1);
+      if (d >= 0xdc00 && d < 0xe000) {
+        const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        let k = astral200k.get(cp);
+        if (k === undefined) {
+          k = classify200k(cp);
+          if (astral200k.size < 65536) astral200k.set(cp, k);
+        }
+        this.k = k;
+        this.w = 2;
+        return;
+      }
+    }
+    this.k = O;
+    this.w = 1;
+  }
+
+  /** End of A*B+ from q, or -1. */
+  private alt1(q: number): number {
+    const n = this.n;
+    let j = q;
+    let lastB = -1;
+    for (; j < n; j += this.w) {
+      this.at(j);
+      if (!inA(this.k)) break;
+      if (this.k !== UP) lastB = j + this.w;
+    }
+    if (j < n && this.k === LO) {
+      for (j += this.w; j < n; j += this.w) {
+        this.at(j);
+        if (!inB(this.k)) break;
+      }
+      return j;
+    }
+    return lastB;
+  }
+
+  /** End of A+B* from q, or -1. */
+  private alt2(q: number): number {
+    const n = this.n;
+    let j = q;
+    for (; j < n; j += this.w) {
+      this.at(j);
+      if (!inA(this.k)) break;
+    }
+    if (j === q) return -1;
+    for (; j < n; j += this.w) {
+      this.at(j);
+      if (!inB(this.k)) break;
+    }
+    return j;
+  }
+
+  /** `e` extended over an optional contraction. */
+  private contraction(e: number): number {
+    const s = this.s;
+    if (e + 1 >= this.n || s.charCodeAt(e) !== 39) return e;
+    const a = lowerAscii(s.charCodeAt(e + 1));
+    if (a === 115 || a === 116 || a === 109 || a === 100) return e + 2;
+    if (e + 2 < this.n) {
+      const b = lowerAscii(s.charCodeAt(e + 2));
+      if ((a === 114 && b === 101) || (a === 118 && b === 101) || (a === 108 && b === 108)) return e + 3;
+    }
+    return e;
+  }
+
+  run(s: string, emit: PieceSink): void {
+    this.s = s;
+    const n = (this.n = s.length);
+    let i = 0;
+    while (i < n) {
+      this.at(i);
+      const k0 = this.k;
+      const w0 = this.w;
+      let e = -1;
+      const p = inP(k0) && i + w0 < n;
+      const ab = inA(k0) || inB(k0);
+      if (p) e = this.alt1(i + w0);
+      if (e < 0 && ab) e = this.alt1(i);
+      if (e < 0 && p) e = this.alt2(i + w0);
+      if (e < 0 && ab) e = this.alt2(i);
+      if (e >= 0) {
+        e = this.contraction(e);
+        emit(i, e);
+        i = e;
+        continue;
+      }
+      if (k0 === N) {
+        let j = i + w0;
+        for (let d = 1; d < 3 && j < n; d++) {
+          this.at(j);
+          if (this.k !== N) break;
+          j += this.w;
+        }
+        emit(i, j);
+        i = j;
+        continue;
+      }
+      let j = -1;
+      if (k0 === O || k0 === MARK) j = i + w0;
+      else if (s.charCodeAt(i) === 32 && i + 1 < n && (this.at(i + 1), this.k === O || this.k === MARK))
+        j = i + 1 + this.w;
+      if (j >= 0) {
+        for (; j < n; j += this.w) {
+          this.at(j);
+          if (this.k !== O && this.k !== MARK) break;
+        }
+        while (j < n) {
+          const d = s.charCodeAt(j);
+          if (d !== 13 && d !== 10 && d !== 47) break;
+          j++;
+        }
+        emit(i, j);
+        i = j;
+        continue;
+      }
+      // Whitespace, as in the cl100k scanner.
+      const cls = this.cls;
+      let end = i;
+      let lastNl = -1;
+      while (end < n) {
+        const d = s.charCodeAt(end);
+        if (d >= 0xd800 && d < 0xe000) break;
+        const k1 = cls[d]!;
+        if (k1 === NL) lastNl = end;
+        else if (k1 !== WS) break;
+        end++;
+      }
+      if (lastNl >= 0) end = lastNl + 1;
+      else if (end < n && end - i >= 2) end--;
+      emit(i, end);
+      i = end;
+    }
+    this.s = '';
+  }
+}
+
+const O200K =
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 const CL100K = (digits: string): string =>
   `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}${digits}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`;
 
@@ -201,4 +404,5 @@ const CL100K = (digits: string): string =>
 export const SCANNERS = new Map<string, () => Scanner>([
   [JSON.stringify([CL100K('')]), () => new Cl100kScanner(1)],
   [JSON.stringify([CL100K('{1,3}')]), () => new Cl100kScanner(3)],
+  [JSON.stringify([O200K]), () => new O200kScanner()],
 ]);
