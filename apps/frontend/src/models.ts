@@ -5,7 +5,7 @@
  * card's block size, index fed by the KV event feed, `ActiveLoad` and replica channels). A model
  * is served while one of its worker sets has a worker.
  */
-import { GENERATE_ENDPOINT, KvrError, u64ToHex } from '@kvrouter/protocols';
+import { GENERATE_ENDPOINT, KvrError, u64ToHex, type Logger } from '@kvrouter/protocols';
 import type { EventPlane } from '@kvrouter/kv-events';
 import type { FrontendMetricSet, RequestLifecycleMetrics } from '@kvrouter/metrics';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
@@ -15,7 +15,6 @@ import {
   WorkerCatalog,
   type CatalogWorker,
   type GroupKey,
-  type Logger,
   type RouterPlan,
 } from '@kvrouter/router-host';
 import type { Discovery, ModelDeploymentCard, RequestClient, Transport } from '@kvrouter/runtime';

@@ -5,8 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { resolveConfig } from '@kvrouter/config';
-import { RemoteIndexerQueryCodec, RemoteIndexerRecordRequestCodec, type WorkerId } from '@kvrouter/protocols';
-import { KvRouter, RemoteIndexer, VirtualClock } from '@kvrouter/router';
+import {
+  RemoteIndexerQueryCodec,
+  RemoteIndexerRecordRequestCodec,
+  VirtualClock,
+  type WorkerId,
+} from '@kvrouter/protocols';
+import { KvRouter, RemoteIndexer } from '@kvrouter/router';
 import {
   MemDiscoveryHub,
   TcpRequestClient,

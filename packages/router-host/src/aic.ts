@@ -1,13 +1,13 @@
 /**
  * `--router-prefill-load-model aic`: the prefill-duration predictor (§9.4) from the `--aic-*`
- * flags. The model lives in `@kvrouter/aic-model` (pure, wrapped by `assembly.ts`); this file adds
+ * flags. The model lives in `@kvrouter/aic-model` (pure, wrapped by `assembly/`); this file adds
  * the one piece of I/O it needs, reading `--aic-model-path`'s config.json (a built-in Hugging Face
  * id needs no file).
  */
 import { readFileSync } from 'node:fs';
 import type { AicFlags } from '@kvrouter/aic-model';
 import type { PrefillDurationPredictor } from '@kvrouter/router';
-import { aicPredictor } from './assembly.js';
+import { aicPredictor } from './assembly/index.js';
 
 /** The file's text, or null when nothing is there (other read errors are real errors). */
 export function readTextFile(path: string): string | null {

@@ -17,7 +17,7 @@ import {
 } from '@kvrouter/kv-events';
 import type { RouterEndpointMetrics } from '@kvrouter/metrics';
 import { createKvIndexer } from '@kvrouter/radix-indexer/pool';
-import type { ActiveLoad } from '@kvrouter/protocols';
+import type { ActiveLoad, Logger } from '@kvrouter/protocols';
 import type { KvRouter, RemoteIndexer, RouterHooks, RouterPorts } from '@kvrouter/router';
 import {
   effectiveMaxBatchedTokens,
@@ -33,8 +33,8 @@ import {
   type IndexPool,
   type RouterPlan,
   type RouterWiring,
-} from './assembly.js';
-import { Closers, realClock, type Logger } from './lifecycle.js';
+} from './assembly/index.js';
+import { Closers, routerClock } from './lifecycle.js';
 import { createRemoteIndex } from './remote-index.js';
 
 export interface GroupPath {
@@ -186,7 +186,7 @@ export class RouterHost {
     const label = o.label ?? `router ${o.path.namespace}/${o.path.component}`;
     this.router_ = createRouter(o.plan, {
       blockSize: blockSizeOf(o.plan.params, card.kv_cache_block_size),
-      clock: realClock(o.now),
+      clock: routerClock(o.now),
       random: o.random ?? Math.random,
       hrtime: () => performance.now(),
       indexer: this.remote ? null : this.index,

@@ -1,4 +1,4 @@
-export * from './assembly.js';
+export * from './assembly/index.js';
 export { buildAicPredictor, readTextFile } from './aic.js';
 export {
   WorkerCatalog,
@@ -16,7 +16,7 @@ export {
   type KvEventFeedOptions,
   type RouterHostOptions,
 } from './host.js';
-export { Closers, realClock, stderrLogger, type Logger } from './lifecycle.js';
+export { Closers, routerClock, stderrLogger } from './lifecycle.js';
 export {
   EXIT_CONFIG,
   EXIT_OK,

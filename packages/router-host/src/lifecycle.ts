@@ -1,29 +1,17 @@
 /**
- * Start/stop helpers shared by the hosts: the logger shape, a stack of closers undone in reverse
- * order, and the real clock a production router runs on.
+ * Start/stop helpers shared by the hosts: a stack of closers undone in reverse order, and the
+ * clock a production router runs on (the kernel's real clock, unref'd timers).
  */
-import type { Clock } from '@kvrouter/router';
+import type { Clock, Logger } from '@kvrouter/protocols';
+import { consoleLogger, realClock } from '@kvrouter/protocols/node';
 
-export interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-}
+/** Services whose stdout carries data (a ready line, decisions) log on stderr. */
+export const stderrLogger: Logger = consoleLogger({ stderrOnly: true });
 
-/** `2026-12-01T10:00:00.000Z INFO  message` lines on stderr (stdout stays machine-readable). */
-export const stderrLogger: Logger = {
-  info: (m) => void process.stderr.write(`${new Date().toISOString()} INFO  ${m}\n`),
-  warn: (m) => void process.stderr.write(`${new Date().toISOString()} WARN  ${m}\n`),
-  error: (m) => void process.stderr.write(`${new Date().toISOString()} ERROR ${m}\n`),
-};
-
-/** The wall clock with unref'd timers (a router's timers never keep a process alive). */
-export function realClock(now: () => number = Date.now): Clock {
-  return {
-    now,
-    setTimeout: (f, ms) => setTimeout(f, ms).unref(),
-    clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-  };
+/** The wall clock (or an injected `now`) with unref'd timers: a router's timers never keep a process alive. */
+export function routerClock(now?: () => number): Clock {
+  const c = realClock();
+  return now ? { ...c, now } : c;
 }
 
 /**

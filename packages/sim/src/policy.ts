@@ -6,8 +6,14 @@
  */
 import type { ReadText } from '@kvrouter/aic-model';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { KvrError, type RouterEvent, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
-import type { Clock, PrefillDurationPredictor, RouterConfigFields } from '@kvrouter/router';
+import {
+  KvrError,
+  type Clock,
+  type RouterEvent,
+  type WorkerId,
+  type WorkerWithDpRank,
+} from '@kvrouter/protocols';
+import type { PrefillDurationPredictor, RouterConfigFields } from '@kvrouter/router';
 import { buildLocalIndex, createRouter, planRouter } from '@kvrouter/router-host/assembly';
 
 export interface SimWorker {

@@ -1,7 +1,6 @@
 import { resolveConfig } from '@kvrouter/config';
-import { KvrError, type WorkerId } from '@kvrouter/protocols';
+import { KvrError, VirtualClock, type WorkerId } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer } from '@kvrouter/radix-indexer';
-import { VirtualClock } from '@kvrouter/router';
 import { describe, expect, it } from 'vitest';
 import {
   blockSizeOf,
@@ -10,7 +9,7 @@ import {
   planRouter,
   type ApproxSettings,
   type RouterHostKind,
-} from './assembly.js';
+} from './index.js';
 
 const HOSTS: RouterHostKind[] = ['frontend', 'standalone-router', 'simulator'];
 const cfg = (...argv: string[]) => resolveConfig('router', ['--router-mode', 'kv', ...argv], {}).config;

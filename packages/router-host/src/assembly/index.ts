@@ -5,12 +5,11 @@
  * The io half (`host.ts`) adds the writer-thread pool, the event feed, channels and transports.
  */
 import { aicModelFromFlags, type AicFlags, type ReadText } from '@kvrouter/aic-model';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, type Clock } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
 import {
   KvRouter,
   routerParamsFromConfig,
-  type Clock,
   type IndexPlan,
   type KvRouterOptions,
   type PrefillDurationPredictor,
