@@ -5,7 +5,8 @@
  * dashboard viewer (an SSE client on `/dashboard/events`, which is what the page opens; the
  * snapshot is built once per tick whatever the number of viewers), then once more with the
  * server started with `--dashboard off`. Figure: the server process's CPU ms per request in each
- * phase (all its threads; the mocker process excluded) and the viewer phases' difference.
+ * phase (all its threads; the mocker process excluded) and the viewer phases' difference, and the
+ * wall time of each snapshot tick as the server reports it in the frames (`tick_ms`).
  */
 import { spawn } from 'node:child_process';
 import http from 'node:http';
@@ -51,20 +52,41 @@ interface LoadResult {
   sent: number;
 }
 
-/** An SSE viewer of `/dashboard/events`: counts frames and bytes until closed. */
-function viewer(base: string): { frames: () => number; bytes: () => number; close: () => void } {
+/** An SSE viewer of `/dashboard/events`: counts frames and bytes, keeps each frame's `tick_ms`. */
+function viewer(base: string): {
+  frames: () => number;
+  bytes: () => number;
+  ticks: number[];
+  close: () => void;
+} {
   let frames = 0;
   let bytes = 0;
+  let buf = '';
+  const ticks: number[] = [];
   const req = http.get(`${base}/dashboard/events`, (res) => {
     res.setEncoding('utf8');
     res.on('data', (d: string) => {
       bytes += d.length;
-      frames += d.split('\n\ndata: ').length - (d.startsWith('data: ') ? 0 : 1);
+      buf += d;
+      let end;
+      while ((end = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        if (!ev.startsWith('data: ')) continue;
+        frames++;
+        const t = (JSON.parse(ev.slice(6)) as { tick_ms: number | null }).tick_ms;
+        if (t !== null) ticks.push(t);
+      }
     });
   });
   req.on('error', () => undefined);
-  return { frames: () => frames, bytes: () => bytes, close: () => req.destroy() };
+  return { frames: () => frames, bytes: () => bytes, ticks, close: () => req.destroy() };
 }
+
+const median = (a: number[]): number => {
+  const s = [...a].sort((x, y) => x - y);
+  return s.length === 0 ? NaN : s[Math.floor(s.length / 2)];
+};
 
 const r2 = (x: number) => Math.round(x * 100) / 100;
 const RATE = 300;
@@ -113,6 +135,7 @@ export const suite: Suite = {
     const on = await server([]);
     const idle: number[] = [];
     const watched: number[] = [];
+    const tickMs: number[] = [];
     try {
       ctx.progress('warm-up', 0, 1);
       await on.phase(3, 0);
@@ -128,8 +151,11 @@ export const suite: Suite = {
           row(`--dashboard auto, one viewer (${i + 1})`, r1, s1, {
             frames: v.frames(),
             kb_per_frame: r2(v.bytes() / 1024 / Math.max(1, v.frames())),
+            tick_ms_p50: r2(median(v.ticks)),
+            tick_ms_max: r2(Math.max(...v.ticks)),
           }),
         );
+        tickMs.push(...v.ticks);
       }
     } finally {
       on.kill();
@@ -144,6 +170,17 @@ export const suite: Suite = {
       off.kill();
     }
     const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
+    // The page's own work, measured inside the server: one tick per second, whatever the request rate.
+    rows.push({
+      name: 'snapshot tick (build + serialise + write), per second',
+      value: r2(median(tickMs)),
+      unit: 'ms p50',
+      extra: {
+        max: r2(Math.max(...tickMs)),
+        ticks: tickMs.length,
+        per_request_at_rate_ms: r2(median(tickMs) / RATE),
+      },
+    });
     rows.push({
       name: 'one viewer − no viewer (mean of the pairs)',
       value: r2(mean(watched) - mean(idle)),

@@ -72,13 +72,14 @@ describe('DashboardHub', () => {
       text += new TextDecoder().decode(((await reader.read()) as { value?: Uint8Array }).value);
     expect(hub.viewerCount).toBe(1);
     expect(hub.tap.active).toBe(true);
-    const frame = JSON.parse(
-      text
-        .split('\n')
-        .find((l) => l.startsWith('data: '))!
-        .slice(6),
-    ) as { app: string };
-    expect(frame.app).toBe('router');
+    const frames = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)) as { app: string; tick_ms: number | null });
+    expect(frames[0].app).toBe('router');
+    // Each frame carries the previous tick's cost; the first has none.
+    expect(frames[0].tick_ms).toBeNull();
+    expect(frames[1].tick_ms).toBeGreaterThanOrEqual(0);
     ac.abort();
     while (hub.viewerCount > 0) await new Promise((res) => setTimeout(res, 5));
     expect(hub.tap.active).toBe(false);

@@ -54,6 +54,7 @@ export class DashboardHub {
   private readonly intervalMs: number;
   private readonly maxBuffered: number;
   private ticking = false;
+  private lastTickMs: number | null = null;
   private closed = false;
   /** Ticks run and bytes written (diagnostics, tests). */
   readonly stats = { ticks: 0, bytes: 0, skipped: 0 };
@@ -165,8 +166,10 @@ export class DashboardHub {
   private async tick(): Promise<void> {
     if (this.ticking || this.viewers.size === 0) return;
     this.ticking = true;
+    const t0 = performance.now();
     try {
       const s = await this.builder.build();
+      s.tick_ms = this.lastTickMs;
       const frame = `data: ${JSON.stringify(s)}\n\n`;
       this.stats.ticks++;
       for (const v of this.viewers) {
@@ -177,6 +180,7 @@ export class DashboardHub {
         v.write(frame);
         this.stats.bytes += frame.length;
       }
+      this.lastTickMs = performance.now() - t0;
     } catch (e) {
       this.o.onError?.(e);
     } finally {

@@ -182,6 +182,7 @@ function render(snap) {
   $('#app').textContent = snap.app;
   $('#ts').textContent = new Date(snap.ts).toLocaleTimeString();
   $('#frames').textContent = String(frames);
+  $('#tick').textContent = snap.tick_ms === null ? '–' : snap.tick_ms.toFixed(1) + ' ms';
   const main = $('main');
   const kids = snap.models.map(modelSection);
   if (kids.length === 0) kids.push(h('section', {}, h('div', { class: 'empty' }, 'no model has workers yet')));
@@ -204,7 +205,7 @@ export const PAGE_HTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>kvrouter dashboard</title><style>${CSS}</style></head>
 <body><header><h1>kvrouter</h1><span class="dim" id="app"></span><span id="status">connecting…</span>
-<span class="dim">updated <span id="ts">–</span> · frame <span id="frames">0</span></span></header>
+<span class="dim">updated <span id="ts">–</span> · frame <span id="frames">0</span> · snapshot cost <span id="tick" title="wall time of the previous tick: build, serialise, write">–</span></span></header>
 <main></main>
 <script>${JS}</script></body></html>
 `;

@@ -199,6 +199,7 @@ export class SnapshotBuilder {
       ts: t,
       interval_ms: this.intervalMs,
       window_s: this.windowMs / 1000,
+      tick_ms: null,
       models,
       decisions,
       signals: reg ? await this.signals(reg) : [],

@@ -187,6 +187,8 @@ export interface DashboardSnapshot {
   ts: number;
   interval_ms: number;
   window_s: number;
+  /** Wall ms the previous tick took (build, serialise, write to every viewer); null before the second tick. */
+  tick_ms: number | null;
   models: ModelSnapshot[];
   decisions: DecisionRow[];
   signals: SignalSnapshot[];
