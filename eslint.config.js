@@ -12,7 +12,7 @@ const ROOT = import.meta.dirname;
  * missing here fails lint on each of its files.
  *
  *   pure  — no I/O, no wall clock, no global randomness; imports pure packages only
- *   core  — composition with injected clock/transports; imports pure and core
+ *   core  — composition without I/O (clock, timers, randomness, transports injected); imports pure and core
  *   io    — talks to the outside world; imports pure, core and io
  *   test  — @kvrouter/testkit: imported by tests (and benchmarks) only
  *   app   — a process (apps/*, tools/*): imports packages, never another app
@@ -30,7 +30,7 @@ const KINDS = {
   'packages/aic-model': 'pure',
   'packages/engine-sim': 'pure',
   'packages/kernel': 'pure',
-  'packages/tokenizer': 'pure',
+  'packages/tokenizer': { kind: 'pure', parts: { './testing': { kind: 'test', dir: 'src/testing' } } },
   'packages/router': 'core',
   'packages/sim': 'core',
   'packages/runtime': 'io',
@@ -38,7 +38,8 @@ const KINDS = {
   'packages/metrics': 'io',
   'packages/sim-worker': 'io',
   'packages/dashboard': 'io',
-  'packages/router-host': { kind: 'io', parts: { './assembly': { kind: 'pure', dir: 'src/assembly' } } },
+  // ./assembly composes a router without I/O (the simulator imports it): core.
+  'packages/router-host': { kind: 'io', parts: { './assembly': { kind: 'core', dir: 'src/assembly' } } },
   'packages/worker-host': 'io',
   'packages/testkit': 'test',
   'apps/frontend': 'app',
@@ -60,23 +61,36 @@ const MAY_IMPORT = {
   bench: ['pure', 'core', 'io', 'test'],
 };
 
-const PURE_DIRS = Object.entries(KINDS)
-  .filter(([, k]) => (typeof k === 'string' ? k : k.kind) === 'pure')
-  .map(([d]) => d);
-const IMPURE_PARTS = Object.entries(KINDS).flatMap(([d, k]) =>
-  typeof k === 'string'
-    ? []
-    : Object.values(k.parts)
-        .filter((p) => p.kind !== 'pure')
-        .map((p) => `${d}/${p.dir}/**`),
-);
-const PURE_PARTS = Object.entries(KINDS).flatMap(([d, k]) =>
-  typeof k === 'string'
-    ? []
-    : Object.values(k.parts)
-        .filter((p) => p.kind === 'pure')
-        .map((p) => `${d}/${p.dir}/**/*.ts`),
-);
+/** Kinds without I/O, wall clock, global randomness or timers (pure, and core, whose clock is injected). */
+const NO_IO = new Set(['pure', 'core']);
+const kindOf = (k) => (typeof k === 'string' ? k : k.kind);
+const NO_IO_DIRS = Object.entries(KINDS)
+  .filter(([, k]) => NO_IO.has(kindOf(k)))
+  .map(([d]) => `${d}/src/**/*.ts`);
+const partDirs = (keep) =>
+  Object.entries(KINDS).flatMap(([d, k]) =>
+    typeof k === 'string'
+      ? []
+      : Object.values(k.parts)
+          .filter((p) => keep(NO_IO.has(p.kind)))
+          .map((p) => `${d}/${p.dir}/**`),
+  );
+const NO_IO_PARTS = partDirs((noIo) => noIo).map((g) => `${g}/*.ts`);
+const IO_PARTS = partDirs((noIo) => !noIo);
+
+/**
+ * One owner per external system (docs/CONVENTIONS.md): outside tests, these modules are imported only under the
+ * listed directories. A key ending in `/` matches a scope.
+ */
+const OWNERS = {
+  'prom-client': ['packages/metrics/'],
+  etcd3: ['packages/runtime/'],
+  piscina: ['packages/radix-indexer/src/pool/'],
+  zeromq: ['packages/kv-events/'],
+  '@nats-io/': ['packages/runtime/', 'packages/kv-events/'],
+  express: ['apps/'],
+  commander: ['apps/', 'tools/', 'packages/config/'],
+};
 
 /** Workspace directories (pnpm-workspace.yaml: packages/*, apps/*, tools/*, benchmarks) and their names. */
 function workspace() {
@@ -171,7 +185,15 @@ const boundaries = {
           return;
         }
         target = { kind, label: spec };
-      } else return;
+      } else {
+        const owner = Object.keys(OWNERS).find((m) => (m.endsWith('/') ? spec.startsWith(m) : spec === m));
+        if (owner && !test && !OWNERS[owner].some((d) => relFile.startsWith(d)))
+          context.report({
+            node,
+            message: `'${spec}' is used only by ${OWNERS[owner].join(', ')} (one owner per external system)`,
+          });
+        return;
+      }
       if (target.kind === 'app' && targetDir !== dir) {
         context.report({
           node,
@@ -198,18 +220,18 @@ const boundaries = {
   },
 };
 
-/** The pure-package rules (ARCHITECTURE.md dependency rule 2). */
+/** No I/O, no wall clock, no global randomness, no timers: pure and core code. */
 const pureRules = {
   'no-restricted-properties': [
     'error',
-    { object: 'Date', property: 'now', message: 'pure package: inject the clock' },
-    { object: 'Math', property: 'random', message: 'pure package: inject randomness' },
+    { object: 'Date', property: 'now', message: 'pure/core code: inject the clock' },
+    { object: 'Math', property: 'random', message: 'pure/core code: inject randomness' },
   ],
   'no-restricted-globals': [
     'error',
-    { name: 'setTimeout', message: 'pure package: no timers' },
-    { name: 'setInterval', message: 'pure package: no timers' },
-    { name: 'setImmediate', message: 'pure package: no timers' },
+    { name: 'setTimeout', message: 'pure/core code: no timers (use the injected clock)' },
+    { name: 'setInterval', message: 'pure/core code: no timers (use the injected clock)' },
+    { name: 'setImmediate', message: 'pure/core code: no timers (use the injected clock)' },
   ],
   'no-restricted-imports': [
     'error',
@@ -224,7 +246,7 @@ const pureRules = {
             'node:worker_threads',
             'node:dgram',
           ],
-          message: 'pure package: no I/O (pass the data or an injected reader in)',
+          message: 'pure/core code: no I/O (pass the data or an injected reader in)',
         },
       ],
     },
@@ -271,8 +293,9 @@ export default tseslint.config(
     rules: { 'no-console': 'error' },
   },
   {
-    files: [...PURE_DIRS.map((d) => `${d}/src/**/*.ts`), ...PURE_PARTS],
-    ignores: ['**/*.test.ts', '**/test/**', ...IMPURE_PARTS],
+    // Pure and core code (ARCHITECTURE rule 2; core gets clock, timers and randomness injected as well).
+    files: [...NO_IO_DIRS, ...NO_IO_PARTS],
+    ignores: ['**/*.test.ts', '**/test/**', '**/test-*.ts', ...IO_PARTS],
     rules: pureRules,
   },
 );
