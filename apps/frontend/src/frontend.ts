@@ -36,6 +36,7 @@ import { InferenceService } from './service.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
 import { TokenizerPool } from './tokenizer/pool.js';
+import { startModelTokenizers } from './tokenizer/per-model.js';
 
 export type FrontendConfig = ResolvedConfig<'frontend'>;
 
@@ -179,6 +180,22 @@ export class Frontend {
         tokenizer: loaded.tokenizer,
         mode: config.tokenizer,
         pool,
+      const tokenizers = await startModelTokenizers({
+        ...{ discovery, backend, memHub, fileRoot: config.fileKv, nc, log, threads },
+        ...{
+          namespace: config.namespace,
+          namespacePrefix: config.namespacePrefix,
+          modelName: config.modelName,
+        },
+        ...{ mode: config.tokenizer, cacheTokens: config.tokenizerPrefixCacheTokens },
+        fallback: {
+          loaded,
+          encoder,
+          fromFlag: config.modelPath !== null,
+          source: config.modelPath ? `--model-path ${config.modelPath}` : 'cl100k_base',
+        },
+      });
+      cleanup.push(() => tokenizers.close());
         cacheTokens: config.tokenizerPrefixCacheTokens,
       });
 
@@ -225,6 +242,8 @@ export class Frontend {
           numWorkers: config.mockerWorkers,
           openDiscovery: async () => memHub.connect(),
           namespace: e.namespace ?? config.namespace ?? 'dynamo',
+          // The simulated mock-model's tokenizer is cl100k, said explicitly in its card.
+          ...(config.modelPath ? {} : { card: { extra: { tokenizer: { tiktoken: 'cl100k_base' } } } }),
           component: e.component ?? 'backend',
           modelName,
           requestPlane: { kind: 'inproc', hub: inprocHub },
@@ -254,6 +273,7 @@ export class Frontend {
       const service = new InferenceService({
         registry,
         client,
+        tokenizers,
         encoder,
         template: loaded.template,
         metrics,
@@ -278,6 +298,8 @@ export class Frontend {
             metrics.index?.syncFrom(registry.appliedCounts());
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
+          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
+          internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
           healthy: () => ref.fe !== null && !ref.fe.closing,
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           onInflight: (d) => ref.fe?.onInflight(d),

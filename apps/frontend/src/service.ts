@@ -22,6 +22,7 @@ import { detokenizerFor, engineFields, mmHashesFor, stopExtras } from './openai/
 import type { InferenceRequest } from './openai/validate.js';
 import { DecodeStream } from './tokenizer/detok.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
+import type { ModelTokenizers } from './tokenizer/per-model.js';
 import type { ChatTemplate } from './tokenizer/template.js';
 
 export type FinishReason = 'stop' | 'length';
@@ -40,6 +41,8 @@ export interface ServiceOptions {
   client: RequestClient;
   encoder: PromptEncoder;
   template: ChatTemplate;
+  /** One tokenizer + template per served model, from its card (null: `encoder`/`template` for all). */
+  tokenizers?: ModelTokenizers | null;
   metrics: FrontendMetricSet;
   /** `--migration-limit` (0 = off unless the card sets one). */
   migrationLimit: number;
@@ -163,7 +166,7 @@ export class Completion {
     const router = set.router;
     const signal = this.ctx.signal;
     const req = this.req;
-    const detok = new DecodeStream(detokenizerFor(req, svc.encoder.tokenizer));
+    const detok = new DecodeStream(detokenizerFor(req, svc.encoderFor(this.model).tokenizer));
     const stops = req.stop;
     const maxStop = stops.reduce((m, s) => Math.max(m, s.length), 0);
     let held = '';
@@ -175,7 +178,7 @@ export class Completion {
     const tracker = this.tracker;
     const stopIds = req.ignoreEos
       ? req.stopTokenIds
-      : [...req.stopTokenIds, ...svc.encoder.tokenizer.eosTokenIds];
+      : [...req.stopTokenIds, ...svc.encoderFor(this.model).tokenizer.eosTokenIds];
     try {
       for (;;) {
         const prompt = generated.length === 0 ? this.tokens : concat(this.tokens, generated);
@@ -208,7 +211,7 @@ export class Completion {
           nvext: leg?.nvext ?? req.nvext,
           pinHeader: this.ctx.workerHeader,
           signal,
-          ...mmHashesFor(req, prompt, set.blockSize, svc.encoder.tokenizer),
+          ...mmHashesFor(req, prompt, set.blockSize, svc.encoderFor(this.model).tokenizer),
           ...(leg ? { overrides: leg.overrides, constraints: leg.constraints } : {}),
         });
         leg?.decodeRouted(d);
@@ -394,6 +397,11 @@ export class InferenceService {
     return this.o.encoder;
   }
 
+  /** The encoder (and tokenizer) of `model`: its card's, else the default. */
+  encoderFor(model: string): PromptEncoder {
+    return this.o.tokenizers?.peek(model).encoder ?? this.o.encoder;
+  }
+
   /**
    * Everything that can fail with a status before a response starts: model lookup, chat template,
    * tokenization, context-length check. Routing happens on the first pull of `deltas`.
@@ -422,7 +430,7 @@ export class InferenceService {
       t0,
     );
     try {
-      const tokens = await this.tokenize(req);
+      const tokens = await this.tokenize(req, model.name);
       if (tokens.length === 0)
         throw badRequest(
           req.kind === 'chat' ? 'messages' : 'prompt',
@@ -448,22 +456,26 @@ export class InferenceService {
     }
   }
 
-  private async tokenize(req: InferenceRequest): Promise<Uint32Array> {
+  private async tokenize(req: InferenceRequest, model: string): Promise<Uint32Array> {
     if (req.nvext.token_data) return req.nvext.token_data;
     const t = performance.now();
+    const mt = this.o.tokenizers ? await this.o.tokenizers.for(model) : null;
+    const encoder = mt?.encoder ?? this.o.encoder;
     let ids: Uint32Array;
     if (req.kind === 'chat') {
-      const text = this.o.template.render(req.messages, {
+      const text = (mt?.template ?? this.o.template).render(req.messages, {
         addGenerationPrompt: req.addGenerationPrompt,
+        continueFinalMessage: req.continueFinalMessage,
+        ...(req.documents ? { documents: req.documents } : {}),
         ...(req.tools ? { tools: req.tools } : {}),
         ...(req.toolChoice !== undefined ? { toolChoice: req.toolChoice } : {}),
         ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
       });
-      ids = await this.o.encoder.encode(text);
+      ids = await encoder.encode(text);
     } else if (req.promptTokens) return req.promptTokens;
     else {
-      const body = await this.o.encoder.encode(req.prompt ?? '');
-      const bos = this.o.encoder.tokenizer.bosTokenIds;
+      const body = await encoder.encode(req.prompt ?? '');
+      const bos = encoder.tokenizer.bosTokenIds;
       ids = bos.length === 0 ? body : concat(Uint32Array.from(bos), Array.from(body));
     }
     this.o.metrics.frontend.observeTokenizer('tokenize', performance.now() - t);

@@ -17,6 +17,7 @@ import {
 } from '@kvrouter/kv-events';
 import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
+import { modelFileCardFields } from './model-files.js';
 import {
   MockerConfigError,
   extraArgsToArgv,
@@ -135,6 +136,13 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
         onError: (e) => io.log(`kv events: JetStream publish failed: ${errText(e)}`),
       });
     }
+    const cardFiles = await modelFileCardFields({
+      modelPath: config.modelPath,
+      discoveryBackend: plan.discoveryBackend,
+      fileKv: config.fileKv ?? null,
+      nc,
+      log: io.log,
+    });
     const requestPlane: RequestPlaneSpec =
       plan.requestPlane === 'nats'
         ? { kind: 'nats', nc: nc! }
@@ -184,7 +192,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
         : null,
       startupDelayMs: plan.startupDelayMs,
       staggerMs: plan.staggerMs,
-      card: { runtimeConfig },
+      card: { runtimeConfig, extra: cardFiles },
       disagg,
       onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
       onError: (e) => io.log(`kv events: ${errText(e)}`),

@@ -45,6 +45,8 @@ export interface SimCardOptions {
   modelType?: ModelCardInput['model_type'];
   /** Merged into `runtime_config` (topology domains, taints, …). */
   runtimeConfig?: Partial<ModelRuntimeConfig>;
+  /** More card fields, e.g. the model files (`tokenizer`, `prompt_formatter`, `chat_template_file`). */
+  extra?: Record<string, unknown>;
 }
 
 export interface SimWorkerOptions {
@@ -197,6 +199,7 @@ export class SimWorker {
         publisher: localIndexer ? pub : null,
         deviceType: o.deviceType,
         card: {
+          ...c.extra,
           display_name: o.modelName,
           kv_cache_block_size: cfg.blockSize,
           context_length: c.contextLength ?? cfg.numGpuBlocks * cfg.blockSize,

@@ -134,6 +134,13 @@ export const sha256 = (s: string): string => createHash('sha256').update(s).dige
 /** The hash a fixture stores for ids it does not list. */
 export const idsSha256 = (ids: ArrayLike<number>): string => sha256(Array.from(ids).join(','));
 
+/** Checks ids only (the HTTP API returns ids, not the rendered text); `ids` null = refused with 400. */
+export function compareIds(c: ParityCase, ids: ArrayLike<number> | null): string | null {
+  if (c.error !== undefined) return ids === null ? null : `expected a refusal (${c.error})`;
+  if (ids === null) return 'refused a conversation the reference renders';
+  return compareCase({ ...c, text: undefined, text_sha256: undefined }, '', ids);
+}
+
 /** Checks actual text/ids against a case; returns the first difference in words, or null. */
 export function compareCase(
   c: ParityCase,

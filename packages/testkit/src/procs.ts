@@ -26,18 +26,31 @@ process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
 });
 
-function start(script: string, args: string[], infra: Infra, env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, ...args], {
-    cwd: REPO,
-    env: {
-      ...process.env,
-      ETCD_ENDPOINTS: infra.etcd,
-      NATS_SERVER: infra.nats,
-      DYN_TCP_RPC_PORT: '',
-      ...env,
+/** tsx's loader by absolute URL, so a child may run in any working directory. */
+const TSX = import.meta.resolve('tsx');
+
+function start(
+  script: string,
+  args: string[],
+  infra: Infra,
+  env: Record<string, string> = {},
+  cwd: string = REPO,
+): Proc {
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--import', TSX, join(REPO, script), ...args],
+    {
+      cwd,
+      env: {
+        ...process.env,
+        ETCD_ENDPOINTS: infra.etcd,
+        NATS_SERVER: infra.nats,
+        DYN_TCP_RPC_PORT: '',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   live.add(child);
   let err = '';
   child.stderr!.on('data', (b: Buffer) => {
@@ -57,13 +70,26 @@ function start(script: string, args: string[], infra: Infra, env: Record<string,
   };
 }
 
+export interface MockerProcOptions {
+  /** Working directory of the process (default the repository). */
+  cwd?: string;
+  /** `--model-path` (default `mock-model`, the simulated model). */
+  modelPath?: string;
+}
+
 /** `--num-workers` simulated engines registered in etcd, KV events on NATS, generate over tcp. */
-export function startMocker(infra: Infra, ns: string, numWorkers: number, extra: string[] = []): Proc {
+export function startMocker(
+  infra: Infra,
+  ns: string,
+  numWorkers: number,
+  extra: string[] = [],
+  opts: MockerProcOptions = {},
+): Proc {
   return start(
     'apps/mocker/src/main.ts',
     [
       '--model-path',
-      'mock-model',
+      opts.modelPath ?? 'mock-model',
       '--discovery-backend',
       'etcd',
       '--event-plane',
@@ -81,6 +107,8 @@ export function startMocker(infra: Infra, ns: string, numWorkers: number, extra:
       ...extra,
     ],
     infra,
+    {},
+    opts.cwd,
   );
 }
 

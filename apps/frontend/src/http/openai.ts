@@ -90,8 +90,9 @@ const FIM = [
 ] as const;
 
 /** `suffix`: a prefix-suffix-middle prompt in the tokenizer's fill-in-the-middle tokens. */
-function fimPrompt(svc: InferenceService, prompt: string, suffix: string): string {
-  const sp = svc.encoder.tokenizer.specialTokens;
+function fimPrompt(svc: InferenceService, model: string, prompt: string, suffix: string): string {
+  const tok = svc.encoderFor(model).tokenizer;
+  const sp = tok.specialTokens;
   const t = FIM.find((f) => f.every((s) => sp.has(s)));
   if (!t)
     throw new KvrError(
@@ -152,8 +153,8 @@ export function completionsHandler(
   const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   const idPrefix = kind === 'chat' ? 'chatcmpl-' : 'cmpl-';
   const tokenText = new WeakMap<object, (id: number) => string>();
-  const textOf = (): ((id: number) => string) => {
-    const tok = svc.encoder.tokenizer;
+  const textOf = (model: string): ((id: number) => string) => {
+    const tok = svc.encoderFor(model).tokenizer;
     let f = tokenText.get(tok);
     if (!f) tokenText.set(tok, (f = tokenTextOf(tok)));
     return f;
@@ -193,7 +194,9 @@ export function completionsHandler(
           ? base.batch.map((p: CompletionPrompt) => ({
               ...base,
               prompt:
-                base.suffix !== null && p.prompt !== null ? fimPrompt(svc, p.prompt, base.suffix) : p.prompt,
+                base.suffix !== null && p.prompt !== null
+                  ? fimPrompt(svc, base.model, p.prompt, base.suffix)
+                  : p.prompt,
               promptTokens: p.promptTokens,
             }))
           : [base];
@@ -211,7 +214,7 @@ export function completionsHandler(
           index,
           q,
           names,
-          textOf(),
+          textOf(c.model),
           promptTail(svc, c, names),
           () => `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
         );
@@ -389,7 +392,7 @@ export function completionsHandler(
 function promptTail(svc: InferenceService, c: Completion, names: ParserNames): string {
   if (names.reasoningParser === null || c.tokens.length === 0) return '';
   const tail = c.tokens.subarray(Math.max(0, c.tokens.length - 8));
-  const tok = svc.encoder.tokenizer;
+  const tok = svc.encoderFor(c.model).tokenizer;
   const specials = new Map<number, string>();
   for (const [s, id] of tok.specialTokens) specials.set(id, s);
   let out = '';

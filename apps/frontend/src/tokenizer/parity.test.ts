@@ -1,7 +1,8 @@
 /**
  * Tokenizer + chat-template parity with the reference (Python jinja2 rendering as transformers'
  * apply_chat_template, Hugging Face `tokenizers` ids with add_special_tokens=False), through the
- * library: template.render + the prompt encoder in both `--tokenizer` modes. Fixtures:
+ * library: template.render + the prompt encoder in both `--tokenizer` modes, with both tokenizer
+ * engines (the exact fast tokenizer of @kvrouter/tokenizer and @huggingface/tokenizers). Fixtures:
  * packages/testkit/fixtures/tokenizer-parity (regenerate: pnpm --filter @kvrouter/testkit parity:generate).
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -27,11 +28,17 @@ afterAll(() => {
   vi.useRealTimers();
 });
 
-describe.each(PARITY_TOKENIZERS)('parity with transformers: %s', (name) => {
+const cases = PARITY_TOKENIZERS.flatMap((name) =>
+  (['fast', 'hf'] as const).map((engine) => [name, engine] as const),
+);
+
+describe.each(cases)('parity with transformers: %s (%s engine)', (name, engine) => {
   it('every conversation renders to the reference text and ids (default and fastokens)', async () => {
     const fixture = parityFixture(name);
     const convs = new Map(parityConversations().map((c) => [c.id, c]));
-    const { tokenizer, template } = loadTokenizer({ kind: 'hf', dir: parityModelDir(name) });
+    const loaded = loadTokenizer({ kind: 'hf', dir: parityModelDir(name), engine });
+    expect(loaded.engine).toBe(engine);
+    const { tokenizer, template } = loaded;
     const encoders = [
       new PromptEncoder({ tokenizer, mode: 'default' }),
       new PromptEncoder({ tokenizer, mode: 'fastokens' }),
