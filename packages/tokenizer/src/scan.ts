@@ -201,7 +201,6 @@ const BOTH = 7; // \p{Lm} \p{Lo}
 const MARK = 8; // \p{M}
 const RE_UP = /[\p{Lu}\p{Lt}]/u;
 const RE_LO = /\p{Ll}/u;
-const RE_BOTH = /[\p{Lm}\p{Lo}]/u;
 const RE_M = /\p{M}/u;
 
 function classify200k(cp: number): number {
