@@ -25,9 +25,10 @@ import {
   type LocalBlockHash,
   type RouterEvent,
   type WorkerId,
+  type Clock,
 } from '@kvrouter/protocols';
 import { RadixIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
-import { KvRouter, type Clock, type RouterOverhead } from '@kvrouter/router';
+import { KvRouter, type RouterOverhead } from '@kvrouter/router';
 import { Rng } from '@kvrouter/testkit';
 import { stats, type Row, type Suite, type SuiteContext } from '../harness.js';
 

@@ -1,9 +1,9 @@
 /** The adapters wired to the real domain objects: KvRouter, RadixIndexer, and the hook shapes. */
 import { describe, expect, it } from 'vitest';
-import { KvrError, type ActiveLoad, type WorkerId } from '@kvrouter/protocols';
+import { KvrError, VirtualClock, type ActiveLoad, type WorkerId } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { cleared, removed, stored } from '@kvrouter/radix-indexer/testing';
-import { KvRouter, VirtualClock, type RouterOverhead } from '@kvrouter/router';
+import { KvRouter, type RouterOverhead } from '@kvrouter/router';
 import {
   appliedHook,
   engineDroppedHook,

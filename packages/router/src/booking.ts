@@ -5,9 +5,9 @@
  * worker or rank left).
  */
 import type { MultiWorkerSequences } from '@kvrouter/core-cost';
-import { pairsToU64s, type SequenceHash, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { pairsToU64s, type SequenceHash, type WorkerWithDpRank, invalidArgument } from '@kvrouter/protocols';
 import type { Pending } from './intent.js';
-import { invalid, type ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from './options.js';
 import type { OverlapSource } from './overlap.js';
 import type { ReplicaSync } from './replica.js';
 import type { RankEntry, WorkerEntry } from './workers.js';
@@ -60,7 +60,11 @@ export class Bookings {
     if (predictor && params.trackPrefillTokens) {
       expectedMs = predictor({ worker: r.worker, isl: it.isl, prefixTokens: Math.min(cachedTokens, it.isl) });
       if (expectedMs !== null && !(expectedMs >= 0 && Number.isFinite(expectedMs)))
-        throw invalid('prefillDurationPredictor', 'must return a finite number >= 0 or null', expectedMs);
+        throw invalidArgument(
+          'prefillDurationPredictor',
+          'must return a finite number >= 0 or null',
+          expectedMs,
+        );
     }
     const booked = c.seqs.addRequest(
       r.worker,

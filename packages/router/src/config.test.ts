@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '@kvrouter/config';
-import { VirtualClock } from './clock.js';
+import { VirtualClock } from '@kvrouter/protocols';
 import { routerParamsFromConfig } from './config.js';
 import { KvRouter } from './router.js';
 

@@ -5,7 +5,6 @@ export {
   MAINTENANCE_INTERVAL_MS,
   DEFAULT_OVERLAP_REFRESH_AFTER_SECS,
 } from './router.js';
-export { VirtualClock, type Clock, type TimerHandle } from './clock.js';
 export type { WorkerConfig } from './workers.js';
 export {
   StickySessions,

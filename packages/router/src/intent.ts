@@ -11,6 +11,7 @@ import {
   type RouterConfigOverride,
 } from '@kvrouter/core-cost';
 import {
+  invalidArgument,
   KvrError,
   PREFILL_INSTANCE_HEADER,
   WORKER_INSTANCE_HEADER,
@@ -18,7 +19,7 @@ import {
   parseU64,
   type WorkerId,
 } from '@kvrouter/protocols';
-import { invalid, type ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from './options.js';
 import type { SessionBinding } from './sessions.js';
 import type { RouteRequest, RouterPhase, RoutingDecision } from './types.js';
 
@@ -112,17 +113,18 @@ export interface IntentContext {
 
 export function prepareIntent(req: RouteRequest, ctx: IntentContext): Pending {
   const o = ctx.o;
-  if (!req || typeof req !== 'object') throw invalid('request', 'must be an object');
+  if (!req || typeof req !== 'object') throw invalidArgument('request', 'must be an object');
   const id = req.requestId;
-  if (typeof id !== 'string' || id.length === 0) throw invalid('requestId', 'must be a non-empty string', id);
+  if (typeof id !== 'string' || id.length === 0)
+    throw invalidArgument('requestId', 'must be a non-empty string', id);
   const nv = req.nvext;
   const tokens = req.tokens ?? nv?.token_data;
   if (o.mode === 'kv' && !(tokens instanceof Uint32Array))
-    throw invalid('tokens', 'must be a Uint32Array of token ids');
+    throw invalidArgument('tokens', 'must be a Uint32Array of token ids');
   const isl = req.isl ?? tokens?.length ?? 0;
-  if (!Number.isSafeInteger(isl) || isl < 0) throw invalid('isl', 'must be an integer >= 0', isl);
+  if (!Number.isSafeInteger(isl) || isl < 0) throw invalidArgument('isl', 'must be an integer >= 0', isl);
   if (req.loraName !== undefined && typeof req.loraName !== 'string')
-    throw invalid('loraName', 'must be a string');
+    throw invalidArgument('loraName', 'must be a string');
   const queryOnly = req.queryOnly === true || isQueryOnly(nv);
   if (!queryOnly && ctx.isKnown(id))
     throw new KvrError('duplicate_request', `request ${id} is already being routed`, 400, {

@@ -14,7 +14,7 @@ import {
 } from '@kvrouter/protocols';
 import { ApproxIndexer, RadixIndexer, SideIndexer } from '@kvrouter/radix-indexer';
 import { Rng } from '@kvrouter/testkit';
-import { VirtualClock } from './clock.js';
+import { VirtualClock } from '@kvrouter/protocols';
 import { KvRouter } from './router.js';
 import { cat, flush, harness, storeEvent, toks, w } from './test-fixtures.js';
 

@@ -19,8 +19,7 @@ import {
   type QueuePolicy,
   type RouterMode,
 } from '@kvrouter/core-cost';
-import { KvrError } from '@kvrouter/protocols';
-import type { Clock } from './clock.js';
+import { invalidArgument as invalid, type Clock } from '@kvrouter/protocols';
 import { SESSION_REAP_INTERVAL_MS } from './sessions.js';
 import type {
   KvRouterOptions,
@@ -37,15 +36,6 @@ export const QUEUE_RECHECK_AIC_MS = 100;
 /** Maintenance tick: lazy-expiry backstop (§9.2) and session reaper (§12), both every 30 s. */
 export const MAINTENANCE_INTERVAL_MS = Math.min(EXPIRY_CHECK_INTERVAL_MS, SESSION_REAP_INTERVAL_MS);
 export const DEFAULT_OVERLAP_REFRESH_AFTER_SECS = 10;
-
-const show = (v: unknown): string =>
-  typeof v === 'string' ? `'${v}'` : typeof v === 'object' && v !== null ? typeof v : String(v as number);
-
-/** `invalid_argument` (400) naming the field. */
-export const invalid = (field: string, reason: string, v?: unknown): KvrError =>
-  new KvrError('invalid_argument', `${field} ${reason}${v === undefined ? '' : `, got ${show(v)}`}`, 400, {
-    field,
-  });
 
 /** Everything the parts of the router read, validated and with defaults applied. */
 export interface ResolvedOptions {

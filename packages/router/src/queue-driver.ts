@@ -4,9 +4,8 @@
  * and fails parked requests on cancel or close. The admission itself is the router's (`admit`:
  * gate then booking, synchronously).
  */
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, type TimerHandle } from '@kvrouter/protocols';
 import { RouterQueue } from '@kvrouter/core-cost';
-import type { TimerHandle } from './clock.js';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
 import type { RoutingDecision } from './types.js';
@@ -24,7 +23,8 @@ export interface QueueContext {
 export class QueueDriver {
   private readonly q: RouterQueue<Pending>;
   private draining = false;
-  private timer: TimerHandle | null = null;
+  /** The re-check timer while armed (boxed: the kernel's `TimerHandle` is opaque). */
+  private timer: { handle: TimerHandle } | null = null;
 
   constructor(private readonly c: QueueContext) {
     const o = c.o;
@@ -121,7 +121,7 @@ export class QueueDriver {
 
   /** Stops the re-check timer and fails every parked request (`router_closed`, 503). */
   close(): void {
-    if (this.timer !== null) this.c.o.clock.clearTimeout(this.timer);
+    if (this.timer !== null) this.c.o.clock.clearTimeout(this.timer.handle);
     this.timer = null;
     const q = this.q;
     while (q.size > 0) {
@@ -136,13 +136,14 @@ export class QueueDriver {
     const o = this.c.o;
     o.hooks.onQueueChange?.(q.size);
     if (q.size > 0 && this.timer === null) {
-      this.timer = o.clock.setTimeout(() => {
+      const handle = o.clock.setTimeout(() => {
         this.timer = null;
         this.drain();
         if (q.size > 0) this.changed();
       }, o.queueRecheckMs);
+      this.timer = { handle };
     } else if (q.size === 0 && this.timer !== null) {
-      o.clock.clearTimeout(this.timer);
+      o.clock.clearTimeout(this.timer.handle);
       this.timer = null;
     }
   }

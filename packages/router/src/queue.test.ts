@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { KvrError, type Nvext } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import type { QueuePolicy } from '@kvrouter/core-cost';
-import type { Clock } from './clock.js';
+import type { Clock } from '@kvrouter/protocols';
 import { KvRouter } from './router.js';
 import { flush, harness, storeEvent, toks, w, type TestOptions } from './test-fixtures.js';
 import type { RoutingDecision } from './types.js';

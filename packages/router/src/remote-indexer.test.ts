@@ -10,7 +10,7 @@ import {
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { Rng } from '@kvrouter/testkit';
 import { describe, expect, it } from 'vitest';
-import { VirtualClock } from './clock.js';
+import { VirtualClock } from '@kvrouter/protocols';
 import { KvRouter } from './router.js';
 import {
   RemoteIndexer,

@@ -11,6 +11,7 @@
  */
 import {
   KvrError,
+  invalidArgument,
   RemoteIndexerQueryResponseCodec,
   RemoteIndexerRecordResponseCodec,
   computeSequenceHashes,
@@ -102,19 +103,12 @@ export class RemoteIndexer implements KvIndexer, RoutingRecorder, PrefetchingInd
 
   constructor(private readonly o: RemoteIndexerOptions) {
     if (!o || typeof o.modelName !== 'string' || o.modelName.length === 0)
-      throw new KvrError('invalid_argument', 'modelName must be a non-empty string', 400, {
-        field: 'modelName',
-      });
+      throw invalidArgument('modelName', 'must be a non-empty string');
     if (!o.client || typeof o.client.query !== 'function')
-      throw new KvrError('invalid_argument', 'client must provide query()', 400, { field: 'client' });
+      throw invalidArgument('client', 'must provide query()');
     const cap = o.cacheEntries ?? 4096;
     if (!Number.isSafeInteger(cap) || cap < 1)
-      throw new KvrError(
-        'invalid_argument',
-        `cacheEntries must be an integer >= 1, got ${String(cap)}`,
-        400,
-        { field: 'cacheEntries' },
-      );
+      throw invalidArgument('cacheEntries', 'must be an integer >= 1', cap);
     this.cap = cap;
   }
 

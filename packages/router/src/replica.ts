@@ -3,9 +3,15 @@
  * routers' events applied to the load model. Events are checked whole before the tracker changes.
  */
 import type { MultiWorkerSequences } from '@kvrouter/core-cost';
-import type { ActiveSequenceEvent, RouterId, SequenceHash, WorkerWithDpRank } from '@kvrouter/protocols';
+import {
+  invalidArgument,
+  type ActiveSequenceEvent,
+  type RouterId,
+  type SequenceHash,
+  type WorkerWithDpRank,
+} from '@kvrouter/protocols';
 import { EMPTY } from './intent.js';
-import { invalid, type ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from './options.js';
 
 export interface ReplicaContext {
   readonly o: ResolvedOptions;
@@ -82,13 +88,13 @@ export class ReplicaSync {
 
   /** Applies another router's booking event; own events (same router_id) are ignored. True if state changed. */
   apply(ev: ActiveSequenceEvent): boolean {
-    if (!ev || typeof ev !== 'object') throw invalid('event', 'must be an object');
-    if (typeof ev.router_id !== 'bigint') throw invalid('router_id', 'must be a u64 bigint');
+    if (!ev || typeof ev !== 'object') throw invalidArgument('event', 'must be an object');
+    if (typeof ev.router_id !== 'bigint') throw invalidArgument('router_id', 'must be a u64 bigint');
     if (typeof ev.request_id !== 'string' || ev.request_id.length === 0)
-      throw invalid('request_id', 'must be a non-empty string');
+      throw invalidArgument('request_id', 'must be a non-empty string');
     const w = ev.worker;
     if (!w || typeof w.worker_id !== 'bigint' || !Number.isSafeInteger(w.dp_rank) || w.dp_rank < 0)
-      throw invalid('worker', 'must be {worker_id: u64, dp_rank: u32}');
+      throw invalidArgument('worker', 'must be {worker_id: u64, dp_rank: u32}');
     const c = this.c;
     const routerId = c.o.routerId;
     if (c.o.mode !== 'kv' || (routerId !== null && ev.router_id === routerId)) return false;
@@ -105,7 +111,7 @@ export class ReplicaSync {
       const hint = a.prefill_load_hint;
       const prefill = hint ? hint.initial_effective_prefill_tokens : 0;
       if (!Number.isSafeInteger(prefill) || prefill < 0)
-        throw invalid(
+        throw invalidArgument(
           'prefill_load_hint.initial_effective_prefill_tokens',
           'must be an integer >= 0',
           prefill,
@@ -128,19 +134,19 @@ export class ReplicaSync {
         now,
       );
       if (changed) c.armMaintenance();
-    } else throw invalid('data', 'must be AddRequest, Free or MarkPrefillCompleted');
+    } else throw invalidArgument('data', 'must be AddRequest, Free or MarkPrefillCompleted');
     if (changed) c.drain();
     return changed;
   }
 }
 
 function u64sToPairsChecked(v: readonly bigint[]): Uint32Array {
-  if (!Array.isArray(v)) throw invalid('token_sequence', 'must be an array of u64');
+  if (!Array.isArray(v)) throw invalidArgument('token_sequence', 'must be an array of u64');
   const out = new Uint32Array(2 * v.length);
   for (let i = 0; i < v.length; i++) {
     const x: unknown = v[i];
     if (typeof x !== 'bigint' || x < 0n || x > 0xffffffffffffffffn)
-      throw invalid(`token_sequence[${i}]`, 'must be a u64 bigint');
+      throw invalidArgument(`token_sequence[${i}]`, 'must be a u64 bigint');
     out[2 * i] = Number(x & 0xffffffffn);
     out[2 * i + 1] = Number(x >> 32n);
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KvrError, parseJson, type Nvext, type RoutingConstraints } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
-import { VirtualClock } from './clock.js';
+import { VirtualClock } from '@kvrouter/protocols';
 import { KvRouter } from './router.js';
 import { cat, harness, storeEvent, toks, w, type TestOptions } from './test-fixtures.js';
 import type { RouterOverhead } from './types.js';

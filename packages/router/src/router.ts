@@ -11,23 +11,18 @@
 import { MultiWorkerSequences, validateBusyThresholds, type BusyThresholds } from '@kvrouter/core-cost';
 import {
   KvrError,
+  invalidArgument,
   parseU64,
   type ActiveSequenceEvent,
+  type TimerHandle,
   type WorkerId,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { Bookings } from './booking.js';
-import type { TimerHandle } from './clock.js';
 import { Explainer } from './explain.js';
 import { AdmissionGate } from './gate.js';
 import { prepareIntent, type IntentContext, type Pending } from './intent.js';
-import {
-  MAINTENANCE_INTERVAL_MS,
-  invalid,
-  reporter,
-  resolveOptions,
-  type ResolvedOptions,
-} from './options.js';
+import { MAINTENANCE_INTERVAL_MS, reporter, resolveOptions, type ResolvedOptions } from './options.js';
 import { OverlapSource } from './overlap.js';
 import { QueueDriver } from './queue-driver.js';
 import { ReplicaSync } from './replica.js';
@@ -62,7 +57,8 @@ export class KvRouter {
   private readonly simple: SimpleModes;
   private readonly explain: Explainer;
   private readonly intentCtx: IntentContext;
-  private maintTimer: TimerHandle | null = null;
+  /** The maintenance timer while armed (the kernel's `TimerHandle` is opaque: boxed to tell armed from not). */
+  private maintTimer: { handle: TimerHandle } | null = null;
   private closed = false;
 
   constructor(opts: KvRouterOptions) {
@@ -176,7 +172,7 @@ export class KvRouter {
     try {
       id = parseU64(workerId);
     } catch {
-      throw invalid('workerId', 'must be a u64', workerId);
+      throw invalidArgument('workerId', 'must be a u64', workerId);
     }
     if (!this.workers.remove(id)) return false;
     for (const rid of this.seqs.removeWorker(id)) this.bookings.forget(rid);
@@ -300,12 +296,13 @@ export class KvRouter {
 
   private armMaintenance(): void {
     if (this.maintTimer !== null || this.closed) return;
-    this.maintTimer = this.o.clock.setTimeout(() => {
+    const handle = this.o.clock.setTimeout(() => {
       this.maintTimer = null;
       this.maintain();
       if (this.seqs.activeRequestCount > 0 || this.sessions.bindings.size > 0 || this.bookings.size > 0)
         this.armMaintenance();
     }, MAINTENANCE_INTERVAL_MS);
+    this.maintTimer = { handle };
   }
 
   /** Current binding of a session, without refreshing it. */
@@ -324,9 +321,10 @@ export class KvRouter {
     active_prefill_tokens?: number | null;
     kv_used_blocks?: number | null;
   }): boolean {
-    if (!load || typeof load.worker_id !== 'bigint') throw invalid('worker_id', 'must be a u64 bigint');
+    if (!load || typeof load.worker_id !== 'bigint')
+      throw invalidArgument('worker_id', 'must be a u64 bigint');
     if (!Number.isSafeInteger(load.dp_rank) || load.dp_rank < 0)
-      throw invalid('dp_rank', 'must be an integer >= 0', load.dp_rank);
+      throw invalidArgument('dp_rank', 'must be an integer >= 0', load.dp_rank);
     const r = this.workers.rank(load.worker_id, load.dp_rank);
     if (!r) return false;
     r.busy.observe(load);
@@ -386,7 +384,7 @@ export class KvRouter {
   /** Stops the timers and fails every parked request (`router_closed`, 503). */
   close(): void {
     this.closed = true;
-    if (this.maintTimer !== null) this.o.clock.clearTimeout(this.maintTimer);
+    if (this.maintTimer !== null) this.o.clock.clearTimeout(this.maintTimer.handle);
     this.maintTimer = null;
     this.queue?.close();
   }

@@ -12,7 +12,7 @@ import {
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { Rng } from '@kvrouter/testkit';
-import { VirtualClock } from './clock.js';
+import { VirtualClock } from '@kvrouter/protocols';
 import { KvRouter } from './router.js';
 import type { KvRouterOptions, RouterDeps, RouterHooks, RouterPolicy, RouterPorts } from './types.js';
 

@@ -14,13 +14,13 @@ import type {
   ActiveLoad,
   ActiveSequenceEvent,
   BlockHashOptions,
+  Clock,
   Nvext,
   RoutingConstraints,
   WorkerId,
   WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
-import type { Clock } from './clock.js';
 import type { SessionRpcPayload } from './sessions.js';
 
 /** Indexes that learn from this router's own decisions (approximate primary, side index; §7.5, §7.6). */

@@ -4,7 +4,13 @@
  * frontend's in-flight counts (§8.8).
  */
 import { DEFAULT_MAX_NUM_BATCHED_TOKENS, RankBusyState } from '@kvrouter/core-cost';
-import { KvrError, parseU64, workerKey, type WorkerId, type WorkerWithDpRank } from '@kvrouter/protocols';
+import {
+  invalidArgument,
+  parseU64,
+  workerKey,
+  type WorkerId,
+  type WorkerWithDpRank,
+} from '@kvrouter/protocols';
 
 /** What discovery knows about one worker instance. */
 export interface WorkerConfig {
@@ -58,12 +64,9 @@ export class WorkerEntry {
   constructor(readonly id: WorkerId) {}
 }
 
-const bad = (field: string, reason: string, v: unknown): KvrError =>
-  new KvrError('invalid_argument', `${field} ${reason}, got ${String(v)}`, 400, { field });
-
 const intIn = (field: string, v: unknown, min: number): number => {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min)
-    throw bad(field, `must be an integer >= ${min}`, v);
+    throw invalidArgument(field, `must be an integer >= ${min}`, v);
   return v;
 };
 
@@ -79,35 +82,36 @@ interface NormalizedConfig {
 
 /** Checks every field before anything is applied. */
 export function normalizeWorkerConfig(c: WorkerConfig): NormalizedConfig {
-  if (!c || typeof c !== 'object') throw bad('worker', 'must be an object', c);
+  if (!c || typeof c !== 'object') throw invalidArgument('worker', 'must be an object', c);
   let id: bigint;
   try {
     id = parseU64(c.workerId);
   } catch {
-    throw bad('workerId', 'must be a u64', c.workerId);
+    throw invalidArgument('workerId', 'must be a u64', c.workerId);
   }
   const dpStart = intIn('dpStart', c.dpStart ?? 0, 0);
   const dpSize = intIn('dpSize', c.dpSize ?? 1, 1);
-  if (dpStart + dpSize > 0xffffffff + 1) throw bad('dpSize', 'must keep ranks within u32', dpSize);
+  if (dpStart + dpSize > 0xffffffff + 1)
+    throw invalidArgument('dpSize', 'must keep ranks within u32', dpSize);
   const totalKvBlocks = c.totalKvBlocks == null ? null : intIn('totalKvBlocks', c.totalKvBlocks, 0);
   const maxNumBatchedTokens =
     c.maxNumBatchedTokens == null
       ? DEFAULT_MAX_NUM_BATCHED_TOKENS
       : intIn('maxNumBatchedTokens', c.maxNumBatchedTokens, 1);
   if (c.deviceType != null && typeof c.deviceType !== 'string')
-    throw bad('deviceType', 'must be a string', c.deviceType);
+    throw invalidArgument('deviceType', 'must be a string', c.deviceType);
   const taints = new Set<string>();
   if (c.taints != null) {
     for (const t of c.taints) {
-      if (typeof t !== 'string') throw bad('taints', 'must contain strings only', t);
+      if (typeof t !== 'string') throw invalidArgument('taints', 'must contain strings only', t);
       taints.add(t);
     }
   }
   if (c.topologyDomains != null) {
     if (typeof c.topologyDomains !== 'object')
-      throw bad('topologyDomains', 'must be an object', c.topologyDomains);
+      throw invalidArgument('topologyDomains', 'must be an object', c.topologyDomains);
     for (const [d, v] of Object.entries(c.topologyDomains)) {
-      if (typeof v !== 'string') throw bad(`topologyDomains.${d}`, 'must be a string', v);
+      if (typeof v !== 'string') throw invalidArgument(`topologyDomains.${d}`, 'must be a string', v);
       taints.add(`dynamo.topology/${d}=${v}`);
     }
   }
