@@ -68,7 +68,7 @@ export interface KvEventFeedOptions {
  * KV events of one component into `index` (§5.1–§5.3): the subscriber (per-(worker, rank) cursors,
  * gap recovery from the worker's local indexer) and the discovery watch that adds and removes workers.
  */
-export function startKvEventFeed(o: KvEventFeedOptions): { close(): Promise<void> } {
+export function startKvEventFeed(o: KvEventFeedOptions): { close(): Promise<void>; subscriber: KvEventSubscriber } {
   const { namespace: ns, component: comp, endpoint } = o.path;
   const sub = new KvEventSubscriber({
     index: o.index,
@@ -84,6 +84,7 @@ export function startKvEventFeed(o: KvEventFeedOptions): { close(): Promise<void
     subscriber: sub,
   });
   return {
+    subscriber: sub,
     close: async () => {
       watch.close();
       await sub.close();
@@ -125,6 +126,7 @@ export class RouterHost {
   private router_: KvRouter | null = null;
   private readonly replica: ReplicaSync | null;
   private readonly loads: LoadChannel | null;
+  private feed: { subscriber: KvEventSubscriber } | null = null;
 
   constructor(readonly o: RouterHostOptions) {
     const { plan, path, log } = o;
@@ -157,6 +159,7 @@ export class RouterHost {
     if (!plane) return;
     if (index && !this.remote && p.index.kind === 'events' && !o.noEventFeed) {
       const feed = startKvEventFeed({ plane, discovery: o.discovery, client: o.client, path, index, log });
+      this.feed = feed;
       this.closers.push(() => feed.close());
     }
     // Worker-published loads feed the busy monitor in every mode (§11).
@@ -169,6 +172,11 @@ export class RouterHost {
       const rs = this.replica.subscribe((ev) => this.router_?.applyReplicaEvent(ev));
       this.closers.push(() => rs.close());
     }
+  }
+
+  /** A rank's KV event cursor (state, recovery phase, last applied id); null without an event feed (the dashboard reads it). */
+  cursor(workerId: bigint, dpRank: number): { state: string; last: bigint; phase: string } | null {
+    return this.feed?.subscriber.cursor(workerId, dpRank) ?? null;
   }
 
   /** Null until the first card (its block size) built it. */
