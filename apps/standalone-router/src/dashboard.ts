@@ -25,6 +25,7 @@ interface GroupView {
   index: { treeSizes(): Map<string, number>; appliedCounts(): Map<string, number> } | null;
   workers: Iterable<{ id: bigint; card: ModelDeploymentCard | null; routed: boolean }>;
   model: string;
+  cursor: (workerId: bigint, dpRank: number) => { state: string; last: bigint; phase: string } | null;
 }
 
 export function standaloneDashboardSource(group: () => GroupView, registry: RegistryLike): DashboardSource {
@@ -63,7 +64,7 @@ export function standaloneDashboardSource(group: () => GroupView, registry: Regi
         },
         treeSizes: index ? () => index.treeSizes() : null,
         appliedCounts: index ? () => index.appliedCounts() : null,
-        cursor: null,
+        cursor: g.cursor,
         reported: null,
         series: {
           ttft: { name: 'dynamo_component_router_time_to_first_token_seconds', labels },

@@ -300,6 +300,7 @@ export class StandaloneRouter {
             index: host.index,
             workers: catalog.allGroups()[0]?.workers.values() ?? [],
             model: catalog.modelNames[0] ?? path.endpoint,
+            cursor: (id, rank) => host.cursor(id, rank),
           }),
           this.registry,
         ),

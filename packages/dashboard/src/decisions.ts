@@ -84,6 +84,7 @@ export class DecisionTap {
         device_blocks: num(c.device_blocks),
         prefill_term: num(c.prefill_term),
         decode: num(c.decode),
+        additional: num(c.additional),
         cost: num(c.cost),
       })),
     };

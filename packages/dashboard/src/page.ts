@@ -150,13 +150,13 @@ function decisionsSection(ds) {
   if (ds.length === 0) { sec.append(h('div', { class: 'empty' }, 'no decision sampled yet')); return sec; }
   const t = h('table', {}, h('tr', {}, h('th', { class: 'l' }, 'time'), h('th', { class: 'l' }, 'model'), h('th', { class: 'l' }, 'reason'),
     h('th', { class: 'l' }, 'worker'), h('th', {}, 'overlap / blocks'), h('th', {}, 'queued ms'), h('th', {}, 'busy filtered'),
-    h('th', { class: 'l' }, 'candidates: worker  overlap  prefill + decode = cost')));
+    h('th', { class: 'l' }, 'candidates: worker · overlap blocks · prefill term + decode blocks + new blocks = cost')));
   for (const d of ds) {
     const c = h('table', {});
     for (const x of d.candidates)
       c.append(h('tr', { class: x.worker_id === d.worker_id && x.dp_rank === d.dp_rank ? 'chosen' : '' },
         h('td', { class: 'l' }, shortId(x.worker_id) + ':' + x.dp_rank), h('td', {}, x.device_blocks),
-        h('td', {}, fmt(x.prefill_term, 2)), h('td', {}, fmt(x.decode, 2)), h('td', {}, fmt(x.cost, 2))));
+        h('td', {}, fmt(x.prefill_term, 2)), h('td', {}, fmt(x.decode, 2)), h('td', {}, fmt(x.additional, 0)), h('td', {}, fmt(x.cost, 2))));
     t.append(h('tr', { class: 'decision' }, h('td', { class: 'l' }, new Date(d.ts).toLocaleTimeString()), h('td', { class: 'l' }, d.model || '–'),
       h('td', { class: 'l' }, d.reason), h('td', { class: 'l', title: d.worker_id }, shortId(d.worker_id) + ':' + d.dp_rank),
       h('td', {}, d.overlap_blocks + ' / ' + d.required_blocks), h('td', {}, fmt(d.queued_ms, 1)), h('td', {}, d.busy_filtered), h('td', { class: 'l' }, c)));

@@ -43,7 +43,7 @@ describe('decision tap', () => {
     const tap = new DecisionTap({ minGapMs: 200, now: () => t });
     const log = decisionLogWithTap(null, tap);
     const line = (id: string) =>
-      `{"ts":5,"request_id":"${id}","reason":"kv_argmin","worker_id":18446744073709551615,"dp_rank":0,"required_blocks":4,"overlap_blocks":3,"kv_hit_rate":0.75,"queued_ms":0,"busy_filtered":0,"temperature":0,"candidates":[{"worker_id":18446744073709551615,"dp_rank":0,"device_blocks":3,"prefill_term":1,"decode":2,"cost":3}]}`;
+      `{"ts":5,"request_id":"${id}","reason":"kv_argmin","worker_id":18446744073709551615,"dp_rank":0,"required_blocks":4,"overlap_blocks":3,"kv_hit_rate":0.75,"queued_ms":0,"busy_filtered":0,"temperature":0,"candidates":[{"worker_id":18446744073709551615,"dp_rank":0,"device_blocks":3,"prefill_term":1,"decode":2,"additional":0,"cost":3}]}`;
     const decide = (id: string) => {
       if (log.random!() < log.sampleRate) log.sink(line(id));
     };
@@ -63,6 +63,7 @@ describe('decision tap', () => {
       device_blocks: 3,
       prefill_term: 1,
       decode: 2,
+      additional: 0,
       cost: 3,
     });
   });

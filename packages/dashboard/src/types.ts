@@ -170,6 +170,8 @@ export interface DecisionRow {
     device_blocks: number;
     prefill_term: number;
     decode: number;
+    /** Blocks this request would add on that rank (`additional_active_blocks`). */
+    additional: number;
     cost: number;
   }[];
 }

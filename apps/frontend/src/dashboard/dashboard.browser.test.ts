@@ -100,6 +100,13 @@ describe('/dashboard in Chromium under load', () => {
       for (let i = 0; i < (await rows.count()); i++)
         shown.push((await rows.nth(i).getAttribute('data-worker')) ?? '');
       expect(shown.sort()).toEqual(ids);
+      // Every worker's KV event cursor is shown (state · recovery phase · last event id), and the
+      // workers that received requests have applied events (cursor live).
+      await until(
+        async () => (await page.locator('tr[data-worker] .badge', { hasText: 'live' }).count()) > 0,
+      );
+      const cursors = await page.locator('tr[data-worker] td:last-child').allTextContents();
+      expect(cursors.every((c) => c.includes('#'))).toBe(true);
 
       // Live: later frames arrive on the same page (no navigation) and requests keep completing.
       const frames = async () => Number(await page.textContent('#frames'));

@@ -32,7 +32,7 @@ function setView(s: WorkerSet, prefix: string): RouterSetView {
     },
     treeSizes: s.indexer ? () => s.indexer!.treeSizes() : null,
     appliedCounts: s.indexer ? () => s.indexer!.appliedCounts() : null,
-    cursor: null,
+    cursor: (id, rank) => s.host.cursor(id, rank),
     reported: () => s.lifecycle.reportedCache(s.model),
     series: {
       ttft: { name: `${prefix}_time_to_first_token_seconds`, labels: { model } },
