@@ -68,7 +68,10 @@ export interface KvEventFeedOptions {
  * KV events of one component into `index` (§5.1–§5.3): the subscriber (per-(worker, rank) cursors,
  * gap recovery from the worker's local indexer) and the discovery watch that adds and removes workers.
  */
-export function startKvEventFeed(o: KvEventFeedOptions): { close(): Promise<void>; subscriber: KvEventSubscriber } {
+export function startKvEventFeed(o: KvEventFeedOptions): {
+  close(): Promise<void>;
+  subscriber: KvEventSubscriber;
+} {
   const { namespace: ns, component: comp, endpoint } = o.path;
   const sub = new KvEventSubscriber({
     index: o.index,
