@@ -37,6 +37,8 @@ export interface OpenAiServerOptions {
   port: number;
   /** Reported as `max_model_len`. */
   maxModelLen: number;
+  /** LoRA adapters served as models of their own (`--lora-names`). */
+  loraNames?: readonly string[];
 }
 
 const MAX_BODY = 32 * 1024 * 1024;
@@ -207,20 +209,17 @@ export class OpenAiServer {
   private models(): unknown {
     const created = Math.floor(Date.now() / 1000);
     const id = this.o.modelName;
-    return {
-      object: 'list',
-      data: [
-        {
-          id,
-          object: 'model',
-          created,
-          owned_by: 'kvrouter-mocker',
-          root: id,
-          parent: null,
-          max_model_len: this.o.maxModelLen,
-        },
-      ],
-    };
+    const entry = (mid: string, parent: string | null) => ({
+      id: mid,
+      object: 'model',
+      created,
+      owned_by: 'kvrouter-mocker',
+      root: mid,
+      parent,
+      max_model_len: this.o.maxModelLen,
+    });
+    // vLLM lists each LoRA adapter as a model whose parent is the base model.
+    return { object: 'list', data: [entry(id, null), ...(this.o.loraNames ?? []).map((l) => entry(l, id))] };
   }
 
   /** The vLLM gauges a worker adapter reads for `ActiveLoad`, per engine (dp rank). */
@@ -265,7 +264,8 @@ export class OpenAiServer {
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       throw bad('body', `expected a JSON object, got ${describe(body)}`);
     const b = body as Record<string, unknown>;
-    if (b.model !== undefined && b.model !== this.o.modelName)
+    const lora = typeof b.model === 'string' && (this.o.loraNames ?? []).includes(b.model) ? b.model : null;
+    if (b.model !== undefined && b.model !== this.o.modelName && lora === null)
       throw new KvrError('model_not_found', `The model \`${describe(b.model)}\` does not exist.`, 404, {
         field: 'model',
       });
@@ -301,7 +301,9 @@ export class OpenAiServer {
     }
     dpRank ??= this.rr++ % ranks;
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${(this.seq++).toString(36)}-${Date.now().toString(36)}`;
-    const extras = requestExtras(kind, b, maxTokens);
+    const found = requestExtras(kind, b, maxTokens);
+    // A LoRA model: recorded with the request (the simulated engine hashes and times it as the base).
+    const extras = lora === null ? found : { ...(found ?? emptyExtras()), loraName: lora };
     return {
       kind,
       stream,
@@ -580,4 +582,8 @@ function requestExtras(
   const any = Object.keys(so).length > 0;
   if (!any && minTokens === null && logprobs === null && images.length === 0) return undefined;
   return { samplingOptions: any ? so : null, minTokens, logprobs, images, ignoreEos: b.ignore_eos === true };
+}
+
+function emptyExtras(): GenerateExtras {
+  return { samplingOptions: null, minTokens: null, logprobs: null, images: [], ignoreEos: false };
 }

@@ -22,6 +22,8 @@ export interface VllmCompatPlan {
   /** Per worker (base port, rank r uses base + r); null = KV events not published. */
   kvEventsPorts: readonly number[] | null;
   replayPorts: readonly number[] | null;
+  /** `--lora-names`: adapters served as models. */
+  loraNames: readonly string[];
 }
 
 /** Pure. Null when `--http-ports` is not given (the registered mode). */
@@ -48,6 +50,10 @@ export function vllmCompatPlan(c: MockerConfig): VllmCompatPlan | null {
     httpPorts: c.httpPorts,
     kvEventsPorts: zmq?.kvEventsPorts ?? null,
     replayPorts: zmq?.replayPorts ?? null,
+    loraNames: (c.loraNames ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
   };
 }
 
@@ -97,6 +103,7 @@ export async function startVllmCompat(
           host: vplan.host,
           port: vplan.httpPorts[i],
           maxModelLen: cfg.numGpuBlocks * cfg.blockSize,
+          loraNames: vplan.loraNames,
         });
       } catch (e) {
         await engine.stop();

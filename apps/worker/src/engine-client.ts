@@ -168,7 +168,8 @@ export class EngineClient {
             'x-request-id': req.requestId,
           },
           body: JSON.stringify({
-            model: this.o.model,
+            // A LoRA adapter is served by vLLM as a model of its own name.
+            model: req.extras?.loraName ?? this.o.model,
             prompt: Array.from(req.tokenIds),
             ...maxTokens(req, this.o.maxModelLen ?? null),
             stream: true,

@@ -97,6 +97,7 @@ beforeAll(async () => {
       ...['--model-path', MODEL, '--num-workers', '2', '--http-host', '127.0.0.1', '--http-ports', '0,0'],
       ...['--zmq-kv-events-ports', '0,0', '--zmq-replay-ports', '0,0'],
       ...['--block-size', '16', '--num-gpu-blocks-override', '2048', '--speedup-ratio', '10'],
+      ...['--lora-names', 'sql-adapter'],
     ],
     {},
   );
@@ -395,6 +396,21 @@ describe('request surface: openai client → frontend → worker adapters → vL
     // The template joins the parts with "\n" and an image placeholder: the text's last token may merge with it.
     const [got] = await received('What is in this picture');
     expect(got!.body.multi_modal_data).toEqual({ image_url: [{ url: img }] });
+  });
+
+  it('a LoRA adapter of the engines is a model: listed, retrieved, served with lora_name as the engine model', async () => {
+    const list = await client.models.list();
+    expect(list.data.map((m) => m.id).sort()).toEqual([MODEL, 'sql-adapter']);
+    expect((await client.models.retrieve('sql-adapter')).id).toBe('sql-adapter');
+    const r = await client.chat.completions.create({
+      model: 'sql-adapter',
+      messages: [{ role: 'user', content: 'SELECT through the adapter' }],
+      max_tokens: 3,
+    });
+    expect(r.model).toBe('sql-adapter');
+    expect(r.usage!.completion_tokens).toBe(3);
+    const [got] = await received('SELECT through the adapter');
+    expect(got!.body.model).toBe('sql-adapter');
   });
 
   it('completions: batched prompts give one choice each; suffix becomes a fill-in-the-middle prompt', async () => {

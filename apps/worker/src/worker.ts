@@ -21,8 +21,10 @@ import {
 import {
   connectNats,
   createDiscovery,
+  registerModelCard,
   type Discovery,
   type NatsConnection,
+  type Registration,
   type RequestServer,
 } from '@kvrouter/runtime';
 import { WorkerRegistration, activeLoad, listenRequestPlane, openWorkerEvents } from '@kvrouter/worker-host';
@@ -40,6 +42,8 @@ export interface WorkerIo {
 export interface EngineInfo {
   model: string;
   maxModelLen: number | null;
+  /** LoRA adapters the engine serves (`/v1/models` entries whose parent is the model). */
+  loras?: string[];
 }
 
 export interface RunningWorker {
@@ -67,10 +71,19 @@ export async function probeEngine(
     try {
       const r = await fetch(new URL('/v1/models', baseUrl), { signal: AbortSignal.timeout(5000) });
       if (r.ok) {
-        const body = (await r.json()) as { data?: Array<{ id?: unknown; max_model_len?: unknown }> };
+        const body = (await r.json()) as {
+          data?: Array<{ id?: unknown; max_model_len?: unknown; parent?: unknown }>;
+        };
         const m = body.data?.[0];
         if (typeof m?.id !== 'string') throw new Error('/v1/models lists no model');
-        return { model: m.id, maxModelLen: typeof m.max_model_len === 'number' ? m.max_model_len : null };
+        const loras = (body.data ?? [])
+          .filter((x) => x.parent === m.id && typeof x.id === 'string')
+          .map((x) => x.id as string);
+        return {
+          model: m.id,
+          maxModelLen: typeof m.max_model_len === 'number' ? m.max_model_len : null,
+          loras,
+        };
       }
       throw new Error(`/v1/models answered HTTP ${r.status}`);
     } catch (e) {
@@ -226,8 +239,34 @@ export async function startWorker(
         },
       },
     });
-    const register = () => registration.register();
-    const unregister = () => registration.unregister();
+    // Each LoRA adapter of the engine: a card under the instance key with the adapter as suffix
+    // (frontends serve it as a model of its own on this worker).
+    let loraRegs: Registration<unknown>[] = [];
+    const register = async () => {
+      await registration.register();
+      for (const l of info.loras ?? [])
+        loraRegs.push(
+          await registerModelCard(d, {
+            namespace: plan.namespace,
+            component: plan.component,
+            endpoint: plan.endpoint,
+            suffix: l.replace(/\//g, '_'),
+            card: {
+              display_name: l,
+              kv_cache_block_size: plan.blockSize,
+              context_length: config.contextLength ?? info.maxModelLen ?? 8192,
+              model_type: ['completions', 'chat'],
+              lora: { name: l },
+            },
+          }),
+        );
+    };
+    const unregister = async () => {
+      const regs = loraRegs;
+      loraRegs = [];
+      await Promise.all(regs.map((r) => r.unregister().catch(() => undefined)));
+      await registration.unregister();
+    };
     await register();
 
     let up = true;

@@ -304,6 +304,7 @@ export const FLAGS = [
   { key: 'numWorkers', flag: '--num-workers', type: 'u32', default: 1, range: GE1, group: 'Mocker engine', apps: M, help: 'Simulated workers in this process.' },
   { key: 'startupTime', flag: '--startup-time', type: 'float', nullable: true, default: null, defaultText: 'none', range: GE0, group: 'Mocker engine', apps: M, help: 'Seconds to wait before registering.' },
   { key: 'staggerDelay', flag: '--stagger-delay', type: 'float', default: -1, defaultText: '-1 (auto)', group: 'Mocker engine', apps: M, help: 'Seconds between worker starts; negative = auto.' },
+  { key: 'loraNames', flag: '--lora-names', env: ['DYN_MOCKER_LORA_NAMES'], type: 'string', default: null, group: 'Mocker engine', apps: ['mocker'], help: 'vLLM-compatible mode (--http-ports): comma-separated LoRA adapters each engine serves as models of their own (/v1/models entries with parent = the base model; a request names one in model).' },
   { key: 'engineType', flag: '--engine-type', type: 'enum', choices: ['vllm', 'sglang'], default: 'vllm', group: 'Mocker engine', apps: M, help: 'Scheduler flavour.' },
   { key: 'sglangMaxPrefillTokens', flag: '--sglang-max-prefill-tokens', type: 'u32', default: 16384, range: GE1, group: 'Mocker engine', apps: M, help: 'SGLang flavour: prefill token budget per pass.' },
   { key: 'disaggregationMode', flag: '--disaggregation-mode', type: 'enum', choices: ['agg', 'prefill', 'decode'], default: 'agg', group: 'Mocker engine', apps: M, help: 'Aggregated, prefill-only or decode-only worker.' },

@@ -43,6 +43,8 @@ export interface GenerateRequest {
   sampling_options?: Record<string, unknown> | null;
   output_options?: OutputOptions | null;
   multi_modal_data?: MultiModalData | null;
+  /** The LoRA adapter to run with (a worker's LoRA card `lora.name`); absent = the base model. */
+  lora_name?: string | null;
   /** Accepted and ignored (the simulated scheduler is FIFO). */
   priority?: number | null;
   /** Disaggregated decode: the prefill worker's `disaggregated_params` (see `disagg.ts`); refused by aggregated and prefill workers. */
@@ -114,6 +116,8 @@ export interface GenerateExtras {
   images: { url: string }[];
   /** `stop_conditions.ignore_eos`: the engine must not stop at its own EOS either. */
   ignoreEos: boolean;
+  /** `lora_name`, or null for the base model. */
+  loraName?: string | null;
 }
 
 const U32_MAX = 0xffffffff;
@@ -250,9 +254,13 @@ function parseExtras(p: Record<string, unknown>): GenerateExtras | undefined {
   }
   const hasSampling = so !== null && Object.keys(so).length > 0;
   const ignoreEos = sc?.ignore_eos === true;
-  if (!hasSampling && minTokens === null && logprobs === null && images.length === 0 && !ignoreEos)
+  const lora = p.lora_name;
+  if (lora !== undefined && lora !== null && (typeof lora !== 'string' || lora.length === 0))
+    throw invalidRequest('lora_name', `expected a non-empty string, got ${describe(lora)}`);
+  const loraName = typeof lora === 'string' ? lora : null;
+  if (!hasSampling && minTokens === null && logprobs === null && images.length === 0 && !ignoreEos && !loraName)
     return undefined;
-  return { samplingOptions: hasSampling ? so : null, minTokens, logprobs, images, ignoreEos };
+  return { samplingOptions: hasSampling ? so : null, minTokens, logprobs, images, ignoreEos, loraName };
 }
 
 /** Validates `disagg` of a generate payload; every field is named on failure. */

@@ -18,6 +18,7 @@ import type { ModelRegistry } from '../models.js';
 import type { InferenceService } from '../service.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
+import type { LoraCatalog } from '../openai/lora.js';
 import { completionsHandler, type CompletionsHandler, type ParserFlags } from './openai.js';
 import type { Paths } from './paths.js';
 import { watchResponse, type InternalErrorSink } from './internal-errors.js';
@@ -39,6 +40,8 @@ export interface AppDeps {
   onInflight?: (delta: number) => void;
   /** `--dyn-tool-call-parser` / `--dyn-reasoning-parser` (override every card). */
   parsers?: ParserFlags | null;
+  /** LoRA adapters registered by workers, served as models. */
+  lora?: LoraCatalog | null;
   /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
   internalErrors?: InternalErrorSink | null;
 }
@@ -69,24 +72,26 @@ export function createApp(d: AppDeps): RequestListener {
     next();
   });
 
-  const chat = completionsHandler(d.service, 'chat', d.parsers);
-  const completions = completionsHandler(d.service, 'completions', d.parsers);
+  const chat = completionsHandler(d.service, 'chat', d.parsers, d.lora);
+  const completions = completionsHandler(d.service, 'completions', d.parsers, d.lora);
+  const models = () =>
+    [...d.registry.list(), ...(d.lora?.list(d.registry) ?? [])].sort((a, b) =>
+      a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+    );
   const viaExpress = (h: CompletionsHandler) => (req: Request, res: Response) => h(req, res, req.body);
   app.post(p.chat, text, viaExpress(chat));
   app.post(p.completions, text, viaExpress(completions));
   app.get(p.models, (_req, res) => {
     res.json({
       object: 'list',
-      data: d.registry
-        .list()
-        .map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
+      data: models().map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
     });
   });
   // Model ids may hold slashes (`Qwen/Qwen3-8B`).
   app.get(`${p.models}/*id`, (req, res) => {
     const raw = (req.params as { id?: string | string[] }).id ?? '';
     const id = Array.isArray(raw) ? raw.join('/') : raw;
-    const m = d.registry.list().find((x) => x.id === id);
+    const m = models().find((x) => x.id === id);
     if (!m) return sendError(res, modelNotFound(id));
     res.json({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' });
   });

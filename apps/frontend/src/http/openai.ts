@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvrError, stringifyJson, type WorkerId } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
 import { ChoiceOutput, parserNames, parses, tokenTextOf, type ParserNames } from '../openai/choices.js';
+import type { LoraCatalog } from '../openai/lora.js';
 import {
   parseChatRequest,
   parseCompletionRequest,
@@ -97,7 +98,7 @@ function fimPrompt(svc: InferenceService, model: string, prompt: string, suffix:
   if (!t)
     throw new KvrError(
       'invalid_request',
-      `suffix: the model's tokenizer (${svc.encoder.tokenizer.name}) has no fill-in-the-middle tokens`,
+      `suffix: the model's tokenizer (${tok.name}) has no fill-in-the-middle tokens`,
       400,
       { field: 'suffix' },
     );
@@ -147,6 +148,7 @@ export function completionsHandler(
   svc: InferenceService,
   kind: Kind,
   flags?: ParserFlags | null,
+  lora?: LoraCatalog | null,
 ): CompletionsHandler {
   const endpoint = kind === 'chat' ? 'chat_completions' : 'completions';
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
@@ -174,6 +176,8 @@ export function completionsHandler(
     let r: InferenceRequest;
     let firsts: Started[];
     let names: ParserNames = NO_PARSERS;
+    /** The model as the client named it (a LoRA adapter is served by its base model's workers). */
+    let servedAs = '';
     try {
       const body = parseBody(bodyText);
       try {
@@ -184,6 +188,14 @@ export function completionsHandler(
         if (typeof b?.model === 'string' && b.model.length > 0)
           svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
         throw e;
+      }
+      servedAs = r.model;
+      if (lora && svc.o.registry.get(r.model) === null) {
+        const l = lora.resolve(r.model, svc.o.registry);
+        if (l) {
+          r.model = l.baseModel;
+          r.lora = { name: l.lora, workerIds: l.workerIds };
+        }
       }
       if (r.kind === 'chat') names = parserNames(flags ?? undefined, runtimeConfigOf(svc, r.model));
       // Parsers read markers that are special tokens in most vocabularies.
@@ -246,7 +258,7 @@ export function completionsHandler(
     all.sort((a, b) => a.index - b.index);
     const c0 = firsts[0]!.c;
     const id = idPrefix + c0.id;
-    const base = { id, object: chunkObject, created: c0.created, model: r.model };
+    const base = { id, object: chunkObject, created: c0.created, model: servedAs };
     const echoOf = (s: Started): string => {
       const q = s.c.req;
       return q.kind === 'completions' && q.echo ? (q.prompt ?? '') : '';
@@ -296,7 +308,7 @@ export function completionsHandler(
           id,
           object,
           created: c0.created,
-          model: r.model,
+          model: servedAs,
           choices: c0.queryOnly ? [] : choices,
           usage: usageOf(
             completions,

@@ -13,8 +13,10 @@ import type { InferenceRequest } from './validate.js';
 export function engineFields(req: InferenceRequest): {
   output_options?: OutputOptions;
   multi_modal_data?: MultiModalData;
+  lora_name?: string;
 } {
-  const out: { output_options?: OutputOptions; multi_modal_data?: MultiModalData } = {};
+  const out: { output_options?: OutputOptions; multi_modal_data?: MultiModalData; lora_name?: string } = {};
+  if (req.lora) out.lora_name = req.lora.name;
   if (req.logprobs !== null) out.output_options = { logprobs: req.logprobs };
   if (req.kind === 'chat' && req.images.length > 0)
     out.multi_modal_data = { image_url: req.images.map((i) => ({ url: i.url })) };
@@ -36,17 +38,38 @@ export function imageHash(url: string): bigint {
   return xxh3_64(utf8.encode(url), 0n);
 }
 
+type RouteExtras = {
+  mmHashes?: (bigint[] | undefined)[];
+  loraName?: string;
+  allowedWorkerIds?: readonly bigint[];
+};
+
 /**
- * Per block, the hashes of the images whose placeholder starts in it (§2.1): the i-th image is the
- * i-th placeholder occurrence in the prompt's ids; images without one (a template that drops
- * them) go with the last block that holds a placeholder, else the first block.
+ * What routing adds for this request: a LoRA adapter's name (block hashes seeded by it, §2.1) and
+ * the workers that serve it, and the multimodal hashes (`multimodalHashes`).
  */
 export function mmHashesFor(
   req: InferenceRequest,
   tokens: Uint32Array,
   blockSize: number,
   tok: TextTokenizer,
-): { mmHashes: (bigint[] | undefined)[] } | Record<string, never> {
+): RouteExtras {
+  const mm = multimodalHashes(req, tokens, blockSize, tok);
+  if (!req.lora) return mm;
+  return { ...mm, loraName: req.lora.name, allowedWorkerIds: req.lora.workerIds };
+}
+
+/**
+ * Per block, the hashes of the images whose placeholder starts in it (§2.1): the i-th image is the
+ * i-th placeholder occurrence in the prompt's ids; images without one (a template that drops
+ * them) go with the last block that holds a placeholder, else the first block.
+ */
+export function multimodalHashes(
+  req: InferenceRequest,
+  tokens: Uint32Array,
+  blockSize: number,
+  tok: TextTokenizer,
+): { mmHashes?: (bigint[] | undefined)[] } {
   if (req.kind !== 'chat' || req.images.length === 0 || blockSize <= 0) return {};
   let seq: ArrayLike<number> | null = null;
   for (const p of IMAGE_PLACEHOLDERS) {

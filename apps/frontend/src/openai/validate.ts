@@ -79,6 +79,8 @@ interface CommonRequest {
   logprobs: number | null;
   /** vLLM's `skip_special_tokens` (default true); set false by the frontend when a parser needs the markers. */
   skipSpecialTokens: boolean;
+  /** Set by the frontend when `model` names a LoRA adapter: its name and the workers that serve it. */
+  lora?: { name: string; workerIds: readonly bigint[] };
   nvext: Nvext;
   user?: string;
 }
