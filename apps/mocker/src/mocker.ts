@@ -15,9 +15,8 @@ import {
   createEventPlane,
   type RouterEventSink,
 } from '@kvrouter/kv-events';
-import { connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
+import { cardFieldsForModelPath, connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
-import { modelFileCardFields } from './model-files.js';
 import {
   MockerConfigError,
   extraArgsToArgv,
@@ -136,11 +135,14 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
         onError: (e) => io.log(`kv events: JetStream publish failed: ${errText(e)}`),
       });
     }
-    const cardFiles = await modelFileCardFields({
+    // The card names the tokenizer: a model directory's files by checksum, else the simulated
+    // model's cl100k, explicitly.
+    const cardFiles = await cardFieldsForModelPath({
       modelPath: config.modelPath,
       discoveryBackend: plan.discoveryBackend,
       fileKv: config.fileKv ?? null,
       nc,
+      otherwise: { tokenizer: { tiktoken: 'cl100k_base' } },
       log: io.log,
     });
     const requestPlane: RequestPlaneSpec =

@@ -19,6 +19,7 @@ import {
   type RouterEventSink,
 } from '@kvrouter/kv-events';
 import {
+  cardFieldsForModelPath,
   connectNats,
   createDiscovery,
   registerModelCard,
@@ -213,6 +214,15 @@ export async function startWorker(
         );
       return client.generate(req, ctx.signal);
     });
+    // --model-path: the engine's tokenizer files travel with the card (frontends tokenize with them).
+    const cardFiles = await cardFieldsForModelPath({
+      modelPath: config.modelPath ?? null,
+      discoveryBackend: plan.discoveryBackend,
+      fileKv: config.fileKv ?? null,
+      nc,
+      otherwise: {},
+      log: io.log,
+    });
     const registration = new WorkerRegistration({
       discovery: d,
       namespace: plan.namespace,
@@ -221,6 +231,7 @@ export async function startWorker(
       server,
       publisher,
       card: {
+        ...cardFiles,
         display_name: model,
         kv_cache_block_size: plan.blockSize,
         context_length: config.contextLength ?? info.maxModelLen ?? 8192,

@@ -16,11 +16,13 @@
  * store (bucket `kvrouter-model-files`, object name = hex checksum) on the shared NATS connection.
  */
 import { createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { KvrError } from '@kvrouter/protocols';
-import type { MemDiscoveryHub } from './discovery/mem.js';
+import { defaultFileRoot } from './discovery/file.js';
+import { defaultMemHub, type MemDiscoveryHub } from './discovery/mem.js';
 import type { NatsConnection } from './nats-connection.js';
 
 export const MODEL_FILES_BUCKET = 'kvrouter-model-files';
@@ -286,4 +288,49 @@ export function cardModelFiles(card: Record<string, unknown>): CardModelFiles | 
       hf_chat_template: checked(ct.hf_chat_template, 'chat_template_file.hf_chat_template'),
     };
   return out;
+}
+
+export interface ModelPathCardOptions {
+  /** `--model-path`: a directory with a Hugging Face tokenizer.json, a model name, or null. */
+  modelPath: string | null;
+  discoveryBackend: 'mem' | 'file' | 'etcd' | 'kubernetes';
+  /** mem: the hub (default the process-wide one). */
+  hub?: MemDiscoveryHub;
+  /** file: the discovery root (default `DYN_FILE_KV`). */
+  fileKv?: string | null;
+  /** etcd: the process's NATS connection. */
+  nc?: NatsConnection | null;
+  /** What a card says when `modelPath` is not a directory (the mocker: cl100k, its simulated vocabulary). */
+  otherwise: Record<string, unknown>;
+  log: (line: string) => void;
+}
+
+/**
+ * The card fields naming a worker's tokenizer: with `--model-path` a model directory, its files are
+ * published to the discovery backend's blob store and named by checksum; otherwise `otherwise`.
+ */
+export async function cardFieldsForModelPath(o: ModelPathCardOptions): Promise<Record<string, unknown>> {
+  const p = o.modelPath;
+  if (p === null || statSync(p, { throwIfNoEntry: false })?.isDirectory() !== true) return o.otherwise;
+  const files = await readModelDir(p);
+  const store = await blobStoreFor({
+    backend: o.discoveryBackend,
+    hub: o.hub ?? defaultMemHub(),
+    fileRoot: o.fileKv ?? defaultFileRoot(),
+    nc: o.nc ?? null,
+  });
+  if (store === null) {
+    o.log(
+      `warning: --model-path ${p}: discovery ${o.discoveryBackend} has no blob store here${
+        o.discoveryBackend === 'etcd'
+          ? ' (no NATS connection: use --event-plane nats or --request-plane nats)'
+          : ''
+      }; the card names no tokenizer and frontends use their own`,
+    );
+    return {};
+  }
+  const fields = await publishModelFiles(store, files);
+  const hf = 'hf_tokenizer_json' in fields.tokenizer ? fields.tokenizer.hf_tokenizer_json.checksum : '';
+  o.log(`model files of ${p} published to the ${store.kind} blob store (tokenizer.json ${hf})`);
+  return fields as unknown as Record<string, unknown>;
 }
