@@ -12,7 +12,7 @@ import type { ResolvedConfig } from '@kvrouter/config';
 import { InprocEventBus, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import { FrontendMetricSet, bucketOverridesFromConfig } from '@kvrouter/metrics';
 import { KvrError } from '@kvrouter/protocols';
-import { planRouter, readTextFile } from '@kvrouter/router-host';
+import { Closers, planRouter, readTextFile } from '@kvrouter/router-host';
 import {
   InprocRequestClient,
   MultiTransportClient,
@@ -87,7 +87,7 @@ export class Frontend {
     readonly metrics: FrontendMetricSet,
     readonly fleet: SimFleet | null,
     readonly server: http.Server | https.Server | null,
-    private readonly cleanup: (() => Promise<void> | void)[],
+    private readonly cleanup: Closers,
     private readonly log: Logger,
   ) {
     server?.on('connection', (s: Socket) => {
@@ -115,10 +115,7 @@ export class Frontend {
 
   static async start(config: FrontendConfig, opts: FrontendOptions = {}): Promise<Frontend> {
     const log = opts.log ?? consoleLogger;
-    const cleanup: (() => Promise<void> | void)[] = [];
-    const undo = async () => {
-      for (const c of cleanup.reverse()) await Promise.resolve(c()).catch(() => undefined);
-    };
+    const cleanup = new Closers();
     try {
       // Every refusal (and the --aic-* errors) before anything is connected.
       const plan = planRouter(config, 'frontend', { readText: readTextFile });
@@ -327,7 +324,7 @@ export class Frontend {
       ref.fe = new Frontend(config, discovery, registry, service, metrics, fleet, server, cleanup, log);
       return ref.fe;
     } catch (e) {
-      await undo();
+      await cleanup.close();
       throw e;
     }
   }
@@ -365,8 +362,7 @@ export class Frontend {
         for (const s of this.sockets) s.destroy();
         await closed;
       }
-      for (const c of [...this.cleanup].reverse())
-        await Promise.resolve(c()).catch((e: unknown) => this.log.warn(`shutdown: ${(e as Error).message}`));
+      await this.cleanup.close((e) => this.log.warn(`shutdown: ${(e as Error).message}`));
     })();
     return this.closing;
   }

@@ -218,6 +218,39 @@ describe('StandaloneRouter (mem discovery)', () => {
     ).rejects.toMatchObject({ code: 'not_supported' });
   });
 
+  it('--router-prefill-load-model aic: the router gets the AIC predictor (queue re-checked every 100 ms)', async () => {
+    const hub = new MemDiscoveryHub();
+    const r = await router(hub, [
+      '--router-prefill-load-model',
+      'aic',
+      '--aic-backend',
+      'vllm',
+      '--aic-system',
+      'h200_sxm',
+      '--aic-model-path',
+      'Qwen/Qwen3-0.6B',
+    ]);
+    await worker(hub);
+    await until(() => r.workerCount === 1);
+    // §10: with a prefill-duration predictor the parked queue is re-checked every 100 ms (60 s without).
+    expect((r.router as unknown as { queueRecheckMs: number }).queueRecheckMs).toBe(100);
+  });
+
+  it('refuses --router-approximate-cache-policy lru at startup, naming the flag', async () => {
+    const { config } = resolveConfig(
+      'router',
+      ['--router-mode', 'kv', '--no-router-kv-events', '--router-approximate-cache-policy', 'lru'],
+      {},
+    );
+    await expect(
+      StandaloneRouter.start(config, PATH, { log: quiet, memHub: new MemDiscoveryHub() }),
+    ).rejects.toMatchObject({
+      code: 'not_supported',
+      message:
+        '--router-approximate-cache-policy: lru is not implemented by the approximate indexer yet (allowed: ttl)',
+    });
+  });
+
   it('CLI: --endpoint is required; kv is the default mode; FLAGS.md validation exits 2', async () => {
     const run = (args: string[]) =>
       new Promise<{ status: number | null; stderr: string }>((resolve) => {
