@@ -177,7 +177,7 @@ export function completionsHandler(
     let firsts: Started[];
     let names: ParserNames = NO_PARSERS;
     /** The model as the client named it (a LoRA adapter is served by its base model's workers). */
-    let servedAs = '';
+    let servedAs: string;
     try {
       const body = parseBody(bodyText);
       try {
