@@ -10,10 +10,10 @@ import { InprocEventBus } from '@kvrouter/kv-events';
 import { resolveConfig } from '@kvrouter/config';
 import { InprocHub, MemDiscoveryHub, type ModelRuntimeConfig } from '@kvrouter/runtime';
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
+import { KvrError, silentLogger, type Logger } from '@kvrouter/protocols';
 
 type EngineConfig = NonNullable<SimWorkerOptions['engine']>;
 import { Frontend } from './frontend.js';
-import type { Logger } from './models.js';
 
 export interface ZoneSpec {
   name: string;
@@ -59,8 +59,6 @@ export interface RunStats {
 
 /** Fast engines: §17 timing divided by 100, small KV cache. */
 const SCENARIO_ENGINE: EngineConfig = { speedupRatio: 100, numGpuBlocks: 4096, blockSize: 16 };
-
-const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
 export class DisaggScenario {
   private seed = 0x9e3779b9;
@@ -137,7 +135,7 @@ export class DisaggScenario {
         {},
       );
       const fe = await Frontend.start(config, {
-        log: o.log ?? quiet,
+        log: o.log ?? silentLogger,
         memHub,
         inprocHub,
         eventBus: bus,
@@ -166,7 +164,7 @@ export class DisaggScenario {
     const end = performance.now() + ms;
     while (!cond()) {
       if (performance.now() > end)
-        throw new Error('disagg scenario: workers did not become routable in time');
+        throw new KvrError('startup_timeout', 'disagg scenario: workers did not become routable in time');
       await new Promise((r) => setTimeout(r, 5));
     }
   }

@@ -4,7 +4,7 @@
  * collectives add bytes over the link plus a latency; the backend adds a fixed step overhead.
  * README "The model" states every term and assumption.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
 import { backendSpec, type BackendSpec } from './backends.js';
 import type { ModelShape } from './models.js';
 import { systemSpec, type SystemSpec } from './systems.js';
@@ -51,8 +51,9 @@ const KV_BYTES = 2;
 /** Activation bytes per element on the wire (BF16). */
 const ACT_BYTES = 2;
 
+/** A flag error with upstream's exact message (the flag is `detail.field`, as for every invalid_argument). */
 const invalid = (flag: string, message: string): KvrError =>
-  new KvrError('invalid_argument', message, 400, { flag });
+  new KvrError('invalid_argument', message, undefined, { field: flag });
 
 function size(flag: string, v: number | null | undefined, dflt: number | null): number | null {
   if (v === undefined || v === null) return dflt;
@@ -62,7 +63,7 @@ function size(flag: string, v: number | null | undefined, dflt: number | null): 
 
 function checkCount(field: string, v: number, min: number): void {
   if (!Number.isSafeInteger(v) || v < min) {
-    throw new KvrError('invalid_argument', `${field} must be an integer >= ${min}, got ${v}`, 400, { field });
+    throw invalidArgument(field, `must be an integer >= ${min}`, v);
   }
 }
 

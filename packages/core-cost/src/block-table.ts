@@ -19,6 +19,8 @@
  * 11.499999999999996 where the true value was 11.5). 2^−24 per block is far below what a rounded
  * block count can show, and sums stay exact up to 2^29 blocks.
  */
+import { invalidArgument } from '@kvrouter/protocols';
+
 const MIN_CAPACITY = 64;
 export const FRAC_UNITS = 2 ** 24;
 
@@ -118,7 +120,7 @@ export class BlockTable {
 
   /** Sets fractional[h] for the block in `slot` (which must be occupied). */
   setFracAt(slot: number, f: number): void {
-    if (!(f >= 0 && f <= 1)) throw new RangeError(`fraction must be in [0, 1], got ${f}`);
+    if (!(f >= 0 && f <= 1)) throw invalidArgument('fraction', 'must be in [0, 1]', f);
     const o = (slot << 2) + 3;
     const old = this.frac[slot];
     if (old === old) this.deficitUnits -= this.e[o];

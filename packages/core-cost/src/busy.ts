@@ -34,19 +34,16 @@ export const NO_BUSY_THRESHOLDS: Readonly<BusyThresholds> = Object.freeze({
 export function validateBusyThresholds(t: BusyThresholds): BusyThresholds {
   const d = t.activeDecodeBlocks;
   if (d !== null && !(typeof d === 'number' && d >= 0 && d <= 1))
-    throw flagError('--active-decode-blocks-threshold', 'must be between 0.0 and 1.0', d);
+    throw invalid('--active-decode-blocks-threshold', 'must be between 0.0 and 1.0', d);
   for (const [flag, v] of [
     ['--active-prefill-tokens-threshold', t.activePrefillTokens],
     ['--active-prefill-tokens-threshold-frac', t.activePrefillTokensFrac],
   ] as const) {
     if (v !== null && !(typeof v === 'number' && v >= 0 && Number.isFinite(v)))
-      throw flagError(flag, 'must be >= 0', v);
+      throw invalid(flag, 'must be >= 0', v);
   }
   return t;
 }
-
-const flagError = (flag: string, reason: string, v: unknown) =>
-  new KvrError('invalid_argument', `${flag} ${reason}, got ${String(v)}`, 400, { field: flag });
 
 /** `none` clears every threshold; `token-capacity` applies them. */
 export function effectiveBusyThresholds(mode: AdmissionControl, t: BusyThresholds): BusyThresholds {

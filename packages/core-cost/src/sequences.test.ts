@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { KvrError, type WorkerWithDpRank } from '@kvrouter/protocols';
-import { FakeClock, Rng } from '@kvrouter/testkit';
+import { VirtualClock, KvrError, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { Rng } from '@kvrouter/testkit';
 import { CandidateBatch, computeCosts, DEFAULT_COST_PARAMS } from './cost.js';
 import { ActiveSequences, type AddRequestInput } from './active-sequences.js';
 import { MultiWorkerSequences } from './multi-worker.js';
@@ -117,25 +117,25 @@ describe('ActiveSequences: prefill tokens', () => {
   });
 
   it('AIC: only the anchor decays; the next oldest anchors when it leaves (fake clock)', () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const s = new ActiveSequences({ blockSize: 16, trackActiveBlocks: false });
     s.addRequest({ requestId: 'r1', isl: 1000, expectedPrefillDurationMs: 1000 }, clock.now());
-    clock.set(100);
+    clock.advanceTo(100);
     s.addRequest({ requestId: 'r2', isl: 500, expectedPrefillDurationMs: 400 }, clock.now());
-    clock.set(250);
+    clock.advanceTo(250);
     // anchor r1 since 0: ceil(1000 · (1 − 250/1000)) = 750; total = 1500 − 1000 + 750 = 1250
     expect(s.activePrefillTokens(clock.now())).toBe(1250);
-    clock.set(1200);
+    clock.advanceTo(1200);
     // r1 overdue: clamp → 0; r2 does not decay while it waits: 500
     expect(s.activePrefillTokens(clock.now())).toBe(500);
-    clock.set(1300);
+    clock.advanceTo(1300);
     s.markPrefillCompleted('r1', clock.now());
     // r2 anchored at 1300: still 500 right now
     expect(s.activePrefillTokens(clock.now())).toBe(500);
-    clock.set(1400);
+    clock.advanceTo(1400);
     // ceil(500 · (1 − 100/400)) = 375
     expect(s.activePrefillTokens(clock.now())).toBe(375);
-    clock.set(1700);
+    clock.advanceTo(1700);
     expect(s.activePrefillTokens(clock.now())).toBe(0);
   });
 

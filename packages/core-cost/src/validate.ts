@@ -3,20 +3,10 @@
  * `invalid_argument`, status 400 and `detail.field` naming the offending field, thrown before any
  * state is touched.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { invalidArgument as invalid } from '@kvrouter/protocols';
 
-export function invalid(field: string, reason: string, value?: unknown): KvrError {
-  const shown = value === undefined ? '' : `, got ${show(value)}`;
-  return new KvrError('invalid_argument', `${field} ${reason}${shown}`, 400, { field });
-}
-
-function show(v: unknown): string {
-  if (typeof v === 'string') return `'${v}'`;
-  if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === null)
-    return String(v);
-  if (v instanceof Uint32Array) return `Uint32Array(${v.length})`;
-  return typeof v;
-}
+/** The kernel's one `invalid_argument` factory, under this package's short name. */
+export { invalid };
 
 export function finiteNonNeg(field: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)

@@ -2,17 +2,10 @@
  * Input checks shared by the families. Every public entry point checks all of its arguments before
  * touching a metric, so a bad call never leaves half an update behind.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { invalidArgument as invalid } from '@kvrouter/protocols';
 
-export function invalid(field: string, reason: string, got: unknown): KvrError {
-  return new KvrError('invalid_argument', `${field} ${reason}, got ${show(got)}`, 400, { field });
-}
-
-function show(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v);
-  if (typeof v === 'bigint') return `${v}n`;
-  return String(v);
-}
+/** The kernel's one `invalid_argument` factory, under this package's short name. */
+export { invalid };
 
 /** A finite number >= 0 (durations, token counts, ratios). */
 export function checkNonNeg(field: string, v: number): number {

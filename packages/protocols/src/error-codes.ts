@@ -170,6 +170,12 @@ export const ERROR_CODES = {
     group: 'transport',
     meaning: 'The stream closed without its end (peer died, connection dropped); migratable.',
   },
+  kv_events_failed: {
+    status: 503,
+    group: 'transport',
+    meaning:
+      'The KV event feed failed (subscription ended, receive, publish, replay, recovery or snapshot); the message says which.',
+  },
   protocol_error: { status: 502, group: 'transport', meaning: 'The peer sent a malformed frame or message.' },
   request_timeout: {
     status: 504,
@@ -281,12 +287,13 @@ export const ERROR_CODES = {
   model_file_missing: {
     status: 503,
     group: 'engine',
-    meaning: "A model file named by a card (tokenizer, template) is not in the discovery backend's blob store.",
+    meaning:
+      "A model file named by a card (tokenizer, template) is not in the discovery backend's blob store.",
   },
   model_file_corrupt: {
     status: 502,
     group: 'engine',
-    meaning: "A model file fetched from the blob store does not hash to the checksum its card names.",
+    meaning: 'A model file fetched from the blob store does not hash to the checksum its card names.',
   },
 
   // ---- configuration: refused at startup
@@ -304,11 +311,6 @@ export const ERROR_CODES = {
     status: 400,
     group: 'configuration',
     meaning: 'The worker topology environment (taints, domains) is malformed; `detail.field` names it.',
-  },
-  unsupported_in_simulation: {
-    status: 400,
-    group: 'configuration',
-    meaning: 'The flag is valid for the apps but the deterministic simulator cannot honour it.',
   },
   metric_exists: {
     status: 500,

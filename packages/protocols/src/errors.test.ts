@@ -2,16 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { DecodeError, KvrError, describeValue, errorMessage, invalidArgument } from './errors.js';
 
 describe('invalidArgument', () => {
-  it('formats `<field>: <reason>[, got <value>]` with status 400 and detail.field', () => {
+  it('formats `<field> <reason>[, got <value>]` with status 400 and detail.field', () => {
     const e = invalidArgument('blockSize', 'must be an integer >= 1', 0);
     expect(e).toBeInstanceOf(KvrError);
     expect(e.code).toBe('invalid_argument');
     expect(e.status).toBe(400);
     expect(e.detail).toEqual({ field: 'blockSize' });
-    expect(e.message).toBe('blockSize: must be an integer >= 1, got 0');
-    expect(invalidArgument('--endpoint', 'is required').message).toBe('--endpoint: is required');
+    expect(e.message).toBe('blockSize must be an integer >= 1, got 0');
+    expect(invalidArgument('--endpoint', 'is required').message).toBe('--endpoint is required');
     // An explicit undefined value is shown; an absent one is not.
-    expect(invalidArgument('x', 'must be set', undefined).message).toBe('x: must be set, got undefined');
+    expect(invalidArgument('x', 'must be set', undefined).message).toBe('x must be set, got undefined');
   });
 
   it('shows values the same way everywhere', () => {

@@ -98,12 +98,13 @@ export function describeValue(v: unknown): string {
 }
 
 /**
- * THE `invalid_argument` factory (status 400): message `<field>: <reason>` plus `, got <value>` when a
- * value is given (`describeValue`), `detail.field` = field. Callers throw it.
+ * THE `invalid_argument` factory (status 400): message `<field> <reason>` plus `, got <value>` when a
+ * value is given (`describeValue`), `detail.field` = field; FLAGS.md's flag messages have this shape
+ * (`--router-temperature must be >= 0, got -1`). Callers throw it.
  */
 export function invalidArgument(field: string, reason: string, ...value: [] | [unknown]): KvrError {
   const got = value.length === 0 ? '' : `, got ${describeValue(value[0])}`;
-  return new KvrError('invalid_argument', `${field}: ${reason}${got}`, ERROR_CODES.invalid_argument.status, {
+  return new KvrError('invalid_argument', `${field} ${reason}${got}`, ERROR_CODES.invalid_argument.status, {
     field,
   });
 }

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { u64sToPairs, type WorkerId } from '@kvrouter/protocols';
-import { FakeClock } from '@kvrouter/testkit';
+import { VirtualClock, u64sToPairs, type WorkerId } from '@kvrouter/protocols';
 import { ApproxIndexer } from './approximate.js';
 import { SideIndexer } from './side.js';
 import { RadixIndexer } from './indexer.js';
@@ -18,7 +17,7 @@ function record(ix: ApproxIndexer | SideIndexer, w: typeof W1, local: bigint[]) 
 
 describe('ApproxIndexer (PROTOCOL §7.5)', () => {
   it('records a decision as a root chain that expires after the TTL', () => {
-    const clock = new FakeClock(1_000_000);
+    const clock = new VirtualClock(1_000_000);
     const ix = new ApproxIndexer({ ttlSecs: 120, now: clock.now });
     const p = prompt(100n, 5);
     record(ix, W1, p);
@@ -32,26 +31,26 @@ describe('ApproxIndexer (PROTOCOL §7.5)', () => {
   });
 
   it('re-recording refreshes the expiry of the blocks recorded again', () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const ix = new ApproxIndexer({ ttlSecs: 120, now: clock.now });
     const p = prompt(100n, 4);
     record(ix, W1, p);
-    clock.set(60_000);
+    clock.advanceTo(60_000);
     record(ix, W1, p.slice(0, 2)); // first two blocks now expire at 180 s, the others at 120 s
-    clock.set(150_000);
+    clock.advanceTo(150_000);
     expect(ix.findMatches(p).scores.get(k(W1))).toBe(2);
-    clock.set(180_000);
+    clock.advanceTo(180_000);
     expect(ix.findMatches(p).scores.size).toBe(0);
   });
 
   it('prunes to max x ratio in expiry order, deeper positions first', () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     // max 10, ratio 0.8 -> prune down to 8 pairs once the total exceeds 10.
     const ix = new ApproxIndexer({ ttlSecs: 120, maxTreeSize: 10, pruneTargetRatio: 0.8, now: clock.now });
     const a = prompt(100n, 6);
     const b = prompt(200n, 6);
     record(ix, W1, a); // 6 pairs, expiry 120 s
-    clock.set(1000);
+    clock.advanceTo(1000);
     record(ix, W2, b); // 12 pairs > 10: remove W1's (older expiry) deepest first: positions 5,4,3,2 -> 8 left
     expect(ix.inner.totalPairs()).toBe(8);
     expect(ix.findMatches(a).scores.get(k(W1))).toBe(2);
@@ -59,7 +58,7 @@ describe('ApproxIndexer (PROTOCOL §7.5)', () => {
   });
 
   it('keeps the timer heap within 50x the live timers', () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const ix = new ApproxIndexer({ ttlSecs: 1000, now: clock.now });
     const p = prompt(5n, 4);
     for (let i = 0; i < 500; i++) {
@@ -75,7 +74,7 @@ describe('ApproxIndexer (PROTOCOL §7.5)', () => {
 
 describe('SideIndexer (PROTOCOL §7.6)', () => {
   it('answers the per-rank max of primary and side, and the side entries expire', async () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const primary = new RadixIndexer();
     const ix = new SideIndexer(primary, { ttlSecs: 5, now: clock.now });
     const p = prompt(300n, 4);
@@ -95,7 +94,7 @@ describe('SideIndexer (PROTOCOL §7.6)', () => {
     expect(ix.findMatches(p).scores.get(k(W1))).toBe(4);
     // The side index never leaks into the primary.
     expect(primary.findMatches(p).scores.get(k(W1))).toBe(2);
-    clock.set(5000);
+    clock.advanceTo(5000);
     s = ix.findMatches(p).scores;
     expect(s.get(k(W1))).toBe(2);
     expect(s.has(k(W2))).toBe(false);

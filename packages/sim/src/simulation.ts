@@ -12,7 +12,13 @@ import {
   type StepResult,
   type TimingModel,
 } from '@kvrouter/engine-sim';
-import { KvrError, type EventId, type RouterEvent, type WorkerId } from '@kvrouter/protocols';
+import {
+  KvrError,
+  type EventId,
+  type RouterEvent,
+  type WorkerId,
+  invalidArgument,
+} from '@kvrouter/protocols';
 import { CLS_PASS, EventQueue } from './event-queue.js';
 import type { PolicyFactory, RoutingPolicy, SimWorker } from './policy.js';
 import { SimRng } from './rng.js';
@@ -104,7 +110,7 @@ export interface SimResult {
 
 function checkConfig(c: SimConfig): void {
   const bad = (field: string, want: string, v: unknown): never => {
-    throw new KvrError('invalid_argument', `${field}: expected ${want}, got ${String(v)}`, 400, { field });
+    throw invalidArgument(field, `must be ${want}`, v);
   };
   if (!Number.isSafeInteger(c.numWorkers) || c.numWorkers < 1 || c.numWorkers > 4096)
     bad('numWorkers', 'an integer in [1, 4096]', c.numWorkers);

@@ -9,7 +9,7 @@
  * a shared system prompt (whole trace blocks) plus the first user message. Later turns carry
  * `delay` = think time and are released by the end of the previous turn (§18).
  */
-import { KvrError } from '@kvrouter/protocols';
+import { invalidArgument } from '@kvrouter/protocols';
 import { SimRng } from './rng.js';
 import { DEFAULT_TRACE_BLOCK_SIZE } from './tokens.js';
 import type { TraceRow } from './trace.js';
@@ -83,15 +83,12 @@ export const PRESETS: Readonly<Record<string, Readonly<Partial<SyntheticSpec>>>>
   },
 });
 
-const bad = (field: string, message: string): KvrError =>
-  new KvrError('invalid_argument', `${field} ${message}`, 400, { field });
-
 function checkDist(field: string, d: Dist, min: number): void {
   const num = (k: string, v: unknown, lo = -Infinity): void => {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < lo)
-      throw bad(`${field}.${k}`, `must be a finite number >= ${lo}, got ${String(v)}`);
+      throw invalidArgument(`${field}.${k}`, `must be a finite number >= ${lo}, got ${String(v)}`);
   };
-  if (!d || typeof d !== 'object') throw bad(field, 'must be a distribution');
+  if (!d || typeof d !== 'object') throw invalidArgument(field, 'must be a distribution');
   switch (d.kind) {
     case 'const':
       num('value', d.value, min);
@@ -112,7 +109,7 @@ function checkDist(field: string, d: Dist, min: number): void {
       num('mean', d.mean, 0);
       break;
     default:
-      throw bad(field, `has unknown kind ${JSON.stringify((d as { kind: unknown }).kind)}`);
+      throw invalidArgument(field, `has unknown kind ${JSON.stringify((d as { kind: unknown }).kind)}`);
   }
   if ('min' in d && d.kind !== 'uniform' && d.min !== undefined) num('min', d.min, min);
   if ('max' in d && d.kind !== 'uniform' && d.max !== undefined) num('max', d.max, d.min ?? min);
@@ -154,7 +151,7 @@ export function parseDist(text: string, field = 'distribution'): Dist {
   const nums = parts.slice(1).map(Number);
   const need = (k: number, opt = 0): void => {
     if (nums.length < k || nums.length > k + opt || nums.some((x) => !Number.isFinite(x))) {
-      throw bad(
+      throw invalidArgument(
         field,
         `cannot parse ${JSON.stringify(text)} (expected ${parts[0]} with ${k}${opt ? `..${k + opt}` : ''} numbers)`,
       );
@@ -180,7 +177,7 @@ export function parseDist(text: string, field = 'distribution'): Dist {
     need(1, 2);
     d = { kind, mean: nums[0]!, min: nums[1], max: nums[2] };
   } else {
-    throw bad(
+    throw invalidArgument(
       field,
       `has unknown distribution ${JSON.stringify(text)} (const, uniform, normal, lognormal, exp)`,
     );
@@ -198,7 +195,7 @@ export function resolveSynthetic(partial: Partial<SyntheticSpec> = {}): Syntheti
   const int = (field: keyof SyntheticSpec, lo: number): void => {
     const v = s[field];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lo)
-      throw bad(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
+      throw invalidArgument(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
   };
   int('sessions', 1);
   int('systemPrompts', 0);
@@ -206,16 +203,16 @@ export function resolveSynthetic(partial: Partial<SyntheticSpec> = {}): Syntheti
   int('samples', 1);
   int('traceBlockSize', 1);
   if (!(s.sessionRate > 0) || !Number.isFinite(s.sessionRate))
-    throw bad('sessionRate', `must be a finite number > 0, got ${s.sessionRate}`);
+    throw invalidArgument('sessionRate', `must be a finite number > 0, got ${s.sessionRate}`);
   checkDist('turns', s.turns, 1);
   checkDist('userTokens', s.userTokens, 1);
   checkDist('outputTokens', s.outputTokens, 1);
   checkDist('thinkTimeMs', s.thinkTimeMs, 0);
   if (s.samples > 1 && !(s.turns.kind === 'const' && s.turns.value === 1)) {
-    throw bad('samples', 'above 1 needs single-turn sessions (turns const:1)');
+    throw invalidArgument('samples', 'above 1 needs single-turn sessions (turns const:1)');
   }
   if (s.systemPrompts > 0 && s.systemPromptTokens === 0)
-    throw bad('systemPromptTokens', 'must be > 0 when systemPrompts > 0');
+    throw invalidArgument('systemPromptTokens', 'must be > 0 when systemPrompts > 0');
   return s;
 }
 

@@ -1,4 +1,3 @@
 export * from './rng.js';
-export * from './clock.js';
 export * from './services.js';
 export * from './procs.js';

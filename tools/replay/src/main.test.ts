@@ -114,7 +114,7 @@ describe('replay CLI', () => {
     expect(r.err).toContain('--router-temperature must be >= 0');
     const w = await cli(trace, '--num-workers', '0');
     expect(w.code).toBe(2);
-    expect(w.err).toContain('--num-workers: expected an integer in [1, 4096], got 0');
+    expect(w.err).toContain('--num-workers must be an integer in [1, 4096], got 0');
     const none = await cli('--no-progress');
     expect(none.code).toBe(1);
     expect(none.err).toContain('no workload');

@@ -9,7 +9,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { isKvrError } from '@kvrouter/protocols';
+import { KvrError, isKvrError } from '@kvrouter/protocols';
 import {
   compareSvg,
   compareTable,
@@ -155,7 +155,12 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
         const extra = words[0]?.startsWith('-') ? words : ['--router-mode', ...words];
         const { router: flags, rest } = splitRouterArgs(extra);
         if (rest.length > 0)
-          throw new Error(`--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`);
+          throw new KvrError(
+            'invalid_argument',
+            `--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`,
+            undefined,
+            { field: '--config' },
+          );
         const router = routerFor(flags);
         const run = await runOffline(w, sim, router, oracle, io, o.progress, c, timing.model);
         run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
@@ -195,7 +200,10 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
           .argParser(intArg('--trace-block-size', 1, 1 << 20)),
       ),
   ).action((o: SyntheticOpts & { out: string; seed: number; traceBlockSize: number }) => {
-    if (o.synthetic === undefined) throw new Error('generate needs --synthetic <preset>');
+    if (o.synthetic === undefined)
+      throw new KvrError('invalid_argument', 'generate needs --synthetic <preset>', undefined, {
+        field: '--synthetic',
+      });
     const w = makeWorkload(undefined, o, io);
     write(o.out, formatTrace(w.rows));
     io.stdout.write(`wrote ${w.rows.length} rows to ${abs(o.out)}\n`);

@@ -10,18 +10,17 @@ import {
   type EngineType,
   type ReasoningConfig,
 } from '@kvrouter/engine-sim';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, invalidArgument } from '@kvrouter/protocols';
 import { DEFAULT_SIM_CONFIG, PRESETS, parseDist, type SimConfig, type SyntheticSpec } from '@kvrouter/sim';
 import { Option, type Command } from 'commander';
 
-const bad = (flag: string, msg: string): KvrError =>
-  new KvrError('invalid_argument', `${flag}: ${msg}`, 400, { flag });
+const bad = invalidArgument;
 
 export function intArg(flag: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
     const n = Number(v);
     if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max)
-      throw bad(flag, `expected an integer in [${min}, ${max}], got ${v}`);
+      throw bad(flag, `must be an integer in [${min}, ${max}], got ${v}`);
     return n;
   };
 }
@@ -30,7 +29,7 @@ export function numArg(flag: string, min: number, open = false) {
   return (v: string): number => {
     const n = Number(v);
     if (v.trim() === '' || !Number.isFinite(n) || n < min || (open && n === min))
-      throw bad(flag, `expected a number ${open ? '>' : '>='} ${min}, got ${v}`);
+      throw bad(flag, `must be a number ${open ? '>' : '>='} ${min}, got ${v}`);
     return n;
   };
 }
@@ -44,7 +43,7 @@ function mockerArg<T>(flag: string, convert: (v: string) => T) {
   if (!spec) throw new Error(`the config table has no mocker flag ${flag}`);
   return (v: string): T => {
     const msg = checkValue(spec, v);
-    if (msg !== undefined) throw new KvrError('invalid_argument', msg, 400, { flag });
+    if (msg !== undefined) throw new KvrError('invalid_argument', msg, undefined, { field: flag });
     return convert(v);
   };
 }
@@ -55,7 +54,7 @@ const MAX_SGLANG_PREFILL_TOKENS = 1 << 30;
 /** `--reasoning` as upstream spells it, with the mocker's messages (engine-sim's shared check). */
 export function reasoningOf(v: unknown): ReasoningConfig | null {
   return reasoningFromFlag(v, (message, flag) => {
-    throw new KvrError('invalid_argument', message, 400, { flag });
+    throw new KvrError('invalid_argument', message, undefined, { field: flag });
   });
 }
 
@@ -105,7 +104,7 @@ export function addEngineOptions(cmd: Command): Command {
     '--preemption-mode <mode>',
     'lifo | fifo',
     (v) => {
-      if (v !== 'lifo' && v !== 'fifo') throw bad('--preemption-mode', `expected lifo or fifo, got ${v}`);
+      if (v !== 'lifo' && v !== 'fifo') throw bad('--preemption-mode', `must be lifo or fifo, got ${v}`);
       return v;
     },
     d.preemptionMode,
@@ -124,7 +123,7 @@ export function addEngineOptions(cmd: Command): Command {
     mockerArg('--sglang-max-prefill-tokens', (v) => {
       const n = Number(BigInt(v.trim()));
       if (n > MAX_SGLANG_PREFILL_TOKENS)
-        throw bad('--sglang-max-prefill-tokens', `at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
+        throw bad('--sglang-max-prefill-tokens', `must be at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
       return n;
     }),
     d.sglangMaxPrefillTokens,
@@ -343,13 +342,13 @@ export function engineTimingPlanOf(
 export function syntheticSpecOf(o: SyntheticOpts, traceBlockSize: number): Partial<SyntheticSpec> {
   const name = o.synthetic!;
   if (name !== 'custom' && !(name in PRESETS)) {
-    throw bad('--synthetic', `unknown preset ${name} (${[...Object.keys(PRESETS), 'custom'].join(', ')})`);
+    throw bad('--synthetic', `names no known preset: ${name} (${[...Object.keys(PRESETS), 'custom'].join(', ')})`);
   }
   const spec: Partial<SyntheticSpec> = { ...(name === 'custom' ? {} : PRESETS[name]), traceBlockSize };
   if (o.sessionRate !== undefined) spec.sessionRate = o.sessionRate;
   if (o.sessions !== undefined) spec.sessions = o.sessions;
   if (o.durationS !== undefined) {
-    if (o.sessions !== undefined) throw bad('--duration-s', 'give either --sessions or --duration-s');
+    if (o.sessions !== undefined) throw bad('--duration-s', 'cannot be combined with --sessions (give one)');
     spec.sessions = Math.max(1, Math.round((spec.sessionRate ?? 1) * o.durationS));
   }
   if (o.turns !== undefined) spec.turns = parseDist(o.turns, '--turns');

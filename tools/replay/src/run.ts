@@ -58,8 +58,12 @@ export function makeWorkload(
   io: Io,
 ): Workload {
   if (trace !== undefined && o.synthetic !== undefined)
-    throw new Error('give either a trace file or --synthetic, not both');
+    throw new KvrError('invalid_argument', 'give either a trace file or --synthetic, not both', undefined, {
+      field: '--synthetic',
+    });
   if (trace !== undefined) return loadTrace(trace, o.strict === true, io);
+  // A plain Error on purpose: the CLI exits 1 (not 2, a bad option) when no workload is given (main.test.ts).
+  // A plain Error on purpose: the CLI exits 1 (not 2, a bad option) when no workload is given (main.test.ts).
   if (o.synthetic === undefined) throw new Error('no workload: give a trace file or --synthetic <preset>');
   const spec = syntheticSpecOf(o, o.traceBlockSize);
   return { rows: generateSynthetic(spec, o.seed), source: { synthetic: o.synthetic, spec } };
@@ -97,7 +101,7 @@ function readCallerFile(path: string, enc?: 'utf8'): string | Uint8Array | null 
 }
 
 const replayFail = (message: string, flag: string): never => {
-  throw new KvrError('invalid_argument', message, 400, { flag });
+  throw new KvrError('invalid_argument', message, undefined, { field: flag });
 };
 
 /**

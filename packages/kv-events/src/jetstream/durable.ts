@@ -35,6 +35,7 @@ import {
   radixBucketName,
   type RouterEvent,
   errorMessage,
+  KvrError,
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
 import { checkCount, checkPositive, checkU64 } from '../errors.js';
@@ -252,7 +253,10 @@ export class DurableKvConsumer {
       if (i + 1 < max) await sleep(this.opts.snapshotReadPauseMs ?? 100);
     }
     this.opts.onError?.(
-      new Error(`snapshot ${RADIX_STATE_OBJECT}: no two reads agreed in ${max} tries; using the last`),
+      new KvrError(
+        'kv_events_failed',
+        `snapshot ${RADIX_STATE_OBJECT}: no two reads agreed in ${max} tries; using the last`,
+      ),
       'snapshot',
     );
     return prev ?? null;

@@ -4,7 +4,7 @@
  * client re-subscribes by itself after a server restart, and whatever was lost meanwhile shows up
  * as an event-id gap that the subscriber recovers.
  */
-import { errorMessage } from '@kvrouter/protocols';
+import { errorMessage, KvrError } from '@kvrouter/protocols';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 
 import { type ChannelDiscovery, channelKey, encodeChannel } from './channels.js';
@@ -89,7 +89,16 @@ export class NatsEventPlane implements EventPlane {
     }
     const sub = this.nc.subscribe(topic.subject, {
       callback: (err, msg) => {
-        if (err) q.fail(new Error(`nats subscription ${topic.subject}: ${errorMessage(err)}`));
+        if (err)
+          q.fail(
+            new KvrError(
+              'kv_events_failed',
+              `nats subscription ${topic.subject}: ${errorMessage(err)}`,
+              undefined,
+              undefined,
+              { cause: err },
+            ),
+          );
         else q.pushBytes(msg.data);
       },
     });

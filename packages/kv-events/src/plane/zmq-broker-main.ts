@@ -8,6 +8,7 @@
  * unset or `mem`: no registration, clients use `DYN_ZMQ_BROKER_URL`), `ETCD_ENDPOINTS`, `DYN_FILE_KV`.
  * Prints one JSON line on stdout: `{"url": "xsub=… , xpub=…"}` (the `DYN_ZMQ_BROKER_URL` value).
  */
+import { invalidArgument } from '@kvrouter/protocols';
 import { createDiscovery, type Discovery } from '@kvrouter/runtime';
 import { ZmqBroker } from './zmq-broker.js';
 
@@ -29,7 +30,7 @@ try {
       fileRoot: env.DYN_FILE_KV || undefined,
     });
   else if (backend !== 'mem')
-    throw new Error(`DYN_DISCOVERY_BACKEND: must be etcd, file or mem here, got ${JSON.stringify(backend)}`);
+    throw invalidArgument('DYN_DISCOVERY_BACKEND', 'must be etcd, file or mem here', backend);
   broker = await ZmqBroker.start({
     xsubBind: env.ZMQ_BROKER_XSUB_BIND || 'tcp://0.0.0.0:5555',
     xpubBind: env.ZMQ_BROKER_XPUB_BIND || 'tcp://0.0.0.0:5556',

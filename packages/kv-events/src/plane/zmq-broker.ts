@@ -16,7 +16,13 @@
  */
 import { networkInterfaces } from 'node:os';
 import { Proxy, XPublisher, XSubscriber } from 'zeromq';
-import { eventChannelKey, eventChannelsPrefix, invalidArgument, errorMessage } from '@kvrouter/protocols';
+import {
+  eventChannelKey,
+  eventChannelsPrefix,
+  invalidArgument,
+  errorMessage,
+  KvrError,
+} from '@kvrouter/protocols';
 
 import type { ChannelDiscovery } from './channels.js';
 
@@ -150,7 +156,13 @@ export class ZmqBroker {
     const proxy = new Proxy(xsub, xpub);
     const running = proxy
       .run()
-      .catch((e: unknown) => o.onError?.(new Error(`zmq broker stopped: ${errorMessage(e)}`)));
+      .catch((e: unknown) =>
+        o.onError?.(
+          new KvrError('kv_events_failed', `zmq broker stopped: ${errorMessage(e)}`, undefined, undefined, {
+            cause: e,
+          }),
+        ),
+      );
     const keys: string[] = [];
     const broker = new ZmqBroker(proxy, running, endpoints, keys, o);
     try {

@@ -155,13 +155,13 @@ describe('VllmZmqPublisher', () => {
           block_size: 4,
         },
       ]),
-    ).toThrow(/events\[1\]\.token_ids: must hold block_hashes.length × block_size = 8 tokens, got 4/);
+    ).toThrow(/events\[1\]\.token_ids must hold block_hashes.length × block_size = 8 tokens, got 4/);
     expect(() => p.publish([{ type: 'BlockRemoved', block_hashes: [-1n] }])).toThrow(
       /events\[0\]\.block_hashes\[0\]/,
     );
     expect(p.sequence).toBe(0n);
     await expect(VllmZmqPublisher.bind({ endpoint: 'localhost:5557' })).rejects.toThrow(
-      /endpoint: must be a ZMQ endpoint/,
+      /endpoint must be a ZMQ endpoint/,
     );
   });
 });

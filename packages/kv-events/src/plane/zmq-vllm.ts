@@ -17,6 +17,7 @@ import {
   parseVllmReplayReply,
   invalidArgument,
   errorMessage,
+  KvrError,
 } from '@kvrouter/protocols';
 import { checkU32, checkU64 } from '../errors.js';
 
@@ -154,7 +155,16 @@ export class VllmZmqPublisher {
       }
     } catch (e) {
       this.queue.length = 0;
-      if (!this.closed) this.opts.onError?.(new Error(`vllm zmq publish failed: ${errorMessage(e)}`));
+      if (!this.closed)
+        this.opts.onError?.(
+          new KvrError(
+            'kv_events_failed',
+            `vllm zmq publish failed: ${errorMessage(e)}`,
+            undefined,
+            undefined,
+            { cause: e },
+          ),
+        );
     } finally {
       this.draining = null;
       if (this.queue.length > 0 && !this.closed) this.draining = this.drain();
@@ -172,7 +182,9 @@ export class VllmZmqPublisher {
         const id = frames[0];
         const start = frames[frames.length - 1];
         if (frames.length < 2 || start.length !== 8) {
-          this.opts.onError?.(new Error(`vllm replay: malformed request of ${frames.length} frames`));
+          this.opts.onError?.(
+            new KvrError('protocol_error', `vllm replay: malformed request of ${frames.length} frames`),
+          );
           continue;
         }
         const from = start.readBigUInt64BE(0);
@@ -186,7 +198,16 @@ export class VllmZmqPublisher {
         await router.send([id, EMPTY, END, EMPTY]);
       }
     } catch (e) {
-      if (!this.closed) this.opts.onError?.(new Error(`vllm replay socket failed: ${errorMessage(e)}`));
+      if (!this.closed)
+        this.opts.onError?.(
+          new KvrError(
+            'kv_events_failed',
+            `vllm replay socket failed: ${errorMessage(e)}`,
+            undefined,
+            undefined,
+            { cause: e },
+          ),
+        );
     }
   }
 

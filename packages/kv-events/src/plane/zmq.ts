@@ -13,7 +13,7 @@
  */
 import { networkInterfaces } from 'node:os';
 import { Publisher, Subscriber } from 'zeromq';
-import { decodeZmqEventFrames, type EventEnvelope, errorMessage } from '@kvrouter/protocols';
+import { decodeZmqEventFrames, type EventEnvelope, errorMessage, KvrError } from '@kvrouter/protocols';
 
 import { type ChannelDiscovery, channelKey, encodeChannel, parseChannel } from './channels.js';
 import { eventChannelsPrefix } from '@kvrouter/protocols';
@@ -185,7 +185,16 @@ export class ZmqEventPlane implements EventPlane {
           } else if (ev.type === 'delete' && ev.key !== undefined) drop(ev.key);
         }
       } catch (e) {
-        if (!until()) this.opts.onError?.(new Error(`zmq: broker discovery watch ended: ${errorMessage(e)}`));
+        if (!until())
+          this.opts.onError?.(
+            new KvrError(
+              'watch_failed',
+              `zmq: broker discovery watch ended: ${errorMessage(e)}`,
+              undefined,
+              undefined,
+              { cause: e },
+            ),
+          );
       }
     })();
     return watch;
@@ -196,7 +205,11 @@ export class ZmqEventPlane implements EventPlane {
       const pub = this.pubSocket();
       await pub.bind(`tcp://${this.opts.bindHost ?? '0.0.0.0'}:0`);
       const port = /:([0-9]+)$/.exec(pub.lastEndpoint ?? '')?.[1];
-      if (!port) throw new Error(`zmq: cannot read the bound port from ${pub.lastEndpoint ?? 'nothing'}`);
+      if (!port)
+        throw new KvrError(
+          'listen_failed',
+          `zmq: cannot read the bound port from ${pub.lastEndpoint ?? 'nothing'}`,
+        );
       this.endpoint = `tcp://${this.opts.advertiseHost ?? defaultAdvertiseHost()}:${port}`;
       return this.endpoint;
     })();
@@ -294,7 +307,16 @@ export class ZmqEventPlane implements EventPlane {
         } else if (ev.type === 'delete' && ev.key !== undefined) this.drop(ev.key, byKey, refs, sub);
       }
     } catch (e) {
-      if (!q.closed) this.opts.onError?.(new Error(`zmq: discovery watch ended: ${errorMessage(e)}`));
+      if (!q.closed)
+        this.opts.onError?.(
+          new KvrError(
+            'watch_failed',
+            `zmq: discovery watch ended: ${errorMessage(e)}`,
+            undefined,
+            undefined,
+            { cause: e },
+          ),
+        );
     }
   }
 
@@ -322,7 +344,15 @@ export class ZmqEventPlane implements EventPlane {
         frames = await sub.receive();
       } catch (e) {
         if (!q.closed) {
-          this.opts.onError?.(new Error(`zmq: receive failed: ${errorMessage(e)}`));
+          this.opts.onError?.(
+            new KvrError(
+              'kv_events_failed',
+              `zmq: receive failed: ${errorMessage(e)}`,
+              undefined,
+              undefined,
+              { cause: e },
+            ),
+          );
           q.close();
         }
         return;

@@ -20,6 +20,7 @@ import {
   type DpRank,
   errorMessage,
   type Timers,
+  KvrError,
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
 import { checkCount, checkPositive, checkU32, checkU64 } from '../errors.js';
@@ -225,7 +226,11 @@ export class KvEventSubscriber {
           if (this.closed) break;
           this.handleEnvelope(env);
         }
-        if (!this.closed) this.opts.onError?.(new Error('kv-events subscription ended'), 'subscription');
+        if (!this.closed)
+          this.opts.onError?.(
+            new KvrError('kv_events_failed', 'kv-events subscription ended'),
+            'subscription',
+          );
       } catch (e) {
         if (!this.closed) this.opts.onError?.(e, 'subscription');
       }
@@ -469,7 +474,9 @@ export class KvEventSubscriber {
     const timeout = new Promise<never>((_, reject) => {
       timer = this.timers.setTimeout(() => {
         ac.abort();
-        reject(new Error(`local indexer query timed out after ${this.queryTimeoutMs} ms`));
+        reject(
+          new KvrError('request_timeout', `local indexer query timed out after ${this.queryTimeoutMs} ms`),
+        );
       }, this.queryTimeoutMs);
     });
     const worker = { worker_id: rc.ws.id, dp_rank: rc.rank as DpRank };
@@ -551,7 +558,8 @@ export class KvEventSubscriber {
     rc.retries++;
     if (rc.retries > this.maxRetries) {
       this.opts.onError?.(
-        new Error(
+        new KvrError(
+          'kv_events_failed',
           `recovery of worker ${rc.ws.id} dp_rank ${rc.rank} abandoned after ${this.maxRetries} retries: ${reason}`,
         ),
         'recovery',

@@ -14,6 +14,7 @@ import {
   type VllmDecoderStats,
   invalidArgument,
   errorMessage,
+  KvrError,
 } from '@kvrouter/protocols';
 import { checkPositive, checkU32 } from '../errors.js';
 import type { KvEventPublisher } from '../publisher/publisher.js';
@@ -89,7 +90,16 @@ export class VllmZmqIngest {
       try {
         frames = await this.sub.receive();
       } catch (e) {
-        if (!this.closed) this.opts.onError?.(new Error(`vllm zmq receive failed: ${errorMessage(e)}`));
+        if (!this.closed)
+          this.opts.onError?.(
+            new KvrError(
+              'kv_events_failed',
+              `vllm zmq receive failed: ${errorMessage(e)}`,
+              undefined,
+              undefined,
+              { cause: e },
+            ),
+          );
         return;
       }
       try {
@@ -150,7 +160,15 @@ export class VllmZmqIngest {
       }
     } catch (e) {
       this.counters.replayFailures++;
-      this.opts.onError?.(new Error(`vllm replay from ${from} failed: ${errorMessage(e)}`));
+      this.opts.onError?.(
+        new KvrError(
+          'kv_events_failed',
+          `vllm replay from ${from} failed: ${errorMessage(e)}`,
+          undefined,
+          undefined,
+          { cause: e },
+        ),
+      );
     } finally {
       dealer.close();
     }

@@ -9,7 +9,7 @@
  */
 import { DecodeError } from '../errors.js';
 import { localBlockHashes, xxh3_64 } from '../hash/index.js';
-import type { DpRank, ExternalSequenceBlockHash } from '../ids.js';
+import { U64_MAX, type DpRank, type ExternalSequenceBlockHash } from '../ids.js';
 import { mmExtraInfo } from './codec.js';
 import type { BlockExtraInfo, KvCacheEventData, KvCacheStoredBlockData, StorageTier } from './types.js';
 import { arr, at, describe, fail, finite, isObj, join, strOrNull, u32, u32OrNull } from './validate.js';
@@ -343,7 +343,6 @@ function stored(
 }
 
 const I64_MIN = -(1n << 63n);
-const U64_MAX = (1n << 64n) - 1n;
 
 /** int (signed i64 reinterpreted bit for bit, or u64) or bytes (XXH3-64, seed 0: stable per content). */
 function blockHash(v: unknown, path: string): ExternalSequenceBlockHash {

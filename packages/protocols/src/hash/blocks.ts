@@ -3,8 +3,8 @@
  * `out[2*i]` = low u32, `out[2*i+1]` = high u32 of the i-th u64. The bigint forms are
  * conveniences for tests, tools and slow paths.
  */
-import { KvrError } from '../errors.js';
-import type { LocalBlockHash, SequenceHash } from '../ids.js';
+import { invalidArgument } from '../errors.js';
+import { U64_MAX, type LocalBlockHash, type SequenceHash } from '../ids.js';
 import { useWasm, wasmBlockHashes, wasmSequenceHashes } from './wasm-hash.js';
 import { BASE_CONTEXT, C_BF16, C_SEC, hashWords, seedContext, xxh3_64Into } from './xxh3.js';
 
@@ -19,11 +19,6 @@ export interface BlockHashOptions {
   /** Eagle: windows of bs+1 tokens advancing by bs; floor((len-1)/bs) blocks. */
   isEagle?: boolean;
 }
-
-const U64_MAX = (1n << 64n) - 1n;
-
-const invalid = (field: string, message: string): KvrError =>
-  new KvrError('invalid_argument', `${field} ${message}`, 400, { field });
 
 /* Sequence-hash keys: the 9..16-byte path with seed 1337 xors these into its two input words. */
 const BF1_LO = BASE_CONTEXT[C_BF16];
@@ -84,7 +79,7 @@ const pairToU64 = (p: Uint32Array, i: number): bigint => (BigInt(p[i + 1]) << 32
 
 function checkU64(v: unknown, field: string): bigint {
   if (typeof v !== 'bigint' || v < 0n || v > U64_MAX)
-    throw invalid(field, `must be a u64 bigint, got ${String(v)}`);
+    throw invalidArgument(field, `must be a u64 bigint, got ${String(v)}`);
   return v;
 }
 
@@ -123,7 +118,7 @@ export function hashTokenBlock(
     Number.isInteger(start) &&
     Number.isInteger(count)
   )) {
-    throw invalid(
+    throw invalidArgument(
       'start/count',
       `[${start}, ${start}+${count}) is outside tokens of length ${tokens.length}`,
     );
@@ -155,7 +150,7 @@ function loraSeedPair(name: string): Uint32Array {
 
 /** Seed of the local hashes for a LoRA adapter; the empty name means no LoRA (BASE_SEED). */
 export function loraSeed(name: string): bigint {
-  if (typeof name !== 'string') throw invalid('loraName', `must be a string, got ${typeof name}`);
+  if (typeof name !== 'string') throw invalidArgument('loraName', `must be a string, got ${typeof name}`);
   return name === '' ? BASE_SEED : pairToU64(loraSeedPair(name), 0);
 }
 
@@ -164,14 +159,15 @@ let mmWords = new Uint32Array(1024);
 
 function toTokenArray(tokens: Uint32Array | readonly number[]): Uint32Array {
   if (tokens instanceof Uint32Array) return tokens;
-  if (!Array.isArray(tokens)) throw invalid('tokens', 'must be a Uint32Array or an array of u32 numbers');
+  if (!Array.isArray(tokens))
+    throw invalidArgument('tokens', 'must be a Uint32Array or an array of u32 numbers');
   const arr: readonly unknown[] = tokens;
   const n = arr.length;
   const t = new Uint32Array(n);
   for (let i = 0; i < n; i++) {
     const v = arr[i];
     if (typeof v !== 'number' || v >>> 0 !== v)
-      throw invalid(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
+      throw invalidArgument(`tokens[${i}]`, `must be a u32, got ${String(v)}`);
     t[i] = v;
   }
   return t;
@@ -179,13 +175,14 @@ function toTokenArray(tokens: Uint32Array | readonly number[]): Uint32Array {
 
 /** Throws on a malformed mmHashes; true iff some block below `n` carries at least one hash. */
 function checkMmHashes(mm: unknown, n: number): boolean {
-  if (!Array.isArray(mm)) throw invalid('mmHashes', 'must be an array');
+  if (!Array.isArray(mm)) throw invalidArgument('mmHashes', 'must be an array');
   const all: readonly unknown[] = mm;
   let any = false;
   for (let i = 0; i < all.length; i++) {
     const m = all[i];
     if (m === undefined || m === null) continue;
-    if (!Array.isArray(m)) throw invalid(`mmHashes[${i}]`, 'must be an array of u64 bigints or undefined');
+    if (!Array.isArray(m))
+      throw invalidArgument(`mmHashes[${i}]`, 'must be an array of u64 bigints or undefined');
     const hs: readonly unknown[] = m;
     for (let j = 0; j < hs.length; j++) checkU64(hs[j], `mmHashes[${i}][${j}]`);
     if (hs.length > 0 && i < n) any = true;
@@ -210,14 +207,14 @@ export function computeLocalBlockHashes(
   out?: Uint32Array,
 ): Uint32Array {
   if (!Number.isInteger(blockSize) || blockSize < 0 || blockSize > 0xffffffff) {
-    throw invalid('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
+    throw invalidArgument('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
   }
   const toks = toTokenArray(tokens);
   const eagle = opts?.isEagle === true;
   const n = blockCount(toks.length, blockSize, eagle);
   const loraName = opts?.loraName;
   if (loraName !== undefined && typeof loraName !== 'string') {
-    throw invalid('loraName', `must be a string, got ${typeof loraName}`);
+    throw invalidArgument('loraName', `must be a string, got ${typeof loraName}`);
   }
   const mm = opts?.mmHashes;
   // Validate everything before writing anything, so bad input never leaves `out` half-filled.
@@ -270,7 +267,7 @@ export function computeLocalBlockHashes(
  */
 export function computeSequenceHashes(local: Uint32Array, out?: Uint32Array): Uint32Array {
   const len = local.length;
-  if ((len & 1) !== 0) throw invalid('local', `pairs array must have even length, got ${len}`);
+  if ((len & 1) !== 0) throw invalidArgument('local', `pairs array must have even length, got ${len}`);
   const res =
     out !== undefined && out.length >= len
       ? out.length === len
@@ -611,18 +608,18 @@ export function computeBlockAndSequenceHashes(
   seq: Uint32Array,
 ): number {
   if (!Number.isInteger(blockSize) || blockSize < 0 || blockSize > 0xffffffff) {
-    throw invalid('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
+    throw invalidArgument('blockSize', `must be a non-negative integer, got ${String(blockSize)}`);
   }
   const len = tokens instanceof Uint32Array || Array.isArray(tokens) ? tokens.length : 0;
   const n = blockCount(len, blockSize, opts?.isEagle === true);
   if (!(local instanceof Uint32Array) || local.length < 2 * n)
-    throw invalid('local', `must be a Uint32Array of at least ${2 * n} entries`);
+    throw invalidArgument('local', `must be a Uint32Array of at least ${2 * n} entries`);
   if (!(seq instanceof Uint32Array) || seq.length < 2 * n)
-    throw invalid('seq', `must be a Uint32Array of at least ${2 * n} entries`);
+    throw invalidArgument('seq', `must be a Uint32Array of at least ${2 * n} entries`);
   if (tokens instanceof Uint32Array && opts?.mmHashes === undefined && (blockSize === 16 || useWasm(n))) {
     const lora = opts?.loraName;
     if (lora !== undefined && typeof lora !== 'string')
-      throw invalid('loraName', `must be a string, got ${typeof lora}`);
+      throw invalidArgument('loraName', `must be a string, got ${typeof lora}`);
     let seedLo = 1337;
     let seedHi = 0;
     if (lora !== undefined && lora !== '') {
@@ -655,7 +652,7 @@ export function computeBlockAndSequenceHashes(
 
 /** Pairs -> bigints. */
 export function pairsToU64s(pairs: Uint32Array): bigint[] {
-  if ((pairs.length & 1) !== 0) throw invalid('pairs', `must have even length, got ${pairs.length}`);
+  if ((pairs.length & 1) !== 0) throw invalidArgument('pairs', `must have even length, got ${pairs.length}`);
   const r = new Array<bigint>(pairs.length >>> 1);
   for (let i = 0; i < r.length; i++) r[i] = pairToU64(pairs, 2 * i);
   return r;

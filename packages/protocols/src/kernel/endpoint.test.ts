@@ -51,7 +51,7 @@ describe('parseEndpoint (dyn://)', () => {
       expect(e.status).toBe(400);
       expect(e.detail).toEqual({ field: '--endpoint' });
       expect(e.message).toBe(
-        `--endpoint: must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
+        `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
       );
     }
     expect(thrown(() => parseEndpoint('a.b', { allowBare: true, field: 'endpoint' })).detail).toEqual({
@@ -64,11 +64,11 @@ describe('parseEndpoint (dyn://)', () => {
     const c = thrown(() => parseEndpoint('dyn://a.b', { fail }));
     expect([c.code, c.message, c.detail]).toEqual([
       'config_error',
-      '--endpoint: must look like dyn://namespace.component.endpoint, got "dyn://a.b"',
+      '--endpoint must look like dyn://namespace.component.endpoint, got "dyn://a.b"',
       { flag: '--endpoint' },
     ]);
     expect(thrown(() => parseEndpoint(42 as unknown as string)).message).toBe(
-      '--endpoint: must look like dyn://namespace.component.endpoint, got 42',
+      '--endpoint must look like dyn://namespace.component.endpoint, got 42',
     );
   });
 });

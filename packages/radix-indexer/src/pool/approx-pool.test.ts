@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { u64sToPairs, type WorkerId } from '@kvrouter/protocols';
-import { FakeClock } from '@kvrouter/testkit';
+import { VirtualClock, u64sToPairs, type WorkerId } from '@kvrouter/protocols';
 import { PoolIndexer } from './pool.js';
 import { SideIndexer } from '../side.js';
 import { refSequence, stored } from '../testing/index.js';
@@ -11,7 +10,7 @@ const prompt = (base: bigint, n: number) => Array.from({ length: n }, (_, i) => 
 
 describe('approximate mode and the side index with writer threads', () => {
   it('records decisions in the owner threads and expires them there', async () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const pool = PoolIndexer.create({
       threads: 2,
       approximate: { ttlSecs: 120, maxTreeSize: 1 << 20, pruneTargetRatio: 0.8, now: clock.now },
@@ -24,14 +23,14 @@ describe('approximate mode and the side index with writer threads', () => {
       await pool.flush();
       expect(pool.findMatches(a).scores.get('11:0')).toBe(5);
       expect(pool.findMatches(b).scores.get('22:1')).toBe(3);
-      clock.set(60_000);
+      clock.advanceTo(60_000);
       pool.recordRouting(W1, u64sToPairs(a.slice(0, 2)), u64sToPairs(refSequence(a.slice(0, 2))));
       await pool.flush();
-      clock.set(120_000); // first records expire (expiry <= now); W1's first two were refreshed to 180 s
+      clock.advanceTo(120_000); // first records expire (expiry <= now); W1's first two were refreshed to 180 s
       await pool.expireNow();
       expect(pool.findMatches(a).scores.get('11:0')).toBe(2);
       expect(pool.findMatches(b).scores.size).toBe(0);
-      clock.set(180_000);
+      clock.advanceTo(180_000);
       await pool.expireNow();
       expect(pool.findMatches(a).scores.size).toBe(0);
     } finally {
@@ -40,7 +39,7 @@ describe('approximate mode and the side index with writer threads', () => {
   });
 
   it('a side index over a pool primary answers the per-rank max', async () => {
-    const clock = new FakeClock(0);
+    const clock = new VirtualClock(0);
     const pool = PoolIndexer.create({ threads: 2 });
     const ix = new SideIndexer(pool, { ttlSecs: 5, now: clock.now });
     try {
@@ -56,7 +55,7 @@ describe('approximate mode and the side index with writer threads', () => {
       const s = ix.findMatches(p).scores;
       expect(s.get('11:0')).toBe(2);
       expect(s.get('22:1')).toBe(3);
-      clock.set(5000);
+      clock.advanceTo(5000);
       expect(ix.findMatches(p).scores.has('22:1')).toBe(false);
     } finally {
       await ix.close();

@@ -6,7 +6,7 @@
 // Must run before etcd3 (and so protobufjs) is evaluated.
 import './long-shim.js';
 import { Etcd3, type Lease, type Watcher } from 'etcd3';
-import { KvrError, invalidArgument } from '@kvrouter/protocols';
+import { KvrError, errorMessage, invalidArgument } from '@kvrouter/protocols';
 
 import {
   KeyMatcher,
@@ -75,7 +75,10 @@ export class EtcdDiscovery implements Discovery {
       const id = await Promise.race([
         lease.grant(),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no lease grant within ${timeoutMs} ms`)), timeoutMs);
+          timer = setTimeout(
+            () => reject(new KvrError('connection_timeout', `no lease grant within ${timeoutMs} ms`)),
+            timeoutMs,
+          );
         }),
       ]);
       return new EtcdDiscovery(client, lease, BigInt(id), ttl, endpoints);
@@ -84,11 +87,10 @@ export class EtcdDiscovery implements Discovery {
       client.close();
       throw new KvrError(
         'cannot_connect',
-        `etcd at ${endpoints.join(',')}: ${e instanceof Error ? e.message : String(e)}`,
-        503,
-        {
-          field: 'ETCD_ENDPOINTS',
-        },
+        `etcd at ${endpoints.join(',')}: ${errorMessage(e)}`,
+        undefined,
+        { field: 'ETCD_ENDPOINTS' },
+        { cause: e },
       );
     } finally {
       clearTimeout(timer);
