@@ -16,6 +16,8 @@ export class MergeTable {
   private readonly rank: Int32Array;
   private readonly merged: Int32Array;
   private readonly mask: number;
+  /** 32 - log2(capacity): the hash's top bits are the slot. */
+  private readonly shift: number;
   readonly size: number;
 
   /** `pairs` holds (left, right, merged) triples in rank order; a repeated pair keeps its later rank. */
@@ -24,6 +26,7 @@ export class MergeTable {
     let cap = 16;
     while (cap < n * 2) cap *= 2;
     this.mask = cap - 1;
+    this.shift = 32 - Math.log2(cap);
     this.left = new Int32Array(cap).fill(EMPTY);
     this.right = new Int32Array(cap);
     this.rank = new Int32Array(cap);
@@ -32,7 +35,7 @@ export class MergeTable {
     for (let r = 0; r < n; r++) {
       const a = pairs[3 * r]!;
       const b = pairs[3 * r + 1]!;
-      let h = hash(a, b) & this.mask;
+      let h = hash(a, b) >>> this.shift;
       while (this.left[h] !== EMPTY && (this.left[h] !== a || this.right[h] !== b)) h = (h + 1) & this.mask;
       if (this.left[h] === EMPTY) size++;
       this.left[h] = a;
@@ -47,7 +50,7 @@ export class MergeTable {
   slot(a: number, b: number): number {
     const mask = this.mask;
     const left = this.left;
-    let h = hash(a, b) & mask;
+    let h = hash(a, b) >>> this.shift;
     for (;;) {
       const l = left[h]!;
       if (l === a && this.right[h] === b) return h;
@@ -69,11 +72,9 @@ export class MergeTable {
 
 export const NO_RANK = 0x7fffffff;
 
+/** Multiplicative hash of the pair; the caller keeps the top bits. */
 function hash(a: number, b: number): number {
-  let h = Math.imul(a, 0x9e3779b1) ^ Math.imul(b + 0x7f4a7c15, 0x85ebca77);
-  h ^= h >>> 15;
-  h = Math.imul(h, 0x2c1b3c6d);
-  return h ^ (h >>> 13);
+  return Math.imul(Math.imul(a, 0x9e3779b1) ^ b, 0x85ebca77);
 }
 
 /** Words longer than this take the heap path. */

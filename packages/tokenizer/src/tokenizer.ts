@@ -314,7 +314,13 @@ export class FastTokenizer {
   private readonly raw: AddedMatcher;
   private readonly norm: AddedMatcher;
   private readonly pre: PreTokenizer;
-  private readonly cache = new Map<string, number | Int32Array>();
+  /**
+   * Word cache: a single id (>= 0), or -(offset * 64 + count) - 1 for `count` ids at `offset` in
+   * `arena` (no typed array per entry: cold text inserts thousands of entries per prompt).
+   */
+  private readonly cache = new Map<string, number>();
+  private arena = new Int32Array(4096);
+  private arenaUsed = 0;
   private readonly cacheMax: number;
   /** Ids of 1-2 character ASCII words: -1 unknown, TWO_BYTES, else the one id. */
   private readonly small = new Int32Array(128 + 128 * 128).fill(-1);
@@ -475,11 +481,15 @@ export class FastTokenizer {
     if (len <= this.cacheMax) {
       const hit = this.cache.get(key);
       if (hit !== undefined) {
-        if (typeof hit === 'number') this.push(hit);
+        if (hit >= 0) this.push(hit);
         else {
-          if (this.n + hit.length > this.out.length) this.growOut(this.n + hit.length);
-          this.out.set(hit, this.n);
-          this.n += hit.length;
+          const v = -hit - 1;
+          const count = v % 64;
+          const off = (v - count) / 64;
+          if (this.n + count > this.out.length) this.growOut(this.n + count);
+          const out = this.out;
+          const arena = this.arena;
+          for (let i = 0; i < count; i++) out[this.n++] = arena[off + i]!;
         }
         return;
       }
@@ -509,10 +519,24 @@ export class FastTokenizer {
     const m = this.merger.merge(ids, nb);
     if (this.n + m > this.out.length) this.growOut(this.n + m);
     for (let i = 0; i < m; i++) this.out[this.n++] = ids[i]!;
-    if (key !== null) {
-      if (this.cache.size >= this.cacheEntries) this.cache.clear();
+    if (key !== null && m < 64) {
+      if (this.cache.size >= this.cacheEntries) {
+        this.cache.clear();
+        this.arenaUsed = 0;
+      }
+      let v = ids[0]!;
+      if (m > 1) {
+        if (this.arenaUsed + m > this.arena.length) {
+          const grown = new Int32Array(this.arena.length * 2);
+          grown.set(this.arena.subarray(0, this.arenaUsed));
+          this.arena = grown;
+        }
+        this.arena.set(ids.subarray(0, m), this.arenaUsed);
+        v = -(this.arenaUsed * 64 + m) - 1;
+        this.arenaUsed += m;
+      }
       // Keys of 13+ characters may be views of the whole text in V8: store an own copy.
-      this.cache.set(len >= 13 ? ownCopy(key) : key, m === 1 ? ids[0]! : ids.slice(0, m));
+      this.cache.set(len >= 13 ? ownCopy(key) : key, v);
     }
   }
 
