@@ -15,13 +15,13 @@ import { fileURLToPath } from 'node:url';
 import type { Row, Suite } from '../harness.js';
 
 const dir = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
-const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
+export const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
   spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], {
     stdio: [stdin, 'pipe', 'inherit'],
   });
 
 /** Successive stdout lines of a child, failing if it exits first. */
-function lines(child: ReturnType<typeof spawn>): () => Promise<string> {
+export function lines(child: ReturnType<typeof spawn>): () => Promise<string> {
   const queue: string[] = [];
   const waiting: { resolve: (l: string) => void; reject: (e: Error) => void }[] = [];
   let dead: Error | null = null;
