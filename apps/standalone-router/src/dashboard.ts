@@ -8,11 +8,12 @@ import {
   DashboardHub,
   DecisionTap,
   decisionLogWithTap,
+  routedWorkerViews,
+  type CatalogWorkerLike,
   type DashboardMode,
   type DashboardSource,
   type RegistryLike,
   type RouterSetView,
-  type WorkerView,
 } from '@kvrouter/dashboard';
 import type { KvRouter } from '@kvrouter/router';
 import { effectiveMaxBatchedTokens, type ModelDeploymentCard } from '@kvrouter/runtime';
@@ -23,7 +24,7 @@ interface GroupView {
   endpoint: string;
   router: KvRouter | null;
   index: { treeSizes(): Map<string, number>; appliedCounts(): Map<string, number> } | null;
-  workers: Iterable<{ id: bigint; card: ModelDeploymentCard | null; routed: boolean }>;
+  workers: Iterable<CatalogWorkerLike<ModelDeploymentCard['runtime_config']>>;
   model: string;
   cursor: (workerId: bigint, dpRank: number) => { state: string; last: bigint; phase: string } | null;
 }
@@ -49,19 +50,7 @@ export function standaloneDashboardSource(group: () => GroupView, registry: Regi
         endpoint: g.endpoint,
         role: 'decode',
         router,
-        *workers(): Iterable<WorkerView> {
-          for (const w of g.workers) {
-            if (!w.routed || !w.card) continue;
-            const rc = w.card.runtime_config;
-            yield {
-              id: w.id,
-              dpStart: rc.data_parallel_start_rank ?? 0,
-              dpSize: rc.data_parallel_size ?? 1,
-              totalKvBlocks: rc.total_kv_blocks ?? null,
-              maxNumBatchedTokens: effectiveMaxBatchedTokens(rc),
-            };
-          }
-        },
+        workers: () => routedWorkerViews(g.workers, effectiveMaxBatchedTokens),
         treeSizes: index ? () => index.treeSizes() : null,
         appliedCounts: index ? () => index.appliedCounts() : null,
         cursor: g.cursor,

@@ -8,38 +8,9 @@
  * phase (all its threads; the mocker process excluded) and the viewer phases' difference, and the
  * wall time of each snapshot tick as the server reports it in the frames (`tick_ms`).
  */
-import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { Row, Suite } from '../harness.js';
-
-const dir = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
-const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
-  spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], {
-    stdio: [stdin, 'pipe', 'inherit'],
-  });
-
-function lines(child: ReturnType<typeof spawn>): () => Promise<string> {
-  const queue: string[] = [];
-  const waiting: { resolve: (l: string) => void; reject: (e: Error) => void }[] = [];
-  let dead: Error | null = null;
-  createInterface({ input: child.stdout! }).on('line', (l) => {
-    const w = waiting.shift();
-    if (w) w.resolve(l);
-    else queue.push(l);
-  });
-  child.once('exit', (code) => {
-    dead = new Error(`${child.spawnargs.join(' ')} exited with ${code}`);
-    for (const w of waiting.splice(0)) w.reject(dead);
-  });
-  return () => {
-    const l = queue.shift();
-    if (l !== undefined) return Promise.resolve(l);
-    if (dead) return Promise.reject(dead);
-    return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
-  };
-}
+import { lines, tsNode } from './frontend.js';
 
 interface ServerStats {
   cpuMs: number;
@@ -178,7 +149,7 @@ export const suite: Suite = {
       extra: {
         max: r2(Math.max(...tickMs)),
         ticks: tickMs.length,
-        per_request_at_rate_ms: r2(median(tickMs) / RATE),
+        per_request_at_rate_us: r2((median(tickMs) * 1000) / RATE),
       },
     });
     rows.push({

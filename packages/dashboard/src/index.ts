@@ -8,6 +8,6 @@ export {
   type DashboardHubOptions,
 } from './hub.js';
 export { DecisionTap, decisionLogWithTap, type DecisionLog, type DecisionTapOptions } from './decisions.js';
-export { SnapshotBuilder, SIGNAL_PATTERN, type SnapshotOptions } from './snapshot.js';
+export { SnapshotBuilder, SIGNAL_PATTERN, routedWorkerViews, type SnapshotOptions } from './snapshot.js';
 export { readHistogram, windowOf, quantile, histogramSnapshot, type HistogramReading } from './histogram.js';
 export { PAGE_HTML } from './page.js';

@@ -8,6 +8,9 @@ import { RankBusyState } from '@kvrouter/core-cost';
 import type { DecisionTap } from './decisions.js';
 import { histogramSnapshot, readHistogram, windowOf, type HistogramReading } from './histogram.js';
 import type {
+  CatalogWorkerLike,
+  RuntimeConfigLike,
+  WorkerView,
   DashboardSnapshot,
   DashboardSource,
   MetricSample,
@@ -19,6 +22,24 @@ import type {
   SignalSnapshot,
   WorkerSnapshot,
 } from './types.js';
+
+/** The routed workers with a card, as the page's worker views (`maxBatched`: the card's effective `max_num_batched_tokens`). */
+export function* routedWorkerViews<R extends RuntimeConfigLike>(
+  workers: Iterable<CatalogWorkerLike<R>>,
+  maxBatched: (rc: R) => number,
+): Iterable<WorkerView> {
+  for (const w of workers) {
+    if (!w.routed || !w.card) continue;
+    const rc = w.card.runtime_config;
+    yield {
+      id: w.id,
+      dpStart: rc.data_parallel_start_rank,
+      dpSize: rc.data_parallel_size,
+      totalKvBlocks: rc.total_kv_blocks,
+      maxNumBatchedTokens: maxBatched(rc),
+    };
+  }
+}
 
 /** Families shown as truth-check signals (issue 19) when the registry has them. */
 export const SIGNAL_PATTERN = /truth|reported|mispredict|stale|divergen/;

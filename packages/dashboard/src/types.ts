@@ -29,6 +29,20 @@ export interface WorkerView {
   maxNumBatchedTokens: number | null;
 }
 
+/** The runtime-config fields of a model card the page reads (`ModelRuntimeConfig` of `@kvrouter/runtime`). */
+export interface RuntimeConfigLike {
+  data_parallel_start_rank: number;
+  data_parallel_size: number;
+  total_kv_blocks: number | null;
+}
+
+/** A worker as the apps' catalogs hold it: routed or not, with its card once known. */
+export interface CatalogWorkerLike<R extends RuntimeConfigLike> {
+  id: bigint;
+  routed: boolean;
+  card: { runtime_config: R } | null;
+}
+
 /** A KV event subscriber's cursor of one rank (`KvEventSubscriber.cursor`). */
 export interface CursorView {
   state: string;

@@ -3,7 +3,12 @@
  * workers' cards, the local index) and the metric families the page reads. Nothing here runs per
  * request; the hub calls it once per tick while a page is open.
  */
-import type { DashboardSource, RegistryLike, RouterSetView, WorkerView } from '@kvrouter/dashboard';
+import {
+  routedWorkerViews,
+  type DashboardSource,
+  type RegistryLike,
+  type RouterSetView,
+} from '@kvrouter/dashboard';
 import type { FrontendMetricSet } from '@kvrouter/metrics';
 import { effectiveMaxBatchedTokens } from '@kvrouter/runtime';
 import type { ModelRegistry, WorkerSet } from '../models.js';
@@ -17,19 +22,7 @@ function setView(s: WorkerSet, prefix: string): RouterSetView {
     endpoint: s.endpoint,
     role: s.role,
     router: s.router,
-    *workers(): Iterable<WorkerView> {
-      for (const w of s.workers.values()) {
-        if (!w.routed || !w.card) continue;
-        const rc = w.card.runtime_config;
-        yield {
-          id: w.id,
-          dpStart: rc.data_parallel_start_rank ?? 0,
-          dpSize: rc.data_parallel_size ?? 1,
-          totalKvBlocks: rc.total_kv_blocks ?? null,
-          maxNumBatchedTokens: effectiveMaxBatchedTokens(rc),
-        };
-      }
-    },
+    workers: () => routedWorkerViews(s.workers.values(), effectiveMaxBatchedTokens),
     treeSizes: s.indexer ? () => s.indexer!.treeSizes() : null,
     appliedCounts: s.indexer ? () => s.indexer!.appliedCounts() : null,
     cursor: (id, rank) => s.host.cursor(id, rank),
