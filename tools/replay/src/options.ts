@@ -123,7 +123,10 @@ export function addEngineOptions(cmd: Command): Command {
     mockerArg('--sglang-max-prefill-tokens', (v) => {
       const n = Number(BigInt(v.trim()));
       if (n > MAX_SGLANG_PREFILL_TOKENS)
-        throw bad('--sglang-max-prefill-tokens', `must be at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`);
+        throw bad(
+          '--sglang-max-prefill-tokens',
+          `must be at most ${MAX_SGLANG_PREFILL_TOKENS} tokens, got ${n}`,
+        );
       return n;
     }),
     d.sglangMaxPrefillTokens,
@@ -342,7 +345,10 @@ export function engineTimingPlanOf(
 export function syntheticSpecOf(o: SyntheticOpts, traceBlockSize: number): Partial<SyntheticSpec> {
   const name = o.synthetic!;
   if (name !== 'custom' && !(name in PRESETS)) {
-    throw bad('--synthetic', `names no known preset: ${name} (${[...Object.keys(PRESETS), 'custom'].join(', ')})`);
+    throw bad(
+      '--synthetic',
+      `names no known preset: ${name} (${[...Object.keys(PRESETS), 'custom'].join(', ')})`,
+    );
   }
   const spec: Partial<SyntheticSpec> = { ...(name === 'custom' ? {} : PRESETS[name]), traceBlockSize };
   if (o.sessionRate !== undefined) spec.sessionRate = o.sessionRate;

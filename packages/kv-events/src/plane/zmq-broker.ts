@@ -154,15 +154,13 @@ export class ZmqBroker {
       xpub: [advertised(xpub.lastEndpoint!, host)],
     };
     const proxy = new Proxy(xsub, xpub);
-    const running = proxy
-      .run()
-      .catch((e: unknown) =>
-        o.onError?.(
-          new KvrError('kv_events_failed', `zmq broker stopped: ${errorMessage(e)}`, undefined, undefined, {
-            cause: e,
-          }),
-        ),
-      );
+    const running = proxy.run().catch((e: unknown) =>
+      o.onError?.(
+        new KvrError('kv_events_failed', `zmq broker stopped: ${errorMessage(e)}`, undefined, undefined, {
+          cause: e,
+        }),
+      ),
+    );
     const keys: string[] = [];
     const broker = new ZmqBroker(proxy, running, endpoints, keys, o);
     try {
