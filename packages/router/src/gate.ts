@@ -143,6 +143,14 @@ export class AdmissionGate {
     return v;
   }
 
+  /** Best device overlap among the last verdict's candidates (a parked request's wspt key, §10). */
+  bestOverlap(): number {
+    const b = this.batch;
+    let best = 0;
+    for (let i = 0; i < b.n; i++) if (b.deviceBlocks[i] > best) best = b.deviceBlocks[i];
+    return best;
+  }
+
   /** A new decision: the busy memo and candidate marks of the previous one are stale. */
   nextEpoch(): void {
     this.epoch++;

@@ -170,3 +170,10 @@ export function anyThreshold(t: BusyThresholds): boolean {
     t.activeDecodeBlocks !== null || t.activePrefillTokens !== null || t.activePrefillTokensFrac !== null
   );
 }
+
+/** The fields of `t` that are not undefined (a partial update must not clear what it omits). */
+export function pickDefined<T extends object>(t: Partial<T>): Partial<T> {
+  const out: Partial<T> = {};
+  for (const k of Object.keys(t) as (keyof T)[]) if (t[k] !== undefined) out[k] = t[k];
+  return out;
+}

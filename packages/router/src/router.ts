@@ -22,7 +22,13 @@ import { Bookings } from './booking.js';
 import { Explainer } from './explain.js';
 import { AdmissionGate } from './gate.js';
 import { prepareIntent, type IntentContext, type Pending } from './intent.js';
-import { MAINTENANCE_INTERVAL_MS, reporter, resolveOptions, type ResolvedOptions } from './options.js';
+import {
+  MAINTENANCE_INTERVAL_MS,
+  pickDefined,
+  reporter,
+  resolveOptions,
+  type ResolvedOptions,
+} from './options.js';
 import { OverlapSource } from './overlap.js';
 import { QueueDriver } from './queue-driver.js';
 import { ReplicaSync } from './replica.js';
@@ -111,7 +117,6 @@ export class KvRouter {
       sendClose: (id, w) => this.sessions.sendClose(id, w),
     });
     this.simple = new SimpleModes(o, this.workers, this.gate, this.bookings, this.explain);
-    const batch = this.gate.batch;
     this.queue =
       o.queueThreshold === null
         ? null
@@ -119,12 +124,7 @@ export class KvRouter {
             o,
             admit: (p) => this.admit(p),
             afterDecision: (p, d) => this.sessions.afterDecision(p, d),
-            bestOverlap: () => {
-              let best = 0;
-              for (let i = 0; i < batch.n; i++)
-                if (batch.deviceBlocks[i] > best) best = batch.deviceBlocks[i];
-              return best;
-            },
+            bestOverlap: () => this.gate.bestOverlap(),
           });
     this.intentCtx = {
       o,
@@ -388,10 +388,4 @@ export class KvRouter {
     this.maintTimer = null;
     this.queue?.close();
   }
-}
-
-function pickDefined<T extends object>(t: Partial<T>): Partial<T> {
-  const out: Partial<T> = {};
-  for (const k of Object.keys(t) as (keyof T)[]) if (t[k] !== undefined) out[k] = t[k];
-  return out;
 }
