@@ -117,7 +117,7 @@ export type TimingPlan =
   | { kind: 'aic'; backend: 'vllm' | 'sglang'; system: string; model: string };
 
 /** Upstream's default `--aic-system` for the mocker's AIC perf model. */
-export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
+const DEFAULT_AIC_SYSTEM = 'h200_sxm';
 
 function timingPlan(c: MockerConfig, warnings: string[]): TimingPlan {
   if (c.aicPerfModel && c.plannerProfileData !== null)

@@ -19,7 +19,7 @@ export interface Family {
   samples: Sample[];
 }
 
-export function parseExposition(text: string): Map<string, Family> {
+function parseExposition(text: string): Map<string, Family> {
   const fams = new Map<string, Family>();
   let current: Family | null = null;
   const fam = (name: string) => {

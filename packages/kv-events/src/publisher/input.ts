@@ -4,7 +4,6 @@
  */
 import {
   STORAGE_TIERS,
-  type ExternalSequenceBlockHash,
   type KvCacheEventData,
   type KvCacheStoredBlockData,
   type StorageTier,
@@ -29,7 +28,7 @@ export interface CheckedInput {
 }
 
 const TIERS = new Set<unknown>(STORAGE_TIERS);
-export const MAX_BLOCKS_PER_EVENT = 65_536;
+const MAX_BLOCKS_PER_EVENT = 65_536;
 
 export function checkInput(ev: EngineKvInput): CheckedInput {
   if (typeof ev !== 'object' || ev === null)
@@ -87,5 +86,3 @@ export function checkInput(ev: EngineKvInput): CheckedInput {
   }
   throw invalidArgument('data', 'must have a "stored" or "removed" key, or be "cleared"');
 }
-
-export type ExtHash = ExternalSequenceBlockHash;
