@@ -4,6 +4,9 @@
  * engines, measured in the same run. Processes: the server (the frontend and the proxy), the
  * engines (one mocker process, tcp request plane, zmq KV events; `BENCH_ENGINES=embedded` puts them
  * inside the server process instead), the load client, and this one.
+ * Then the same 300 req/s open-loop run with real-world text (packages/testkit corpus: prose in
+ * several languages, code, JSON) tokenized by a real tokenizer (Qwen3's tokenizer.json, carried
+ * to the frontend by the engines' cards) and by cl100k, beside the word-list run above.
  * Figures: throughput, added latency two ways (request received → dispatched, from the response's
  * `nvext.timing`; end-to-end at the client minus the engine's time), the server's event-loop delay,
  * GC pauses and CPU per request in each phase, and `promtool check metrics` on a /metrics scrape
@@ -12,12 +15,19 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { CORPUS_FILE, tokenizerPackageDir } from '@kvrouter/testkit/parity';
 import type { Row, Suite } from '../harness.js';
 
 const dir = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
-export const tsNode = (script: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore') =>
+export const tsNode = (
+  script: string,
+  args: string[],
+  stdin: 'ignore' | 'pipe' = 'ignore',
+  env: Record<string, string> = {},
+) =>
   spawn(process.execPath, ['--conditions=source', '--import', 'tsx', dir(script), ...args], {
     stdio: [stdin, 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
   });
 
 /** Successive stdout lines of a child, failing if it exits first. */
@@ -141,6 +151,64 @@ function promtool(text: string | null): string {
     : `FAIL (exit ${r.status}): ${other.join('; ')}`;
 }
 
+/** Characters per token of the corpus (Qwen3: 110 000 chars = 34 380 tokens; cl100k is close). */
+const CORPUS_CHARS_PER_TOKEN = 3.2;
+
+/**
+ * The frontend at `rate` req/s (open loop) on ~8k-token chats cut from the real-world corpus: one
+ * server per tokenizer (a real one from the engines' cards, and cl100k), same flags as above.
+ */
+async function realTokenizerRuns(
+  ctx: Parameters<Suite['run']>[0],
+  o: { concurrency: number; seconds: number; warmupS: number; maxTokens: number; sessions: number },
+  rate: number,
+): Promise<Row[]> {
+  const out: Row[] = [];
+  for (const v of [
+    { label: 'Qwen3 tokenizer, corpus text', modelPath: tokenizerPackageDir('qwen3') },
+    { label: 'cl100k, corpus text', modelPath: null },
+  ]) {
+    const server = tsNode(
+      'server.ts',
+      ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
+      'pipe',
+      v.modelPath ? { BENCH_MODEL_PATH: v.modelPath } : {},
+    );
+    const next = lines(server);
+    const stats = async (): Promise<ServerStats> => {
+      server.stdin!.write('eld\n');
+      return JSON.parse(await next()) as ServerStats;
+    };
+    try {
+      const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
+      const load = async (opts: typeof o, r?: number): Promise<[LoadResult, ServerStats]> => {
+        await stats();
+        const c = tsNode('load.ts', [
+          frontend,
+          model,
+          JSON.stringify({
+            ...opts,
+            ...(r ? { rate: r } : {}),
+            corpusFile: CORPUS_FILE,
+            charsPerToken: CORPUS_CHARS_PER_TOKEN,
+          }),
+        ]);
+        const res = JSON.parse(await firstLine(c)) as LoadResult;
+        return [res, await stats()];
+      };
+      ctx.progress(`warm-up: ${v.label}`, 0, 1);
+      await load({ ...o, seconds: 2, warmupS: 0 });
+      ctx.progress(`frontend at ${rate} req/s: ${v.label}`, 0, 1);
+      const [r, s] = await load(o, rate);
+      ctx.progress(`frontend at ${rate} req/s: ${v.label}`, 1, 1);
+      out.push(...rows(`frontend @${rate}/s, ${v.label}`, r, s).filter((_, i) => i !== 3));
+    } finally {
+      server.kill('SIGTERM');
+    }
+  }
+  return out;
+}
+
 export const suite: Suite = {
   name: 'frontend',
   description:
@@ -199,11 +267,13 @@ export const suite: Suite = {
       const [feMax, feMaxS] = await run(frontend, 'kvrouter frontend, closed loop', false);
       const [pxMax, pxMaxS] = await run(proxy, 'plain proxy, closed loop', false);
       const check = promtool(feRate.metrics);
+      const real = await realTokenizerRuns(ctx, o, RATE);
       return [
         ...rows(`frontend @${RATE}/s`, feRate, feRateS),
         ...rows(`plain proxy @${RATE}/s`, pxRate, pxRateS),
         ...rows('frontend, 32 clients', feMax, feMaxS).filter((_, i) => i === 0 || i === 4),
         ...rows('plain proxy, 32 clients', pxMax, pxMaxS).filter((_, i) => i === 0 || i === 4),
+        ...real,
         {
           name: 'promtool check metrics, scrape under load',
           value: check === 'pass' ? 1 : 0,

@@ -3,6 +3,7 @@
  * Usage: `load.ts <url> <model> '<json options>'`; prints one JSON line with per-request samples'
  * percentiles. The server's own timings come back in the responses' `nvext.timing`.
  */
+import fs from 'node:fs';
 import http from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { SessionWorkload } from './workload.js';
@@ -44,6 +45,10 @@ export interface LoadOptions {
   sessions: number;
   /** Scrape `${url}/metrics` halfway through and return it. */
   scrape?: boolean;
+  /** A text file of real-world text for the prompts (default: the word-list workload). */
+  corpusFile?: string | null;
+  /** Characters per token of that text for the model's tokenizer. */
+  charsPerToken?: number;
 }
 
 interface Sample {
@@ -91,7 +96,13 @@ function pct(v: number[]): { p50: number; p90: number; p99: number; max: number 
 }
 
 export async function runLoad(url: string, model: string, o: LoadOptions) {
-  const wl = new SessionWorkload({ sessions: o.sessions, turns: 16, seed: 7 });
+  const wl = new SessionWorkload({
+    sessions: o.sessions,
+    turns: 16,
+    seed: 7,
+    corpus: o.corpusFile ? fs.readFileSync(o.corpusFile, 'utf8') : null,
+    ...(o.charsPerToken ? { charsPerToken: o.charsPerToken } : {}),
+  });
   // Every session's opening turn (a fresh ~8k-token context) first, four at a time and unmeasured:
   // the measured phase then sees the steady mix, where one request in 16 starts a new session.
   for (let i = 0; i < o.sessions; i += 4)

@@ -65,7 +65,9 @@ if (engines === 'process') {
       '--import',
       'tsx',
       path.join(repo, 'apps/mocker/src/main.ts'),
-      ...['--model-path', 'mock-model', '--num-workers', String(NUM_ENGINES), '--block-size', '64'],
+      // BENCH_MODEL_PATH: a model directory whose tokenizer the engines' cards carry to the frontend.
+      ...['--model-path', process.env.BENCH_MODEL_PATH ?? 'mock-model'],
+      ...['--num-workers', String(NUM_ENGINES), '--block-size', '64'],
       ...['--speedup-ratio', speedup, '--decode-speedup-ratio', '1'],
       ...['--discovery-backend', 'file', '--request-plane', 'tcp', '--event-plane', 'zmq'],
     ],

@@ -2,6 +2,11 @@
  * Benchmark workload: multi-turn chat sessions whose prompts are about `promptTokens` long. Each
  * session opens with its own long context; each turn appends a short user question and the
  * previous answer, the way chat clients resend the whole conversation. Deterministic (seeded).
+ *
+ * Text comes from a 130-word vocabulary (one cl100k token per word), or with `corpus` from
+ * varied real-world text (prose in several languages, code, JSON: paragraphs of
+ * packages/testkit/fixtures/corpus/mixed.txt), cut at seeded offsets; token counts are then
+ * estimated at `charsPerToken` characters per token.
  */
 const WORDS = (
   'the of and to in is was that for on are with as his they be at one have this from or had by hot word but what some we ' +
@@ -46,6 +51,10 @@ export interface SessionWorkloadOptions {
   /** Turns before a session starts over with a fresh context (default 8). */
   turns?: number;
   seed?: number;
+  /** Real-world text to cut the contexts, questions and answers from (default: the word list). */
+  corpus?: string | null;
+  /** Characters per token of the corpus for the target tokenizer (default 3.6). */
+  charsPerToken?: number;
 }
 
 /** An endless, deterministic sequence of turns, sessions interleaved round robin. */
@@ -61,7 +70,16 @@ export class SessionWorkload {
   private readonly o: Required<SessionWorkloadOptions>;
 
   constructor(o: SessionWorkloadOptions) {
-    this.o = { promptTokens: 8192, questionTokens: 64, answerTokens: 32, turns: 8, seed: 1, ...o };
+    this.o = {
+      promptTokens: 8192,
+      questionTokens: 64,
+      answerTokens: 32,
+      turns: 8,
+      seed: 1,
+      corpus: null,
+      charsPerToken: 3.6,
+      ...o,
+    };
     this.rng = new Xs(this.o.seed || 1);
     for (let s = 0; s < this.o.sessions; s++) this.state.push(this.fresh(s, 0));
   }
@@ -69,8 +87,17 @@ export class SessionWorkload {
   private fresh(s: number, generation: number) {
     const o = this.o;
     const historyTokens = o.turns * (o.questionTokens + o.answerTokens);
-    const context = `session ${s}.${generation}: ${words(this.rng, Math.max(16, o.promptTokens - historyTokens))}`;
+    const context = `session ${s}.${generation}: ${this.text(Math.max(16, o.promptTokens - historyTokens))}`;
     return { context, history: [] as ChatTurn['messages'], turn: 0, generation };
+  }
+
+  /** About `tokens` tokens: words, or a corpus slice starting at a seeded offset (wrapping around). */
+  private text(tokens: number): string {
+    const c = this.o.corpus;
+    if (!c) return words(this.rng, tokens);
+    const n = Math.min(c.length, Math.round(tokens * this.o.charsPerToken));
+    const at = this.rng.next() % c.length;
+    return at + n <= c.length ? c.slice(at, at + n) : c.slice(at) + c.slice(0, at + n - c.length);
   }
 
   take(): ChatTurn {
@@ -78,8 +105,8 @@ export class SessionWorkload {
     this.next = (this.next + 1) % this.o.sessions;
     let st = this.state[s]!;
     if (st.turn >= this.o.turns) st = this.state[s] = this.fresh(s, st.generation + 1);
-    if (st.turn > 0) st.history.push({ role: 'assistant', content: words(this.rng, this.o.answerTokens) });
-    st.history.push({ role: 'user', content: words(this.rng, this.o.questionTokens) });
+    if (st.turn > 0) st.history.push({ role: 'assistant', content: this.text(this.o.answerTokens) });
+    st.history.push({ role: 'user', content: this.text(this.o.questionTokens) });
     st.turn++;
     return { session: s, messages: [{ role: 'system', content: st.context }, ...st.history] };
   }
