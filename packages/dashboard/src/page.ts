@@ -84,7 +84,8 @@ function histogram(hs, unit) {
     const k = lo + i, up = k < hs.bounds.length ? hs.bounds[k] : Infinity, down = k === 0 ? 0 : hs.bounds[k - 1];
     r.append(s('title', {}, '(' + unit(down) + ', ' + (up === Infinity ? '+Inf' : unit(up)) + ']: ' + c));
     svg.append(r);
-    if (cs.length <= 14 || i % 2 === 0) svg.append(s('text', { x: x + 1, y: H - 3 }, up === Infinity ? '+Inf' : unit(up)));
+    // At most ~7 labels (each ~60 px wide at this size): every k-th bucket's upper bound.
+    if (i % Math.ceil(cs.length / 7) === 0) svg.append(s('text', { x: x + 1, y: H - 3 }, up === Infinity ? '+Inf' : unit(up)));
   });
   svg.append(s('text', { x: 6, y: 11 }, 'n=' + hs.count + '  p50 ' + unit(hs.p50) + '  p90 ' + unit(hs.p90) + '  p99 ' + unit(hs.p99)));
   return svg;
