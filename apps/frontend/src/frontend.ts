@@ -12,6 +12,7 @@ import type { ResolvedConfig } from '@kvrouter/config';
 import { InprocEventBus, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import { FrontendMetricSet, bucketOverridesFromConfig } from '@kvrouter/metrics';
 import { KvrError } from '@kvrouter/protocols';
+import { consoleLogger as kernelConsoleLogger } from '@kvrouter/protocols/node';
 import { Closers, planRouter, readTextFile } from '@kvrouter/router-host';
 import {
   InprocRequestClient,
@@ -67,11 +68,8 @@ export interface FrontendOptions {
 /** Model name of the embedded workers when neither --model-name nor --model-path says otherwise. */
 export const DEFAULT_EMBEDDED_MODEL = 'mock-model';
 
-export const consoleLogger: Logger = {
-  info: (m) => console.log(`${new Date().toISOString()} INFO  ${m}`),
-  warn: (m) => console.warn(`${new Date().toISOString()} WARN  ${m}`),
-  error: (m) => console.error(`${new Date().toISOString()} ERROR ${m}`),
-};
+/** The kernel's console logger: info on stdout, warn / error on stderr, `time LEVEL  msg` lines. */
+export const consoleLogger: Logger = kernelConsoleLogger();
 
 export class Frontend {
   private inflight = 0;

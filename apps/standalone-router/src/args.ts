@@ -3,7 +3,7 @@
  * worker endpoint it routes for (upstream `python -m dynamo.router --endpoint ns.component.endpoint`).
  * It is taken out of argv here; the rest goes to `parseAppConfig('router', ...)`. Pure.
  */
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, parseEndpoint } from '@kvrouter/protocols';
 import type { GroupPath } from '@kvrouter/router-host';
 
 /** `dyn://namespace.component.endpoint`: the one worker group this router serves. */
@@ -21,15 +21,14 @@ export class ArgsError extends KvrError {
   }
 }
 
+/** The kernel's `dyn://` parser; the bare `ns.component.endpoint` form is accepted too, as upstream. */
 export function parseEndpointPath(uri: string): EndpointPath {
-  const parts = uri.replace(/^dyn:\/\//, '').split('.');
-  if (parts.length < 3 || parts.some((p) => p.length === 0 || /[/\s*>]/.test(p)))
-    throw new ArgsError(
-      `--endpoint must look like dyn://namespace.component.endpoint, got ${JSON.stringify(uri)}`,
-    );
-  const endpoint = parts.pop()!;
-  const component = parts.pop()!;
-  return { namespace: parts.join('.'), component, endpoint };
+  return parseEndpoint(uri, {
+    allowBare: true,
+    fail: (message) => {
+      throw new ArgsError(message);
+    },
+  });
 }
 
 /** Splits `--endpoint X` / `--endpoint=X` (last one wins) from the other arguments. */

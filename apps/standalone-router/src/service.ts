@@ -168,9 +168,7 @@ export class StandaloneRouter {
     const params = plan.params;
     const { namespace: ns, component: comp } = path;
     this.cleanup.push(() => discovery.close());
-    const eventPlaneKind =
-      config.eventPlane ??
-      (config.discoveryBackend === 'etcd' || config.discoveryBackend === 'kubernetes' ? 'nats' : 'zmq');
+    const eventPlaneKind = config.eventPlane; // computed by the config table (--event-plane auto)
     let nc: NatsConnection | null = null;
     if (config.requestPlane === 'nats' || eventPlaneKind === 'nats') {
       nc = await connectNats(config.natsServer);

@@ -32,6 +32,7 @@ import {
   type NatsConnection,
   type TypedWatch,
 } from '@kvrouter/runtime';
+import type { Logger as KernelLogger } from '@kvrouter/protocols';
 import { PromptEncoder } from './encoder.js';
 import { loadTokenizer, type LoadedTokenizer } from './load.js';
 import { TokenizerPool } from './pool.js';
@@ -46,10 +47,7 @@ export interface ModelTokenizer {
   readonly source: string;
 }
 
-interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-}
+type Logger = Pick<KernelLogger, 'info' | 'warn'>;
 
 export interface ModelTokenizersOptions {
   discovery: Discovery;
