@@ -205,6 +205,30 @@ describe('outcomes', () => {
     expect([c.count, c.sum]).toEqual([1, 16]);
   });
 
+  it('reportedCache sums the reporting requests: engine-reported and predicted cached tokens, prompt tokens', () => {
+    const { life } = kvSet();
+    expect(life.reportedCache('llama')).toBeNull();
+    const a = life.start({ model: 'llama', endpoint: 'completions', requestType: 'unary' }, 0);
+    a.routed({ workerId: 1n, dpRank: 0, kvHitRate: 0.5, cachedTokens: 32 }, { isl: 64 });
+    a.observeCachedTokens(16);
+    a.observeCachedTokens(48); // once per request
+    a.end('', 10);
+    // No engine report: not counted (its prediction goes to the histogram only).
+    const b = life.start({ model: 'llama', endpoint: 'completions', requestType: 'unary' }, 0);
+    b.routed({ workerId: 2n, dpRank: 0, kvHitRate: 1, cachedTokens: 100 }, { isl: 100 });
+    b.end('', 10);
+    const c = life.start({ model: 'LLAMA', endpoint: 'completions', requestType: 'unary' }, 0);
+    c.routed({ workerId: 1n, dpRank: 0, kvHitRate: 0.25, cachedTokens: 10 }, { isl: 40 });
+    c.observeCachedTokens(20);
+    c.end('', 10);
+    expect(life.reportedCache('llama')).toEqual({
+      requests: 2,
+      promptTokens: 104,
+      reportedCachedTokens: 36,
+      predictedCachedTokens: 42,
+    });
+  });
+
   it('a unary response gives TTFT and no ITL; kv transfer estimates reach the router', async () => {
     const { set, life } = kvSet();
     const r = life.start({ model: 'llama', endpoint: 'completions', requestType: 'unary' }, 0);
