@@ -18,7 +18,7 @@ const ROOT = import.meta.dirname;
  *   app   — a process (apps/*, tools/*): imports packages, never another app
  *   bench — benchmarks: imports packages and testkit, never an app
  */
-const KINDS = {
+export const KINDS = {
   'packages/protocols': 'pure',
   'packages/config': 'pure',
   'packages/core-cost': 'pure',
@@ -220,6 +220,9 @@ const boundaries = {
   },
 };
 
+/** The local plugin (`tools/lint.test.ts` exercises its rule). */
+export const kvrouterPlugin = { rules: { boundaries } };
+
 /** No I/O, no wall clock, no global randomness, no timers: pure and core code. */
 const pureRules = {
   'no-restricted-properties': [
@@ -274,7 +277,7 @@ export default tseslint.config(
         tsconfigRootDir: ROOT,
       },
     },
-    plugins: { kvrouter: { rules: { boundaries } } },
+    plugins: { kvrouter: kvrouterPlugin },
     rules: {
       'kvrouter/boundaries': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],

@@ -23,7 +23,10 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'tools', include: ['tools/*/src/**/*.test.ts', 'benchmarks/src/**/*.test.ts'] },
+        test: {
+          name: 'tools',
+          include: ['tools/*.test.ts', 'tools/*/src/**/*.test.ts', 'benchmarks/src/**/*.test.ts'],
+        },
       },
     ],
   },
