@@ -145,7 +145,7 @@ export class AddedMatcher {
 }
 
 /** Rust `char::is_whitespace` (Unicode White_Space) for BMP code units. */
-export function isWhitespace(c: number): boolean {
+function isWhitespace(c: number): boolean {
   return (
     (c >= 9 && c <= 13) ||
     c === 32 ||

@@ -70,7 +70,7 @@ export class MergeTable {
   }
 }
 
-export const NO_RANK = 0x7fffffff;
+const NO_RANK = 0x7fffffff;
 
 /** Multiplicative hash of the pair; the caller keeps the top bits. */
 function hash(a: number, b: number): number {

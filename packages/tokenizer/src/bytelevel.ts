@@ -14,13 +14,6 @@ export function byteToChar(): string[] {
   return out;
 }
 
-/** Character of the byte-level alphabet → its byte. */
-export function charToByte(): Map<string, number> {
-  const m = new Map<string, number>();
-  byteToChar().forEach((c, b) => m.set(c, b));
-  return m;
-}
-
 /**
  * UTF-8 of `s[from, to)` into `out` from index 0 (lone surrogates as U+FFFD, as TextEncoder and
  * Node's string conversion do). `out` must hold 3 bytes per UTF-16 unit. Returns the byte count.

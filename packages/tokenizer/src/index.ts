@@ -2,6 +2,8 @@ export {
   FastTokenizer,
   UnsupportedTokenizer,
   compileTokenizer,
+  compileModel,
+  type CompiledModel,
   addedTokensOf,
   type CompileOptions,
 } from './tokenizer.js';

@@ -12,7 +12,7 @@
 export class UnsupportedPattern extends Error {}
 
 /** Unicode White_Space, as class contents. */
-export const WS = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+const WS = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 
 /** Extra characters matched case-insensitively by Oniguruma's Unicode case folding. */
 const FOLD: Record<string, string> = { s: 'sSſ', k: 'kKK' };

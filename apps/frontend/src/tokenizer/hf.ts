@@ -44,7 +44,7 @@ function readJson(file: string, required: boolean): Json | null {
 }
 
 /** `"<s>"` or `{"content": "<s>", ...}` (AddedToken form) → the text. */
-export function tokenText(v: unknown): string | null {
+function tokenText(v: unknown): string | null {
   if (typeof v === 'string') return v;
   if (v && typeof v === 'object' && typeof (v as Json).content === 'string')
     return (v as Json).content as string;
