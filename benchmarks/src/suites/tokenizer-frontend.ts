@@ -28,7 +28,7 @@ export const suite: Suite = {
   async run(ctx: SuiteContext): Promise<Row[]> {
     const rows: Row[] = [];
     const families = FAMILIES.filter((f) =>
-      ctx.quick ? f.name === 'qwen3' : f.name === 'qwen3' || f.name === 'gptoss',
+      ctx.quick ? f.name === 'qwen3' : f.name === 'qwen3' || f.name === 'deepseek_v3',
     );
     for (const [i, fam] of families.entries()) {
       ctx.progress(`${fam.name}`, i, families.length);

@@ -34,8 +34,8 @@ export interface SplitSink {
 export class AddedMatcher {
   private readonly root: Node = { next: null, id: -1 };
   private readonly byId = new Map<number, AddedToken>();
-  /** Every token starts with this character (indexOf jumps), or -1. */
-  private readonly lead: number;
+  /** Every token starts with this character (indexOf jumps), or ''. */
+  private readonly lead: string;
   private readonly firsts: Uint8Array;
   private readonly hasRules: boolean;
   readonly size: number;
@@ -64,7 +64,7 @@ export class AddedMatcher {
       this.firsts[f] = 1;
       lead = lead === -2 || lead === f ? f : -1;
     }
-    this.lead = lead < 0 ? -1 : lead;
+    this.lead = lead < 0 ? '' : String.fromCharCode(lead);
     this.hasRules = hasRules;
     this.size = size;
   }
@@ -93,8 +93,8 @@ export class AddedMatcher {
 
   /** Next match start ≥ `from` whose first character could begin a token, or -1. */
   private nextCandidate(s: string, from: number, end: number): number {
-    if (this.lead >= 0) {
-      const i = s.indexOf(String.fromCharCode(this.lead), from);
+    if (this.lead !== '') {
+      const i = s.indexOf(this.lead, from);
       return i < 0 || i >= end ? -1 : i;
     }
     const f = this.firsts;
