@@ -3,6 +3,8 @@
  * store and in-process request plane, so tests never share workers.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
 import { resolveConfig } from '@kvrouter/config';
 import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
 import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
@@ -42,6 +44,31 @@ export async function startFrontend(argv: string[] = [], o: TestFrontendOptions 
     tokenizerThreads: o.tokenizerThreads ?? 0,
     embedded: { ...o.embedded, engine: { ...FAST_ENGINE, ...o.embedded?.engine } },
     ...(o.noHttp ? { noHttp: true } : {}),
+  });
+}
+
+const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Debian's Chromium through playwright-core (no browser download), headless, with nothing that
+ * reaches the network by itself; pages are tested against the frontend on loopback.
+ */
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run \`node tools/services.mjs install\``);
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 

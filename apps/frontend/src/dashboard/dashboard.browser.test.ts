@@ -5,37 +5,22 @@
  * routed-request counts move), loads nothing from elsewhere and logs no console error. The
  * screenshot goes to `.test-results/dashboard/`.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
-import { startFrontend } from '../test-helpers.js';
+import { launchChromium, startFrontend } from '../test-helpers.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const OUT = path.resolve(import.meta.dirname, '../../../../.test-results/dashboard');
 const MODEL = 'mock-model';
 let fe: Frontend;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: run \`node tools/services.mjs install\``);
   fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1', '--mocker-workers', '4']);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

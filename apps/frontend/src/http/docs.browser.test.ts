@@ -4,32 +4,17 @@
  * with background networking off and every non-loopback request is refused and recorded). Playwright
  * gives the browser a fresh temporary profile.
  */
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
-import { startFrontend } from '../test-helpers.js';
+import { launchChromium, startFrontend } from '../test-helpers.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 let fe: Frontend;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: run \`node tools/services.mjs install\``);
   fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1']);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
