@@ -24,7 +24,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, invalidRequest as bad } from '@kvrouter/protocols';
 import { withExtras, type VllmSimEngine } from '@kvrouter/sim-worker';
 import type { GenerateExtras, GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 import { chatToText, textToTokens, tokensToText, type ChatMessage } from './text-tokens.js';
@@ -57,9 +57,6 @@ interface ParsedBody {
   tokensAsIds: boolean;
 }
 
-function bad(field: string, message: string): KvrError {
-  return new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
-}
 
 function describe(v: unknown): string {
   if (Array.isArray(v)) return 'an array';

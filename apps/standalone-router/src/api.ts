@@ -3,7 +3,7 @@
  * validation and reply shapes, shared by the request plane and the HTTP API so both speak the same
  * JSON. Every check runs before anything reaches the router; errors name the field.
  */
-import { KvrError, parseU64, type WorkerId } from '@kvrouter/protocols';
+import { invalidRequest as bad, parseU64, type WorkerId } from '@kvrouter/protocols';
 import type { RouteRequest, RoutingDecision } from '@kvrouter/router';
 
 export const ROUTE_ENDPOINT = 'route';
@@ -36,9 +36,6 @@ export interface RouteReply {
   booked: boolean;
 }
 
-function bad(field: string, message: string): KvrError {
-  return new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
-}
 
 function obj(v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('body', 'expected a JSON object');

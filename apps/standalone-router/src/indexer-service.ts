@@ -15,6 +15,7 @@ import {
   KvrError,
   RouterEventCodec,
   computeLocalBlockHashes,
+  invalidRequest as bad,
   parseJson,
   parseU64,
   stringifyJson,
@@ -67,8 +68,6 @@ interface ModelIndex {
   regs: Map<string, Live>;
 }
 
-const bad = (field: string, message: string): KvrError =>
-  new KvrError('invalid_request', `${field}: ${message}`, 400, { field });
 
 function obj(v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('body', 'expected a JSON object');

@@ -108,3 +108,15 @@ export function invalidArgument(field: string, reason: string, ...value: [] | [u
     field,
   });
 }
+
+/**
+ * THE `invalid_request` factory (status 400): a request body's field is bad. Message `<field>: <reason>`,
+ * or `<context> <field>: <reason>` (`generate dp_rank: …`); `detail.field` = field, which the HTTP
+ * layer returns as the OpenAI error's `param`.
+ */
+export function invalidRequest(field: string, reason: string, context?: string): KvrError {
+  const where = context ? `${context} ${field}` : field;
+  return new KvrError('invalid_request', `${where}: ${reason}`, ERROR_CODES.invalid_request.status, {
+    field,
+  });
+}

@@ -4,7 +4,7 @@
  * shapes are the request plane's wire maps: the frontend, the simulated workers and the real-engine
  * adapter all speak the protocol through these types, without depending on each other.
  */
-import { KvrError, describeValue as describe } from './errors.js';
+import { KvrError, describeValue as describe, invalidRequest } from './errors.js';
 
 export interface StopConditions {
   /** Output length; the stream ends with `length` after this many tokens. */
@@ -123,15 +123,14 @@ export interface GenerateExtras {
 const U32_MAX = 0xffffffff;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-export function invalidRequest(field: string, message: string): KvrError {
-  return new KvrError('invalid_request', `generate ${field}: ${message}`, 400, { field });
-}
+/** A bad field of a generate payload: `generate <field>: <reason>` (the kernel's `invalidRequest`). */
+const invalid = (field: string, reason: string): KvrError => invalidRequest(field, reason, 'generate');
 
 /** An integer in [lo, hi] given as a number or (from a 64-bit msgpack int) a bigint. */
 function intField(v: unknown, field: string, lo: number, hi: number): number {
   const n = typeof v === 'bigint' && v >= BigInt(lo) && v <= BigInt(hi) ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi)
-    throw invalidRequest(field, `expected an integer in [${lo}, ${hi}], got ${describe(v)}`);
+    throw invalid(field, `expected an integer in [${lo}, ${hi}], got ${describe(v)}`);
   return n;
 }
 
@@ -139,14 +138,14 @@ function tokenArray(v: unknown, field: string): Uint32Array {
   if (v instanceof Uint32Array) return v;
   if (v instanceof Uint8Array) {
     if (v.byteLength % 4 !== 0)
-      throw invalidRequest(field, `a byte array must hold whole u32s, got ${v.byteLength} bytes`);
+      throw invalid(field, `a byte array must hold whole u32s, got ${v.byteLength} bytes`);
     // Copy: the bytes may sit at an offset that is not 4-aligned inside a decoded message.
     const out = new Uint32Array(v.byteLength / 4);
-    if (!LITTLE_ENDIAN) throw invalidRequest(field, 'the byte form needs a little-endian host');
+    if (!LITTLE_ENDIAN) throw invalid(field, 'the byte form needs a little-endian host');
     new Uint8Array(out.buffer).set(v);
     return out;
   }
-  if (!Array.isArray(v)) throw invalidRequest(field, `expected an array of u32, got ${describe(v)}`);
+  if (!Array.isArray(v)) throw invalid(field, `expected an array of u32, got ${describe(v)}`);
   const out = new Uint32Array(v.length);
   for (let i = 0; i < v.length; i++) out[i] = intField(v[i], `${field}[${i}]`, 0, U32_MAX);
   return out;
@@ -155,18 +154,18 @@ function tokenArray(v: unknown, field: string): Uint32Array {
 /** Validates a whole payload before anything is enqueued; the first bad field is named. */
 export function parseGenerateRequest(payload: unknown): ParsedGenerate {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload))
-    throw invalidRequest('payload', `expected a map, got ${describe(payload)}`);
+    throw invalid('payload', `expected a map, got ${describe(payload)}`);
   const p = payload as Record<string, unknown>;
   const requestId = p.request_id;
   if (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > 512)
-    throw invalidRequest(
+    throw invalid(
       'request_id',
       `expected a non-empty string of at most 512 characters, got ${describe(requestId)}`,
     );
   const model = p.model ?? '';
-  if (typeof model !== 'string') throw invalidRequest('model', `expected a string, got ${describe(model)}`);
+  if (typeof model !== 'string') throw invalid('model', `expected a string, got ${describe(model)}`);
   const tokenIds = tokenArray(p.token_ids, 'token_ids');
-  if (tokenIds.length === 0) throw invalidRequest('token_ids', 'empty prompt');
+  if (tokenIds.length === 0) throw invalid('token_ids', 'empty prompt');
   const dpRank =
     p.dp_rank === undefined || p.dp_rank === null ? 0 : intField(p.dp_rank, 'dp_rank', 0, U32_MAX);
 
@@ -175,20 +174,17 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
   const sc = p.stop_conditions;
   if (sc !== undefined && sc !== null) {
     if (typeof sc !== 'object' || Array.isArray(sc))
-      throw invalidRequest('stop_conditions', `expected a map, got ${describe(sc)}`);
+      throw invalid('stop_conditions', `expected a map, got ${describe(sc)}`);
     const s = sc as Record<string, unknown>;
     if (s.max_tokens !== undefined && s.max_tokens !== null)
       maxTokens = intField(s.max_tokens, 'stop_conditions.max_tokens', 1, U32_MAX);
     const ignoreEos = s.ignore_eos ?? false;
     if (typeof ignoreEos !== 'boolean')
-      throw invalidRequest('stop_conditions.ignore_eos', `expected a boolean, got ${describe(ignoreEos)}`);
+      throw invalid('stop_conditions.ignore_eos', `expected a boolean, got ${describe(ignoreEos)}`);
     if (s.stop_token_ids !== undefined && s.stop_token_ids !== null) {
       const ids = s.stop_token_ids;
       if (!Array.isArray(ids))
-        throw invalidRequest(
-          'stop_conditions.stop_token_ids',
-          `expected an array of u32, got ${describe(ids)}`,
-        );
+        throw invalid('stop_conditions.stop_token_ids', `expected an array of u32, got ${describe(ids)}`);
       const set = new Set<number>();
       for (let i = 0; i < ids.length; i++)
         set.add(intField(ids[i], `stop_conditions.stop_token_ids[${i}]`, 0, U32_MAX));
@@ -198,7 +194,7 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
   for (const k of ['sampling_options', 'output_options', 'multi_modal_data'] as const) {
     const v = p[k];
     if (v !== undefined && v !== null && (typeof v !== 'object' || Array.isArray(v)))
-      throw invalidRequest(k, `expected a map, got ${describe(v)}`);
+      throw invalid(k, `expected a map, got ${describe(v)}`);
   }
   const extras = parseExtras(p);
   if (
@@ -206,7 +202,7 @@ export function parseGenerateRequest(payload: unknown): ParsedGenerate {
     p.priority !== null &&
     (typeof p.priority !== 'number' || !Number.isFinite(p.priority))
   )
-    throw invalidRequest('priority', `expected a number, got ${describe(p.priority)}`);
+    throw invalid('priority', `expected a number, got ${describe(p.priority)}`);
   if (p.disagg !== undefined && p.disagg !== null)
     throw new KvrError(
       'not_supported',
@@ -241,14 +237,11 @@ function parseExtras(p: Record<string, unknown>): GenerateExtras | undefined {
   const images: { url: string }[] = [];
   if (mm?.image_url !== undefined && mm.image_url !== null) {
     if (!Array.isArray(mm.image_url))
-      throw invalidRequest('multi_modal_data.image_url', `expected an array, got ${describe(mm.image_url)}`);
+      throw invalid('multi_modal_data.image_url', `expected an array, got ${describe(mm.image_url)}`);
     mm.image_url.forEach((x: unknown, i) => {
       const url = (x as { url?: unknown } | null)?.url;
       if (typeof url !== 'string')
-        throw invalidRequest(
-          `multi_modal_data.image_url[${i}].url`,
-          `expected a string, got ${describe(url)}`,
-        );
+        throw invalid(`multi_modal_data.image_url[${i}].url`, `expected a string, got ${describe(url)}`);
       images.push({ url });
     });
   }
@@ -256,9 +249,16 @@ function parseExtras(p: Record<string, unknown>): GenerateExtras | undefined {
   const ignoreEos = sc?.ignore_eos === true;
   const lora = p.lora_name;
   if (lora !== undefined && lora !== null && (typeof lora !== 'string' || lora.length === 0))
-    throw invalidRequest('lora_name', `expected a non-empty string, got ${describe(lora)}`);
+    throw invalid('lora_name', `expected a non-empty string, got ${describe(lora)}`);
   const loraName = typeof lora === 'string' ? lora : null;
-  if (!hasSampling && minTokens === null && logprobs === null && images.length === 0 && !ignoreEos && !loraName)
+  if (
+    !hasSampling &&
+    minTokens === null &&
+    logprobs === null &&
+    images.length === 0 &&
+    !ignoreEos &&
+    !loraName
+  )
     return undefined;
   return { samplingOptions: hasSampling ? so : null, minTokens, logprobs, images, ignoreEos, loraName };
 }
@@ -266,15 +266,15 @@ function parseExtras(p: Record<string, unknown>): GenerateExtras | undefined {
 /** Validates `disagg` of a generate payload; every field is named on failure. */
 export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedParams {
   if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw invalidRequest(field, 'expected a map of transfer parameters');
+    throw invalid(field, 'expected a map of transfer parameters');
   const o = v as Record<string, unknown>;
   const id = o.prefill_worker_id;
   if (typeof id !== 'string' || !/^[0-9a-fA-F]{1,16}$/.test(id))
-    throw invalidRequest(`${field}.prefill_worker_id`, 'expected a hex worker id');
+    throw invalid(`${field}.prefill_worker_id`, 'expected a hex worker id');
   const nat = (k: string): number => {
     const x = typeof o[k] === 'bigint' ? Number(o[k]) : o[k];
     if (typeof x !== 'number' || !Number.isFinite(x) || x < 0)
-      throw invalidRequest(`${field}.${k}`, 'expected a number >= 0');
+      throw invalid(`${field}.${k}`, 'expected a number >= 0');
     return x;
   };
   const out: DisaggregatedParams = {
@@ -283,8 +283,7 @@ export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedPa
   };
   const str = (k: string): string => {
     const x = o[k];
-    if (typeof x !== 'string' || x === '')
-      throw invalidRequest(`${field}.${k}`, 'expected a non-empty string');
+    if (typeof x !== 'string' || x === '') throw invalid(`${field}.${k}`, 'expected a non-empty string');
     return x;
   };
   if (o.bootstrap_room != null) {
@@ -292,7 +291,7 @@ export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedPa
     out.bootstrap_host = str('bootstrap_host');
     const port = nat('bootstrap_port');
     if (!Number.isInteger(port) || port < 1 || port > 65535)
-      throw invalidRequest(`${field}.bootstrap_port`, 'expected a port in [1, 65535]');
+      throw invalid(`${field}.bootstrap_port`, 'expected a port in [1, 65535]');
     out.bootstrap_port = port;
   } else {
     if (o.bootstrap_host != null) out.bootstrap_host = str('bootstrap_host');
@@ -303,15 +302,15 @@ export function parseDisaggParams(v: unknown, field = 'disagg'): DisaggregatedPa
     if (o[k] != null || out.bootstrap_room == null) out[k] = nat(k);
   if (o.kv_transfer_domain != null) {
     if (typeof o.kv_transfer_domain !== 'string')
-      throw invalidRequest(`${field}.kv_transfer_domain`, 'expected a string');
+      throw invalid(`${field}.kv_transfer_domain`, 'expected a string');
     out.kv_transfer_domain = o.kv_transfer_domain;
   }
   if (o.topology_domains != null) {
     const t = o.topology_domains;
     if (typeof t !== 'object' || Array.isArray(t))
-      throw invalidRequest(`${field}.topology_domains`, 'expected a map');
+      throw invalid(`${field}.topology_domains`, 'expected a map');
     for (const [k, x] of Object.entries(t as Record<string, unknown>))
-      if (typeof x !== 'string') throw invalidRequest(`${field}.topology_domains.${k}`, 'expected a string');
+      if (typeof x !== 'string') throw invalid(`${field}.topology_domains.${k}`, 'expected a string');
     out.topology_domains = { ...(t as Record<string, string>) };
   }
   return out;

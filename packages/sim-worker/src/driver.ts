@@ -128,11 +128,13 @@ export class EngineDriver {
       throw invalidRequest(
         'dp_rank',
         `this worker serves ranks [0, ${this.lanes.length - 1}], got ${req.dpRank}`,
+        'generate',
       );
     if (this.live.has(req.requestId))
       throw invalidRequest(
         'request_id',
         `a request with id ${JSON.stringify(req.requestId)} is already running`,
+        'generate',
       );
     const cfg = this.engine.config;
     const maxTokens =
