@@ -36,7 +36,6 @@ export interface RouteReply {
   booked: boolean;
 }
 
-
 function obj(v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('body', 'expected a JSON object');
   return v as Record<string, unknown>;

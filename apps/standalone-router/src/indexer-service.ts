@@ -68,7 +68,6 @@ interface ModelIndex {
   regs: Map<string, Live>;
 }
 
-
 function obj(v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw bad('body', 'expected a JSON object');
   return v as Record<string, unknown>;
