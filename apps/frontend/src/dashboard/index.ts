@@ -32,5 +32,3 @@ export function frontendDashboard(
   if (mode === 'off' || !tap) return null;
   return new DashboardHub({ source: frontendDashboardSource(registry, metrics), mode, tap });
 }
-
-export { frontendDashboardSource } from './source.js';
