@@ -25,7 +25,7 @@ export function intArg(flag: string, min: number, max = Number.MAX_SAFE_INTEGER)
   };
 }
 
-export function numArg(flag: string, min: number, open = false) {
+function numArg(flag: string, min: number, open = false) {
   return (v: string): number => {
     const n = Number(v);
     if (v.trim() === '' || !Number.isFinite(n) || n < min || (open && n === min))
@@ -52,7 +52,7 @@ function mockerArg<T>(flag: string, convert: (v: string) => T) {
 const MAX_SGLANG_PREFILL_TOKENS = 1 << 30;
 
 /** `--reasoning` as upstream spells it, with the mocker's messages (engine-sim's shared check). */
-export function reasoningOf(v: unknown): ReasoningConfig | null {
+function reasoningOf(v: unknown): ReasoningConfig | null {
   return reasoningFromFlag(v, (message, flag) => {
     throw new KvrError('invalid_argument', message, undefined, { field: flag });
   });
@@ -306,7 +306,7 @@ export type EngineTimingPlan =
   | { kind: 'aic'; backend: EngineType; system: string; model: string };
 
 /** Upstream's default `--aic-system` for the mocker's AIC perf model. */
-export const DEFAULT_AIC_SYSTEM = 'h200_sxm';
+const DEFAULT_AIC_SYSTEM = 'h200_sxm';
 
 /**
  * The mocker's rules: the two timing sources exclude each other, AIC without a system models

@@ -45,7 +45,7 @@ import type { RouterEventSink } from '../publisher/publisher.js';
 export const DEFAULT_STREAM_MAX_AGE_SEC = 3600;
 export const DEFAULT_SNAPSHOT_THRESHOLD = 1_000_000;
 /** Durable consumers idle this long are removed by the server (§5.3). */
-export const CONSUMER_INACTIVE_THRESHOLD_MS = 300_000;
+const CONSUMER_INACTIVE_THRESHOLD_MS = 300_000;
 
 export interface DurableNames {
   stream: string;

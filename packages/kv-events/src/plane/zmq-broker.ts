@@ -38,7 +38,7 @@ export type ZmqBrokerSetting = ZmqBrokerEndpoints | 'discovery';
 
 /** Discovery component and topic under which brokers register (upstream's component name). */
 export const BROKER_COMPONENT = 'zmq_broker';
-export const BROKER_TOPIC = 'broker';
+const BROKER_TOPIC = 'broker';
 
 const ENDPOINT = /^(tcp|ipc|inproc):\/\/\S+$/;
 
@@ -197,7 +197,7 @@ function advertised(bound: string, host: string): string {
   return bound.replace(/^tcp:\/\/(0\.0\.0\.0|\*|\[::\]|::):/, `tcp://${host}:`);
 }
 
-export function advertiseHost(): string {
+function advertiseHost(): string {
   for (const list of Object.values(networkInterfaces()))
     for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
   return '127.0.0.1';
