@@ -57,7 +57,6 @@ interface ParsedBody {
   tokensAsIds: boolean;
 }
 
-
 function describe(v: unknown): string {
   if (Array.isArray(v)) return 'an array';
   if (v === null) return 'null';
