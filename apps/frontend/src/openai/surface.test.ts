@@ -135,3 +135,15 @@ describe('--dyn-tool-call-parser / --dyn-reasoning-parser', () => {
     expect([ok.dynToolCallParser, ok.dynReasoningParser]).toEqual([null, 'qwen3']);
   });
 });
+
+describe('LoRA requests', () => {
+  it('route with the adapter name (LoRA-seeded hashes) over the workers that have it; lora_name in the payload', () => {
+    const req = parseChatRequest({ model: 'sql', messages: [{ role: 'user', content: 'x' }] });
+    req.lora = { name: 'sql', workerIds: [7n] };
+    expect(mmHashesFor(req, Uint32Array.from([1, 2, 3, 4]), 2, tok)).toEqual({
+      loraName: 'sql',
+      allowedWorkerIds: [7n],
+    });
+    expect(engineFields(req)).toEqual({ lora_name: 'sql' });
+  });
+});
