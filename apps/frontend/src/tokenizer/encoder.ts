@@ -136,16 +136,27 @@ export class PromptEncoder {
     for (let i = 0; i < n; i++) {
       const p = pieces[i]!;
       if (typeof p === 'string') {
-        for (let k = 0; k < p.length; k++) {
-          const c = p.charCodeAt(k);
+        // The piece's length, then two UTF-16 units per step. Every piece starts with a header word
+        // (a length < 2^31, or an added token's id with the top bit set) that says how many words
+        // follow, so equal streams mean equal piece sequences.
+        const m = p.length;
+        h1 = step1(h1, m);
+        h2 = step2(h2, m);
+        let k = 0;
+        for (; k + 1 < m; k += 2) {
+          const c = p.charCodeAt(k) | (p.charCodeAt(k + 1) << 16);
           h1 = step1(h1, c);
           h2 = step2(h2, c);
         }
-        len += p.length;
+        if (k < m) {
+          h1 = step1(h1, p.charCodeAt(k));
+          h2 = step2(h2, p.charCodeAt(k));
+        }
+        len += m;
       } else {
-        // An added token: its id, marked apart from any character.
-        h1 = step1(step1(h1, 0x10000 + (p & 0xffff)), p >>> 16);
-        h2 = step2(step2(h2, 0x10000 + (p & 0xffff)), p >>> 16);
+        // An added token: its header word is its id with the top bit set.
+        h1 = step1(h1, (p | 0x80000000) >>> 0);
+        h2 = step2(h2, (p | 0x80000000) >>> 0);
         len += 1;
         bIdx.push(i);
         // 52-bit key: h1 and the top 20 bits of h2.
