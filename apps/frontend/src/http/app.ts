@@ -67,6 +67,8 @@ export function createApp(d: AppDeps): RequestListener {
     res.on('finish', end);
     res.on('close', end);
   };
+  // Before the in-flight tracking: an open dashboard stream must not hold up graceful shutdown.
+  if (d.dashboard) app.use(d.dashboard.middleware);
   app.use((_req, res, next) => {
     track(res);
     next();
@@ -121,7 +123,6 @@ export function createApp(d: AppDeps): RequestListener {
       (e: unknown) => next(e),
     );
   });
-  if (d.dashboard) app.use(d.dashboard.middleware);
   app.get('/busy_threshold', busyThresholdGet(d.registry));
   app.post('/busy_threshold', text, busyThresholdPost(d.registry));
   const spec = openApiSpec(p, d.enableAnthropicApi);
