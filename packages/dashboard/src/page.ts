@@ -19,7 +19,7 @@ th{color:var(--dim);font-weight:600;font-size:11px}td.l,th.l{text-align:left}
 .bar{display:inline-block;height:8px;background:var(--acc);vertical-align:middle;margin-left:6px;border-radius:2px}
 .badge{padding:0 6px;border-radius:8px;font-size:11px}.b-ok{background:#12361d;color:var(--ok)}.b-busy{background:#3d1214;color:var(--bad)}.b-warn{background:#3a2a0b;color:var(--warn)}.b-dim{color:var(--dim)}
 .charts{display:flex;flex-wrap:wrap;gap:14px}.chart{flex:1 1 320px}svg text{fill:var(--dim);font-size:10px}
-tr.chosen td{color:#fff;background:#1b2a3d}#decisions td{vertical-align:top}#decisions td table td{padding:0 6px;font-size:11px;border:0}.empty{color:var(--dim);padding:8px}
+.events{margin-top:6px;font-size:12px}.events.bad{color:var(--warn)}tr.chosen td{color:#fff;background:#1b2a3d}#decisions td{vertical-align:top}#decisions td table td{padding:0 6px;font-size:11px;border:0}.empty{color:var(--dim);padding:8px}
 `;
 
 const JS = String.raw`
@@ -119,7 +119,13 @@ function modelSection(m) {
     tile('reported hit rate', m.hit_rate.reported === null ? '–' : pct(m.hit_rate.reported), 'engine-reported cached tokens / prompt tokens (requests that reported, last 60 s)'),
     tile('predicted, same requests', pct(m.hit_rate.predicted_of_reported), "the router's predicted cached tokens / prompt tokens for the requests that reported"),
     tile('queue', m.queue_depth, 'requests parked in the router queue (§10)'),
-    tile('KV events/s', fmt(m.events_per_sec, 0))));
+    tile('KV events/s', fmt(m.events_per_sec, 0), 'events applied to the index per second (all statuses)')));
+  // Events the index could not apply (status other than ok) mean its picture and the engine's disagree.
+  const applied = Object.entries(m.events_applied || {});
+  const total = applied.reduce((n, [, v]) => n + v, 0);
+  const bad = applied.filter(([k, v]) => !k.startsWith('ok') && v > 0);
+  sec.append(h('div', { class: bad.length ? 'events bad' : 'events b-dim' },
+    'KV events applied since start: ' + total + (bad.length ? ' · not applied: ' + bad.map(([k, v]) => k + ' ' + v).join(', ') : ' · all ok')));
   const maxP = Math.max(1, ...m.workers.map((w) => w.active_prefill_tokens));
   const maxC = Math.max(1, ...m.workers.map((w) => w.cached_blocks || 0));
   const t = h('table', { class: 'workers' }, h('tr', {},
