@@ -93,7 +93,12 @@ export function cardTokenIds(
   const eos = idOf(eosToken);
   const bos = idOf(bosToken);
   const addBos = bos !== undefined && files.config.add_bos_token === true;
-  return { bosToken, eosToken, bosTokenIds: addBos ? [bos] : [], eosTokenIds: eos === undefined ? [] : [eos] };
+  return {
+    bosToken,
+    eosToken,
+    bosTokenIds: addBos ? [bos] : [],
+    eosTokenIds: eos === undefined ? [] : [eos],
+  };
 }
 
 export class HfTokenizer implements TextTokenizer {

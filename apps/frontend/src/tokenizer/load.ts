@@ -38,7 +38,9 @@ export function loadTokenizer(spec: TokenizerSpec, notice: NoticeSink = stderrLi
   else {
     tok = new HfTokenizer(files, name);
     if (fast !== null)
-      notice(`tokenizer: ${name}: tokenizer.json uses ${fast.unsupported}, which the fast tokenizer does not implement; using @huggingface/tokenizers`);
+      notice(
+        `tokenizer: ${name}: tokenizer.json uses ${fast.unsupported}, which the fast tokenizer does not implement; using @huggingface/tokenizers`,
+      );
   }
   // A model without a template of its own is prompted with ChatML (what most recent chat models use).
   const template = files.chatTemplate
