@@ -196,6 +196,22 @@ describe('Hugging Face tokenizer.json + chat template (--model-path)', () => {
     }
   });
 
+  it('a tokenizer.json the fast tokenizer does not support falls back to @huggingface/tokenizers, said once', () => {
+    const dir = modelDir(null);
+    const file = path.join(dir, 'tokenizer.json');
+    const json = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+    json.normalizer = { type: 'Lowercase' };
+    fs.writeFileSync(file, JSON.stringify(json));
+    const lines: string[] = [];
+    const loaded = loadTokenizer({ kind: 'hf', dir }, (l) => lines.push(l));
+    expect(loaded.engine).toBe('hf');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('normalizer Lowercase');
+    expect(lines[0]).toContain('@huggingface/tokenizers');
+    // Lowercased first: "hi hi" -> "hi" (36), "Ġhi" (37).
+    expect(Array.from(loaded.tokenizer.encode('HI hI'))).toEqual([36, 37]);
+  });
+
   it('a model directory without tokenizer.json is a clear error', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-hf-empty-'));
     expect(() => loadTokenizer({ kind: 'hf', dir })).toThrow(/tokenizer\.json/);
