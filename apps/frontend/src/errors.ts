@@ -26,8 +26,12 @@ export function badRequest(field: string, message: string): KvrError {
   return new KvrError('invalid_request', message, 400, { field });
 }
 
+/** Longest model name an error message echoes (a client can send a 100 MB one). */
+const ECHO_MAX = 256;
+
 export function modelNotFound(model: string): KvrError {
-  return new KvrError('model_not_found', `The model \`${model}\` does not exist.`, 404, { field: 'model' });
+  const shown = model.length > ECHO_MAX ? `${model.slice(0, ECHO_MAX)}… (${model.length} characters)` : model;
+  return new KvrError('model_not_found', `The model \`${shown}\` does not exist.`, 404, { field: 'model' });
 }
 
 export function notImplemented(path: string): KvrError {

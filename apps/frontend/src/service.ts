@@ -377,7 +377,12 @@ export class InferenceService {
   private readonly unrouted: RequestLifecycleMetrics;
 
   constructor(readonly o: ServiceOptions) {
-    this.unrouted = new RequestLifecycleMetrics({ frontend: o.metrics.frontend, workers: o.metrics.workers });
+    this.unrouted = new RequestLifecycleMetrics({
+      frontend: o.metrics.frontend,
+      workers: o.metrics.workers,
+      // Client-supplied names of models nobody serves count under one label (issue 17).
+      knownModel: (m) => o.registry.get(m) !== null,
+    });
   }
 
   /** Counts a request rejected before `start` could (bad body with a model name, unknown model). */

@@ -22,7 +22,21 @@ export interface LifecycleDeps {
   workers?: WorkerMetrics | null;
   /** ms; default `performance.now`. */
   now?: () => number;
+  /**
+   * Whether a client-supplied model name is one this process serves. When given, any other name
+   * counts under `UNKNOWN_MODEL_LABEL`, so made-up (or 100 MB) names cannot grow the exposition.
+   */
+  knownModel?: (model: string) => boolean;
 }
+
+/** The one `model` label every unknown or made-up model name counts under. */
+export const UNKNOWN_MODEL_LABEL = '__unknown__';
+
+/**
+ * At most this many distinct `model` label values per `RequestLifecycleMetrics`; names past it
+ * count under `UNKNOWN_MODEL_LABEL` (a backstop: the served models are far fewer).
+ */
+export const MAX_MODEL_LABELS = 256;
 
 export interface RequestStart {
   model: string;
@@ -133,7 +147,7 @@ export class RequestLifecycleMetrics {
 
   /** Handler entry: inflight and queued go up. */
   start(req: RequestStart, at: number = this.now()): RequestTracker {
-    const model = modelLabel(req?.model);
+    const model = this.boundedLabel(req?.model);
     const endpoint = checkString('endpoint', req.endpoint);
     const requestType = checkOneOf('request_type', REQUEST_TYPES, req.requestType);
     checkTime('at', at);
@@ -143,6 +157,15 @@ export class RequestLifecycleMetrics {
   /** Engine-reported vs predicted cached tokens of one model so far (null: no request of it yet). */
   reportedCache(model: string): Readonly<ModelSeries['reportedCache']> | null {
     return this.models.get(modelLabel(model))?.reportedCache ?? null;
+  }
+
+  /** The label of a client-supplied name: its own only for a known model, within `MAX_MODEL_LABELS`. */
+  private boundedLabel(model: string): string {
+    const known = this.deps.knownModel;
+    if (known && typeof model === 'string' && !known(model)) return UNKNOWN_MODEL_LABEL;
+    const label = modelLabel(model);
+    if (!this.models.has(label) && this.models.size >= MAX_MODEL_LABELS) return UNKNOWN_MODEL_LABEL;
+    return label;
   }
 
   private seriesOf(model: string): ModelSeries {

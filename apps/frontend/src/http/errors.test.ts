@@ -391,7 +391,7 @@ describe('metrics', () => {
       /dynamo_frontend_requests_total\{model="mock-model",endpoint="chat_completions",request_type="unary",status="success",error_type=""\} [1-9]/,
     );
     expect(text).toMatch(
-      /dynamo_frontend_requests_total\{model="gpt-5",endpoint="chat_completions",request_type="unary",status="error",error_type="not_found"\} 1/,
+      /dynamo_frontend_requests_total\{model="__unknown__",endpoint="chat_completions",request_type="unary",status="error",error_type="not_found"\} 1/,
     );
     expect(text).toMatch(
       /dynamo_frontend_requests_total\{model="mock-model",endpoint="chat_completions",request_type="unary",status="error",error_type="validation"\} [1-9]/,
