@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
-import { runMain } from '@kvrouter/router-host/main';
+import { cliFiles, runMain } from '@kvrouter/router-host/main';
 import { Frontend, consoleLogger } from './frontend.js';
 import { runInteractive } from './interactive.js';
 
@@ -23,8 +23,7 @@ const { config } = parseAppConfig('frontend', argv, process.env, {
     name: 'kvrouter-frontend',
     description: 'KV-cache-aware OpenAI-compatible frontend with an embedded router',
   },
-  isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
-  writeFile: (p, text) => fs.writeFileSync(p, text),
+  ...cliFiles,
 });
 
 await runMain({

@@ -3,7 +3,7 @@
  * shared by every worker when a plane needs it), start `--num-workers` simulated workers, and shut
  * them down cleanly on SIGINT / SIGTERM.
  */
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { inflateRawSync } from 'node:zlib';
 import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
@@ -16,6 +16,7 @@ import {
   type RouterEventSink,
 } from '@kvrouter/kv-events';
 import { cardFieldsForModelPath, connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
+import { cliFiles } from '@kvrouter/router-host/main';
 import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
 import {
   MockerConfigError,
@@ -63,7 +64,7 @@ const readTextOrNull = (path: string): string | null => {
   }
 };
 
-const isDirectory = (p: string): boolean => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true;
+const { isDirectory } = cliFiles;
 
 /**
  * Resolves the configuration. `--extra-engine-args` names a JSON file whose values are appended to
@@ -95,8 +96,7 @@ export function resolveMockerConfig(
   }
   return parseAppConfig('mocker', full, env, {
     info: { name: 'kvrouter-mocker', description: 'Simulated inference engine workers (PROTOCOL.md §17)' },
-    isDirectory,
-    writeFile: (p, text) => writeFileSync(p, text),
+    ...cliFiles,
     onWarning: (w) => io.log(`warning: ${w}`),
     exit: io.exit,
   }).config;

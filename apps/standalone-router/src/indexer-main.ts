@@ -5,9 +5,8 @@
  * Exit codes (`runMain`): 0 after a clean shutdown, 1 on a startup failure, 2 on invalid
  * configuration, 130 on a second signal.
  */
-import fs from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
-import { runMain } from '@kvrouter/router-host/main';
+import { cliFiles, runMain } from '@kvrouter/router-host/main';
 import { IndexerService } from './indexer-service.js';
 import { stderrLogger as log } from './service.js';
 
@@ -19,8 +18,7 @@ const { config } = parseAppConfig('indexer', argv, process.env, {
     description:
       "Standalone KV indexer over HTTP, fed by engines' vLLM ZMQ KV events (python -m dynamo.indexer)",
   },
-  isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
-  writeFile: (p, text) => fs.writeFileSync(p, text),
+  ...cliFiles,
   onWarning: (w) => log.warn(w),
 });
 

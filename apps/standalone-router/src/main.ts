@@ -4,9 +4,8 @@
  * codes: 0 after a clean shutdown, 1 on a startup failure, 2 on invalid configuration, 130 on a
  * second signal during shutdown.
  */
-import fs from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
-import { runMain } from '@kvrouter/router-host/main';
+import { cliFiles, runMain } from '@kvrouter/router-host/main';
 import { ENDPOINT_HELP, splitEndpointArg } from './args.js';
 import { StandaloneRouter, stderrLogger as log } from './service.js';
 
@@ -36,8 +35,7 @@ const { config } = parseAppConfig(
       name: 'kvrouter-router',
       description: 'Standalone KV-aware router for one worker endpoint (python -m dynamo.router)',
     },
-    isDirectory: (p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
-    writeFile: (p, text) => fs.writeFileSync(p, text),
+    ...cliFiles,
     onWarning: (w) => log.warn(w),
   },
 );

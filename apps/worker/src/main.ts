@@ -4,12 +4,11 @@
  * clean shutdown, 1 on a startup failure (engine never answered, discovery unreachable), 2 on invalid
  * configuration, 130 on a second signal during shutdown.
  */
-import { statSync, writeFileSync } from 'node:fs';
 import { parseAppConfig } from '@kvrouter/config/cli';
 import { KvrError } from '@kvrouter/protocols';
 import { WorkerConfigError } from './options.js';
 import { startWorker, type RunningWorker } from './worker.js';
-import { runMain } from '@kvrouter/router-host/main';
+import { cliFiles, runMain } from '@kvrouter/router-host/main';
 
 /** In-flight streams get this long after SIGINT / SIGTERM before they end with `engine_shutdown`. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -26,8 +25,7 @@ const { config } = parseAppConfig('worker', argv, process.env, {
     name: 'kvrouter-worker',
     description: 'Engine adapter: an OpenAI-compatible engine (vLLM) behind kvrouter',
   },
-  isDirectory: (p) => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
-  writeFile: (p, text) => writeFileSync(p, text),
+  ...cliFiles,
   onWarning: (w) => log(`warning: ${w}`),
 });
 await runMain<RunningWorker>({

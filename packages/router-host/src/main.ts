@@ -6,6 +6,7 @@
  * Exit codes: 0 after a clean shutdown, 1 on a startup failure (or a failed shutdown), 2 on invalid
  * configuration (`config_error`, `not_supported`), 130 on a second signal during shutdown.
  */
+import { statSync, writeFileSync } from 'node:fs';
 import { KvrError } from '@kvrouter/protocols';
 
 export const EXIT_OK = 0;
@@ -15,6 +16,12 @@ export const EXIT_SECOND_SIGNAL = 130;
 
 /** Error codes that mean "the configuration is wrong", not "the world is" (exit 2). */
 const CONFIG_CODES: ReadonlySet<string> = new Set(['config_error', 'not_supported']);
+
+/** The file-system parts `parseAppConfig` takes (`dir` rows that must exist, `--dump-config-to`). */
+export const cliFiles = {
+  isDirectory: (p: string): boolean => statSync(p, { throwIfNoEntry: false })?.isDirectory() === true,
+  writeFile: (p: string, text: string): void => writeFileSync(p, text),
+};
 
 /** 2 for configuration errors, else 1. */
 export function startupExitCode(e: unknown): number {
