@@ -10,6 +10,7 @@
  * WORK, then the local hashes, then the sequence hashes. The memory only grows, so after the
  * largest prompt a steady state allocates nothing.
  */
+import { invalidArgument } from '../errors.js';
 import { XXH3_WASM_BASE64 } from './wasm/xxh3-wasm.generated.js';
 
 /** Minimal typing of the WebAssembly global (the repo's lib settings do not declare it). */
@@ -60,7 +61,7 @@ export function configureWasmHashing(c: Partial<WasmHashingConfig>): WasmHashing
   if (c.enabled !== undefined) config.enabled = c.enabled === true;
   if (c.minBlocks !== undefined) {
     if (!Number.isInteger(c.minBlocks) || c.minBlocks < 0)
-      throw new RangeError(`minBlocks must be a non-negative integer, got ${c.minBlocks}`);
+      throw invalidArgument('minBlocks', 'must be a non-negative integer', c.minBlocks);
     config.minBlocks = c.minBlocks;
   }
   return prev;
