@@ -147,4 +147,25 @@ describe('VllmZmqIngest', () => {
     expect(ingest.stats.decodeFailures).toBe(2);
     expect(warnings.filter((w) => w.startsWith('vLLM message dropped')).length).toBe(2);
   });
+
+  it('applies a removal whose trailing fields it does not recognise (issue 17), skips a sliding-window one', async () => {
+    const { eng, out, ingest } = await setup(false);
+    // Group 1 is a sliding-window group: its store is not indexed.
+    await eng.batch(0n, [
+      ['BlockStored', [40], null, [1, 2, 3, 4], 4, null, null, null, null, 1, 'sliding_window', 64],
+    ]);
+    await eng.batch(1n, [
+      ['BlockRemoved', [41], 'GPU', 'garbage'],
+      ['BlockRemoved', [42], 'GPU', 1], // learned: sliding window
+      ['BlockRemoved', [43], 'GPU', -7],
+      ['BlockRemoved', [44], 'GPU', 1, 'unheard_of_kind'],
+    ]);
+    expect(await waitFor(() => out.length === 3)).toBe(true);
+    expect(out.map(data)).toEqual([
+      { removed: { block_hashes: [41n] } },
+      { removed: { block_hashes: [43n] } },
+      { removed: { block_hashes: [44n] } },
+    ]);
+    expect(ingest.stats.decodeFailures).toBe(0);
+  });
 });

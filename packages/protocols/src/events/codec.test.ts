@@ -136,6 +136,26 @@ describe('RouterEvent JSON', () => {
     expect(eventKind(c.event.data)).toBe('cleared');
   });
 
+  it('applies a removal whatever unknown fields it carries (issue 17: removals are applied when in doubt)', () => {
+    const base =
+      '{"worker_id": 5, "storage_tier": "device", "event": {"event_id": 44, "dp_rank": 0, "data": ';
+    const extra = '"group_idx": "x", "kv_cache_spec_kind": "sliding_window", "trailer": [1, -2, null]';
+    const r = decodeRouterEventJson(base + `{"removed": {"block_hashes": [2222], ${extra}}}}}`);
+    expect(r.event.data).toEqual({ removed: { block_hashes: [2222n] } });
+    const bin = decodeRouterEvent(
+      mpEncode({
+        worker_id: 5,
+        storage_tier: 'device',
+        event: {
+          event_id: 45,
+          dp_rank: 0,
+          data: { removed: { block_hashes: [7], group_idx: -1, junk: 'x' } },
+        },
+      }),
+    );
+    expect(bin.event.data).toEqual({ removed: { block_hashes: [7n] } });
+  });
+
   it('writes full digits and round-trips u64 above 2^53 and at 2^64−1', () => {
     const text = encodeRouterEventJson(stored);
     expect(text).toContain('"worker_id":18446744073709551615');

@@ -270,7 +270,7 @@ describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
     expect(d.stats.skippedGroupEvents).toBe(2);
   });
 
-  it('without knowledge, only group 0 (or no group) is indexed', () => {
+  it('without knowledge, only group 0 (or no group) is indexed; removals of any unlearned group are applied', () => {
     const f = new VllmGroupFilter();
     const rm = (g: number | null): VllmRawEvent => ({
       type: 'BlockRemoved',
@@ -279,8 +279,89 @@ describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
       group_idx: g,
       kv_cache_spec_kind: null,
     });
-    expect([f.accepts(rm(null)), f.accepts(rm(0)), f.accepts(rm(3))]).toEqual([true, true, false]);
+    expect([f.accepts(rm(null)), f.accepts(rm(0)), f.accepts(rm(3))]).toEqual([true, true, true]);
+    const st = (g: number): VllmRawEvent => ({
+      type: 'BlockStored',
+      block_hashes: [],
+      parent_block_hash: null,
+      token_ids: new Uint32Array(0),
+      is_eagle: false,
+      block_size: 4,
+      medium: null,
+      lora_name: null,
+      block_mm_infos: null,
+      group_idx: g,
+      kv_cache_spec_kind: null,
+      kv_cache_spec_sliding_window: null,
+    });
+    expect([f.accepts(st(0)), f.accepts(st(3))]).toEqual([true, false]);
     expect(f.skipped).toBe(1);
+  });
+
+  describe('removals are applied when in doubt (issue 17)', () => {
+    const rmHashes = (out: { data: unknown }[]) =>
+      out.map((e) => (e.data as { removed: { block_hashes: bigint[] } }).removed.block_hashes[0]);
+
+    it('array form: an unrecognised trailing value keeps the removal, a known other-group one skips it', () => {
+      const d = decoder();
+      // Group 1 is learned as sliding window, group 2 as full attention.
+      d.decodePayload(mp([0, [stored(1, 1, 'sliding_window', 128), stored(2, 2, 'full_attention', null)]]));
+      expect(d.stats.skippedGroupEvents).toBe(1);
+      const out = d.decodePayload(
+        mp([
+          0,
+          [
+            ['BlockRemoved', [10], null, 'not-a-kind'], // unrecognised string: applied
+            ['BlockRemoved', [11], null, 1, 'mystery_attention'], // learned sliding group, unknown kind: applied
+            ['BlockRemoved', [12], null, -1], // not a group index: applied (no DecodeError)
+            ['BlockRemoved', [13], null, 1.5],
+            ['BlockRemoved', [14], null, true],
+            ['BlockRemoved', [15], null, { group: 1 }],
+            ['BlockRemoved', [16], null, 1, 7], // a second int with no kind: unrecognised
+            ['BlockRemoved', [17], null, 9], // a group nobody described: applied
+            ['BlockRemoved', [18], null, 2], // learned full attention
+            ['BlockRemoved', [19], null, 3, 'full_attention'],
+            ['BlockRemoved', [20], 'GPU'], // no metadata
+            // Positively another group's: skipped.
+            ['BlockRemoved', [30], null, 1], // learned sliding window
+            ['BlockRemoved', [31], null, 1, 'sliding_window', 128],
+            ['BlockRemoved', [32], null, null, 'mamba'],
+            ['BlockRemoved', [33], null, 4, 'chunked_local_attention'],
+          ],
+        ]),
+      );
+      expect(rmHashes(out)).toEqual([10n, 11n, 12n, 13n, 14n, 15n, 16n, 17n, 18n, 19n, 20n]);
+      expect(d.stats.skippedGroupEvents).toBe(1 + 4);
+    });
+
+    it('an unrecognised kind on a Stored event does not teach that its group is another one', () => {
+      const d = decoder();
+      const out1 = d.decodePayload(mp([0, [stored(1, 5, 'brand_new_attention', null)]]));
+      expect(out1).toEqual([]); // the store is not indexed
+      const out2 = d.decodePayload(mp([0, [['BlockRemoved', [1], null, 5]]]));
+      expect(rmHashes(out2)).toEqual([1n]);
+    });
+
+    it('map form: bad or unknown metadata keeps the removal, known other-group metadata skips it', () => {
+      const d = decoder();
+      d.decodePayload(mp([0, [stored(1, 1, 'sliding_window', 128)]]));
+      const out = d.decodePayload(
+        mp([
+          0,
+          [
+            { type: 'BlockRemoved', block_hashes: [10], group_idx: 1, kv_cache_spec_kind: 'mystery' },
+            { type: 'BlockRemoved', block_hashes: [11], group_idx: 'one' },
+            { type: 'BlockRemoved', block_hashes: [12], group_idx: 1, kv_cache_spec_kind: 7 },
+            { type: 'BlockRemoved', block_hashes: [13], group_idx: -3 },
+            { type: 'BlockRemoved', block_hashes: [14], group_idx: 8 },
+            { type: 'BlockRemoved', block_hashes: [30], group_idx: 1 },
+            { type: 'BlockRemoved', block_hashes: [31], kv_cache_spec_kind: 'sliding_window' },
+          ],
+        ]),
+      );
+      expect(rmHashes(out)).toEqual([10n, 11n, 12n, 13n, 14n]);
+      expect(d.stats.skippedGroupEvents).toBe(1 + 2);
+    });
   });
 
   it('reads the metadata from map events and from the trailing positions of array events', () => {

@@ -206,7 +206,7 @@ function fromArray(tag: string, a: unknown[], path: string, maxBlocks: number): 
         group_idx: null,
         kv_cache_spec_kind: null,
       };
-      readTrailer(a, REMOVED_ARRAY_TRAILER, path, ev);
+      readRemovedTrailer(a, ev);
       return ev;
     }
     case 'AllBlocksCleared':
@@ -243,6 +243,31 @@ function readTrailer(a: unknown[], from: number, path: string, ev: VllmBlockStor
   }
 }
 
+/**
+ * `[.., medium, group_idx, kind, ...]` of a Removed. Removals are applied when in doubt: any value
+ * that is not a u32 group index or a known spec kind clears the metadata (the filter then applies
+ * the removal) instead of failing the batch or marking the removal as another group's.
+ */
+function readRemovedTrailer(a: unknown[], ev: VllmBlockRemoved): void {
+  const end = Math.min(a.length, REMOVED_ARRAY_TRAILER + TRAILER_SLOTS);
+  for (let i = REMOVED_ARRAY_TRAILER; i < end; i++) {
+    const x = a[i];
+    if (x === null || x === undefined) continue;
+    const n = looseU32(x);
+    if (n !== null && ev.group_idx === null && ev.kv_cache_spec_kind === null) ev.group_idx = n;
+    else if (n !== null && ev.kv_cache_spec_kind !== null)
+      continue; // a window after the kind
+    else if (typeof x === 'string' && ev.kv_cache_spec_kind === null && isKnownKind(x))
+      ev.kv_cache_spec_kind = x;
+    else return clearGroup(ev);
+  }
+}
+
+function clearGroup(ev: VllmBlockRemoved): void {
+  ev.group_idx = null;
+  ev.kv_cache_spec_kind = null;
+}
+
 function fromMap(tag: string, m: Record<string, unknown>, path: string, maxBlocks: number): VllmRawEvent {
   switch (tag) {
     case 'BlockStored': {
@@ -274,15 +299,22 @@ function fromMap(tag: string, m: Record<string, unknown>, path: string, maxBlock
         path,
       );
     }
-    case 'BlockRemoved':
+    case 'BlockRemoved': {
       if (m.block_hashes === undefined) fail(join(path, 'block_hashes'), 'required field missing');
-      return {
+      const ev: VllmBlockRemoved = {
         type: 'BlockRemoved',
         block_hashes: hashes(m.block_hashes, join(path, 'block_hashes'), maxBlocks),
         medium: strOrNull(m.medium, join(path, 'medium')),
-        group_idx: u32OrNull(m.group_idx, join(path, 'group_idx')),
-        kv_cache_spec_kind: strOrNull(m.kv_cache_spec_kind, join(path, 'kv_cache_spec_kind')),
+        group_idx: looseU32(m.group_idx),
+        kv_cache_spec_kind: typeof m.kv_cache_spec_kind === 'string' ? m.kv_cache_spec_kind : null,
       };
+      // Metadata a removal cannot be sure of clears it all (the removal is then applied), not fatal.
+      const badGroup = m.group_idx != null && ev.group_idx === null;
+      const kind = m.kv_cache_spec_kind;
+      const badKind = kind != null && (typeof kind !== 'string' || !isKnownKind(kind));
+      if (badGroup || badKind) clearGroup(ev);
+      return ev;
+    }
     case 'AllBlocksCleared':
       return { type: 'AllBlocksCleared' };
     default:
@@ -366,6 +398,12 @@ function hashes(v: unknown, path: string, maxBlocks: number): ExternalSequenceBl
 const isU32 = (x: unknown): x is number =>
   typeof x === 'number' && Number.isInteger(x) && x >= 0 && x <= 0xffffffff;
 
+/** A u32 as a number or bigint, else null (no error). */
+function looseU32(x: unknown): number | null {
+  if (isU32(x)) return x;
+  return typeof x === 'bigint' && x >= 0n && x <= 0xffffffffn ? Number(x) : null;
+}
+
 /** Flat `[u32]`, or Eagle `[(u32, u32)]` flattened to every first element plus the last second. */
 function tokenIds(v: unknown, path: string): [Uint32Array, boolean] {
   const list = arr(v, path);
@@ -431,10 +469,28 @@ function extraKeysToMm(v: unknown, path: string): Array<BlockExtraInfo | null> |
 /** Spec kinds whose blocks form the prefix cache the router indexes. */
 const MAIN_ATTENTION_KINDS = new Set(['full_attention', 'mla_attention', 'sink_full_attention']);
 
+/** vLLM's spec kinds of groups the router does not index (`KVCacheSpec` subclasses). */
+const OTHER_GROUP_KINDS = new Set([
+  'sliding_window',
+  'sliding_window_mla',
+  'chunked_local_attention',
+  'mamba',
+  'cross_attention',
+  'encoder_only_attention',
+]);
+
+const isKnownKind = (k: string): boolean => MAIN_ATTENTION_KINDS.has(k) || OTHER_GROUP_KINDS.has(k);
+
 /**
  * Decides which events belong to the full-attention KV cache group. Stored events carry the group's
  * spec kind, so the filter learns `group_idx -> main?` from them and applies it to Removed events,
- * which carry only `group_idx`; an unlearned group counts as main iff it is group 0.
+ * which carry only `group_idx`; an unlearned group's Stored events count as main iff it is group 0.
+ *
+ * Removals are applied when in doubt (issue 17): a dropped removal leaves a block in the index that
+ * the engine no longer has, an unneeded one costs nothing. A Removed is skipped only when positively
+ * identified as another group's: its kind is one of `OTHER_GROUP_KINDS`, or its group_idx was
+ * learned as such. An unrecognised kind, an unlearned group or no metadata: applied. Stored events
+ * with an unrecognised kind are not indexed, but teach nothing about their group.
  */
 export class VllmGroupFilter {
   private readonly main = new Map<number, boolean>();
@@ -444,9 +500,16 @@ export class VllmGroupFilter {
   accepts(ev: VllmRawEvent): boolean {
     if (ev.type === 'AllBlocksCleared') return true;
     let ok: boolean;
-    if (ev.kv_cache_spec_kind !== null) {
+    if (ev.type === 'BlockRemoved') {
+      const kind = ev.kv_cache_spec_kind;
+      if (kind !== null && OTHER_GROUP_KINDS.has(kind)) ok = false;
+      else if (kind !== null)
+        ok = true; // main attention, or a kind nobody told us about
+      else ok = ev.group_idx === null || this.main.get(ev.group_idx) !== false;
+    } else if (ev.kv_cache_spec_kind !== null) {
       ok = MAIN_ATTENTION_KINDS.has(ev.kv_cache_spec_kind);
-      if (ev.group_idx !== null) this.main.set(ev.group_idx, ok);
+      const known = ok || OTHER_GROUP_KINDS.has(ev.kv_cache_spec_kind);
+      if (ev.group_idx !== null && known) this.main.set(ev.group_idx, ok);
     } else if (ev.type === 'BlockStored' && ev.kv_cache_spec_sliding_window !== null) {
       ok = false;
       if (ev.group_idx !== null) this.main.set(ev.group_idx, false);
