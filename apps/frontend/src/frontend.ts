@@ -31,13 +31,14 @@ import {
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
 import { dashboardDecisionLog, frontendDashboard } from './dashboard/index.js';
 import { createApp } from './http/app.js';
+import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
 import { ModelRegistry, type Logger } from './models.js';
 import { InferenceService } from './service.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
-import { TokenizerPool } from './tokenizer/pool.js';
 import { startModelTokenizers } from './tokenizer/per-model.js';
+import { TokenizerPool } from './tokenizer/pool.js';
 
 export type FrontendConfig = ResolvedConfig<'frontend'>;
 
@@ -175,6 +176,8 @@ export class Frontend {
         tokenizer: loaded.tokenizer,
         mode: config.tokenizer,
         pool,
+        cacheTokens: config.tokenizerPrefixCacheTokens,
+      });
       const tokenizers = await startModelTokenizers({
         ...{ discovery, backend, memHub, fileRoot: config.fileKv, nc, log, threads },
         ...{
@@ -191,8 +194,6 @@ export class Frontend {
         },
       });
       cleanup.push(() => tokenizers.close());
-        cacheTokens: config.tokenizerPrefixCacheTokens,
-      });
 
       let decisionLog: { sink: (line: string) => void; sampleRate: number } | null = null;
       if (config.decisionLog) {
@@ -237,10 +238,10 @@ export class Frontend {
           numWorkers: config.mockerWorkers,
           openDiscovery: async () => memHub.connect(),
           namespace: e.namespace ?? config.namespace ?? 'dynamo',
-          // The simulated mock-model's tokenizer is cl100k, said explicitly in its card.
-          ...(config.modelPath ? {} : { card: { extra: { tokenizer: { tiktoken: 'cl100k_base' } } } }),
           component: e.component ?? 'backend',
           modelName,
+          // The simulated mock-model's tokenizer is cl100k, said explicitly in its card.
+          ...(config.modelPath ? {} : { card: { extra: { tokenizer: { tiktoken: 'cl100k_base' } } } }),
           requestPlane: { kind: 'inproc', hub: inprocHub },
           eventPlane: (id) => bus.plane({ publisherId: id }),
           defaultMaxTokens: e.defaultMaxTokens ?? 128,
@@ -268,9 +269,9 @@ export class Frontend {
       const service = new InferenceService({
         registry,
         client,
-        tokenizers,
         encoder,
         template: loaded.template,
+        tokenizers,
         metrics,
         migrationLimit: config.migrationLimit,
         migrationMaxSeqLen: config.migrationMaxSeqLen,
@@ -293,11 +294,11 @@ export class Frontend {
             metrics.index?.syncFrom(registry.appliedCounts());
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
-          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
-          internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
           healthy: () => ref.fe !== null && !ref.fe.closing,
-          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           onInflight: (d) => ref.fe?.onInflight(d),
+          parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
+          lora: loraCatalog(discovery, log, cleanup),
+          internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
         });
         server =
           config.tlsCertPath && config.tlsKeyPath
@@ -373,4 +374,15 @@ async function waitFor(cond: () => boolean, timeoutMs: number): Promise<void> {
       throw new KvrError('startup_timeout', 'embedded workers did not become routable in time', 500);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** LoRA adapters registered by workers (cards with a key suffix), served as models. */
+function loraCatalog(
+  discovery: Discovery,
+  log: { warn(m: string): void },
+  cleanup: { push(f: () => void): void },
+): LoraCatalog {
+  const l = new LoraCatalog(discovery, (m) => log.warn(m));
+  cleanup.push(() => l.close());
+  return l;
 }

@@ -63,7 +63,6 @@ export function makeWorkload(
     });
   if (trace !== undefined) return loadTrace(trace, o.strict === true, io);
   // A plain Error on purpose: the CLI exits 1 (not 2, a bad option) when no workload is given (main.test.ts).
-  // A plain Error on purpose: the CLI exits 1 (not 2, a bad option) when no workload is given (main.test.ts).
   if (o.synthetic === undefined) throw new Error('no workload: give a trace file or --synthetic <preset>');
   const spec = syntheticSpecOf(o, o.traceBlockSize);
   return { rows: generateSynthetic(spec, o.seed), source: { synthetic: o.synthetic, spec } };
