@@ -47,7 +47,7 @@ export interface DisaggFlags {
 }
 
 /** §14 decode-leg overrides (S: `overlap_score_weight = 0`). */
-export const DECODE_LEG_OVERRIDES: Readonly<RouterConfigOverride> = Object.freeze({
+const DECODE_LEG_OVERRIDES: Readonly<RouterConfigOverride> = Object.freeze({
   overlap_score_credit: 0,
   prefill_load_scale: 0,
   assume_kv_reuse: false,

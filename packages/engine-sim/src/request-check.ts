@@ -2,7 +2,7 @@ import { KvrError } from '@kvrouter/protocols';
 import type { EngineConfig } from './config.js';
 import type { EngineRequest } from './types.js';
 
-export function invalid(field: string, message: string): never {
+function invalid(field: string, message: string): never {
   throw new KvrError('invalid_request', `request ${field}: ${message}`, 400, { field });
 }
 

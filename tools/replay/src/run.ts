@@ -43,7 +43,7 @@ export interface Io {
 }
 
 /** Reads a Mooncake trace, reporting malformed rows (line number, field) on stderr. */
-export function loadTrace(path: string, strict: boolean, io: Io): Workload {
+function loadTrace(path: string, strict: boolean, io: Io): Workload {
   const text = readFileSync(path, 'utf8');
   const t = parseTrace(text, { strict });
   for (const i of t.issues.slice(0, 20))
@@ -82,7 +82,7 @@ export function oracleFor(rows: readonly TraceRow[], sim: SimConfig): OracleResu
  * `--aic-model-path`'s config.json for the simulator's AIC predictor; null when absent. Relative
  * paths are the caller's (pnpm runs this tool inside tools/replay).
  */
-export function readModelFile(path: string): string | null {
+function readModelFile(path: string): string | null {
   return readCallerFile(path, 'utf8');
 }
 
@@ -108,7 +108,7 @@ const replayFail = (message: string, flag: string): never => {
  * messages (both use engine-sim's and aic-model's flag helpers). Files are the caller's (relative to
  * the directory `pnpm replay` was run from).
  */
-export function engineTimingOf(
+function engineTimingOf(
   t: EngineTimingPlan,
   engine: Pick<EngineConfig, 'numGpuBlocks' | 'blockSize'>,
 ): TimingModel | undefined {
