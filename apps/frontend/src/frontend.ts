@@ -23,6 +23,7 @@ import {
   createDiscovery,
   defaultInprocHub,
   defaultMemHub,
+  probeHealth,
   type Discovery,
   type InprocHub,
   type MemDiscoveryHub,
@@ -295,6 +296,13 @@ export class Frontend {
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
           },
           healthy: () => ref.fe !== null && !ref.fe.closing,
+          probes: () =>
+            probeHealth({
+              discovery,
+              // NATS matters to routing when it carries requests, or KV events in kv mode.
+              nats: config.requestPlane === 'nats' || config.routerMode === 'kv' ? nc : null,
+              natsRole: config.requestPlane === 'nats' ? 'request plane' : 'KV event plane',
+            }),
           onInflight: (d) => ref.fe?.onInflight(d),
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           lora: loraCatalog(discovery, log, cleanup),

@@ -44,6 +44,7 @@ import {
   TcpRequestClient,
   TcpRequestServer,
   connectNats,
+  probeHealth,
   createDiscovery,
   registerInstance,
   watchInstances,
@@ -88,6 +89,8 @@ const TTFT_PENDING_MAX = 65_536;
 export class StandaloneRouter {
   private closing: Promise<void> | null = null;
   private readonly cleanup = new Closers();
+  /** The NATS connection where routing needs it (request plane, or KV events), for `/health`. */
+  private healthNats: { nc: NatsConnection; role: string } | null = null;
   private readonly routedAt = new Map<string, number>();
   private http_: JsonServer | null = null;
   private host!: RouterHost;
@@ -174,6 +177,8 @@ export class StandaloneRouter {
       nc = await connectNats(config.natsServer);
       const c = nc;
       this.cleanup.push(() => c.close());
+      if (config.requestPlane === 'nats') this.healthNats = { nc, role: 'request plane' };
+      else if (params.index.kind === 'events') this.healthNats = { nc, role: 'KV event plane' };
     }
     const plane: EventPlane = createEventPlane({
       kind: eventPlaneKind,
@@ -307,7 +312,7 @@ export class StandaloneRouter {
       this.http_ = await startJsonServer(
         {
           'GET /health': () => this.health(),
-          'GET /live': () => this.health(),
+          'GET /live': () => this.live(),
           'GET /metrics': async () => ({
             text: await this.metricsText(),
             contentType: this.registry.contentType,
@@ -406,12 +411,34 @@ export class StandaloneRouter {
       );
   }
 
-  private health(): { status: number; json: unknown } {
-    const ok = this.closing === null;
+  /** Live = the process serves (also while unhealthy). */
+  private live(): { status: number; json: unknown } {
+    return { status: 200, json: { status: 'live', message: 'the standalone router serves HTTP' } };
+  }
+
+  /**
+   * Healthy = it can route (Dynamo's semantics): discovery reachable, NATS connected where the
+   * request plane or the KV event plane needs it, at least one ready worker; the reasons in the body.
+   */
+  private async health(): Promise<{ status: number; json: unknown }> {
+    const h = await probeHealth({
+      discovery: this.discovery,
+      nats: this.healthNats?.nc ?? null,
+      natsRole: this.healthNats?.role ?? '',
+      checks: {
+        shutting_down: () => (this.closing === null ? 'ok' : 'the router is shutting down'),
+        workers: () =>
+          this.catalog.readyCount > 0
+            ? 'ok'
+            : `no ready worker for dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint}`,
+      },
+    });
     return {
-      status: ok ? 200 : 503,
+      status: h.healthy ? 200 : 503,
       json: {
-        status: ok ? 'healthy' : 'shutting_down',
+        status: h.healthy ? 'healthy' : 'unhealthy',
+        reasons: h.reasons,
+        checks: h.checks,
         router_id: this.routerId,
         endpoint: `dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint}`,
         workers: this.catalog.readyCount,

@@ -32,3 +32,4 @@ export {
 export * from './model-card.js';
 export { readTextDir, type TextDirEntry } from './text-dir.js';
 export * from './model-files.js';
+export * from './health.js';

@@ -88,10 +88,16 @@ export async function startNats(opts: { jetstream?: boolean; port?: number } = {
   return handle(proc, `nats://127.0.0.1:${port}`, port, dataDir);
 }
 
-export async function startEtcd(): Promise<ServiceHandle> {
-  const port = await freePort();
-  const peer = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'kvr-etcd-'));
+/**
+ * `restartOf` starts etcd again after its process was killed (`proc.kill('SIGKILL')`, data kept):
+ * same client and peer ports, same data directory, so the same keys and leases (fault tests).
+ */
+export async function startEtcd(opts: { restartOf?: ServiceHandle } = {}): Promise<ServiceHandle> {
+  const old = opts.restartOf;
+  const oldPeer = old?.proc.spawnargs[old.proc.spawnargs.indexOf('--listen-peer-urls') + 1];
+  const port = old?.port ?? (await freePort());
+  const peer = oldPeer ? Number(new URL(oldPeer).port) : await freePort();
+  const dataDir = old?.dataDir ?? mkdtempSync(join(tmpdir(), 'kvr-etcd-'));
   const url = `http://127.0.0.1:${port}`;
   const proc = spawn(
     findBin('etcd'),

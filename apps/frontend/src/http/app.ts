@@ -13,6 +13,7 @@ import './cjs-interop.js';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
+import type { HealthReport } from '@kvrouter/runtime';
 import { modelNotFound, notImplemented } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
 import type { InferenceService } from '../service.js';
@@ -32,8 +33,13 @@ export interface AppDeps {
   enableAnthropicApi: boolean;
   /** Prometheus exposition (content type, text). */
   metrics: () => Promise<{ contentType: string; body: string }>;
-  /** Discovery connected and the initial listing applied. */
+  /** False once shutdown began (the process still serves `/live`, but can no longer route). */
   healthy: () => boolean;
+  /**
+   * The connection probes of `/health` (discovery reachable, NATS up where routing needs it);
+   * absent: none. `/health` adds `shutting_down` and `workers` (at least one ready worker per model).
+   */
+  probes?: (() => Promise<HealthReport>) | null;
   /** `/dashboard` and its event stream (`--dashboard`; null when off). */
   dashboard?: { middleware: (req: IncomingMessage, res: ServerResponse, next: () => void) => void } | null;
   /** Number of in-flight HTTP requests changes (graceful shutdown waits for zero). */
@@ -44,6 +50,13 @@ export interface AppDeps {
   lora?: LoraCatalog | null;
   /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
   internalErrors?: InternalErrorSink | null;
+}
+
+/** `ok` when every known model has a ready worker (and there is at least one model), else why not. */
+function workersCheck(registry: ModelRegistry): string {
+  if (registry.models.size === 0) return 'no model has a worker (discovery lists none)';
+  const without = [...registry.models.values()].filter((m) => !m.ready).map((m) => m.name);
+  return without.length === 0 ? 'ok' : `no ready worker for model ${without.sort().join(', ')}`;
 }
 
 export function createApp(d: AppDeps): RequestListener {
@@ -97,10 +110,20 @@ export function createApp(d: AppDeps): RequestListener {
     if (!m) return sendError(res, modelNotFound(id));
     res.json({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' });
   });
-  app.get(p.health, (_req, res) => {
+  app.get(p.health, async (_req, res) => {
+    const probed = d.probes ? await d.probes() : null;
+    const checks: Record<string, string> = {
+      ...probed?.checks,
+      shutting_down: d.healthy() ? 'ok' : 'the frontend is shutting down',
+      workers: workersCheck(d.registry),
+    };
+    const reasons = Object.values(checks).filter((r) => r !== 'ok');
+    const healthy = reasons.length === 0;
     const sets = d.registry.allSets();
     const body = {
-      status: d.healthy() ? 'healthy' : 'unhealthy',
+      status: healthy ? 'healthy' : 'unhealthy',
+      reasons,
+      checks,
       models: d.registry.list().map((m) => m.id),
       instances: sets.flatMap((s) =>
         [...s.workers.values()]
@@ -114,9 +137,10 @@ export function createApp(d: AppDeps): RequestListener {
           })),
       ),
     };
-    res.status(d.healthy() ? 200 : 503).json(body);
+    res.status(healthy ? 200 : 503).json(body);
   });
-  app.get(p.live, (_req, res) => void res.json({ status: 'live' }));
+  // Live = the process serves (also while unhealthy or shutting down).
+  app.get(p.live, (_req, res) => void res.json({ status: 'live', message: 'the frontend serves HTTP' }));
   app.get(p.metrics, (_req, res, next) => {
     d.metrics().then(
       (m) => void res.type(m.contentType).send(m.body),
