@@ -34,6 +34,7 @@ import { dashboardDecisionLog, frontendDashboard } from './dashboard/index.js';
 import { createApp } from './http/app.js';
 import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
+import { OpenStreams } from './http/streams.js';
 import { ModelRegistry, type Logger } from './models.js';
 import { InferenceService } from './service.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
@@ -78,6 +79,8 @@ export class Frontend {
   private idleWaiters: (() => void)[] = [];
   private closing: Promise<void> | null = null;
   private readonly sockets = new Set<Socket>();
+  /** SSE responses in progress: cut with an error event when the shutdown grace period ends. */
+  private readonly streams = new OpenStreams();
 
   private constructor(
     readonly config: FrontendConfig,
@@ -285,6 +288,7 @@ export class Frontend {
         const dashboard = frontendDashboard(config.dashboard, dash.tap, registry, metrics);
         if (dashboard) cleanup.push(() => dashboard.close());
         const app = createApp({
+          streams: { add: (res, abort) => ref.fe?.streams.add(res, abort) ?? (() => undefined) },
           dashboard,
           service,
           registry,
@@ -364,6 +368,8 @@ export class Frontend {
             this.log.warn(
               `shutdown: ${this.inflight} requests still running after ${timeoutSecs}s; closing them`,
             );
+          // Streams still running get an SSE error event before their connection closes.
+          await this.streams.cut();
         }
         srv.closeAllConnections();
         for (const s of this.sockets) s.destroy();

@@ -23,6 +23,7 @@ import type { LoraCatalog } from '../openai/lora.js';
 import { completionsHandler, type CompletionsHandler, type ParserFlags } from './openai.js';
 import type { Paths } from './paths.js';
 import { watchResponse, type InternalErrorSink } from './internal-errors.js';
+import type { StreamRegistry } from './streams.js';
 import { payloadTooLarge, plainUtf8Body, readUtf8Body, sendError } from './util.js';
 
 export interface AppDeps {
@@ -48,6 +49,8 @@ export interface AppDeps {
   parsers?: ParserFlags | null;
   /** LoRA adapters registered by workers, served as models. */
   lora?: LoraCatalog | null;
+  /** Open SSE responses (graceful shutdown cuts them with an error event); absent: not tracked. */
+  streams?: StreamRegistry | null;
   /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
   internalErrors?: InternalErrorSink | null;
 }
@@ -87,8 +90,8 @@ export function createApp(d: AppDeps): RequestListener {
     next();
   });
 
-  const chat = completionsHandler(d.service, 'chat', d.parsers, d.lora);
-  const completions = completionsHandler(d.service, 'completions', d.parsers, d.lora);
+  const chat = completionsHandler(d.service, 'chat', d.parsers, d.lora, d.streams);
+  const completions = completionsHandler(d.service, 'completions', d.parsers, d.lora, d.streams);
   const models = () =>
     [...d.registry.list(), ...(d.lora?.list(d.registry) ?? [])].sort((a, b) =>
       a.id < b.id ? -1 : a.id > b.id ? 1 : 0,

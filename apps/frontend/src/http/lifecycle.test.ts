@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { resolveConfig } from '@kvrouter/config';
+import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { runInteractive } from '../interactive.js';
 import { bodyReader, eventually, routerIdle, startFrontend } from '../test-helpers.js';
@@ -121,23 +122,53 @@ describe('graceful shutdown', () => {
     await closing;
   });
 
-  it('cuts streams still running when the timeout expires', async () => {
+  it('cuts streams still running when the timeout expires, each with an SSE error event before the close (issue 17)', async () => {
+    // A slow engine: 5,000 tokens take far longer than the 0.3 s grace period.
     const fe = await startFrontend(['--mocker-workers', '1'], {
       embedded: { engine: { speedupRatio: 0.5 } },
     });
-    const s = fetch(`${fe.url}/v1/chat/completions`, {
+    // Raw SSE: the bytes the client gets, in order.
+    const r = await fetch(`${fe.url}/v1/chat/completions`, {
       method: 'POST',
       body: chat({ max_tokens: 5000, stream: true }),
-    })
-      .then((r) => r.text())
-      .catch((e: unknown) => `error ${(e as Error).message}`);
-    await eventually(() => fe.inflightRequests === 1, 5000, 'request in flight');
-    const t0 = Date.now();
+    });
+    const reader = bodyReader(r);
+    let text = (await reader.read()) ?? '';
+    expect(text).toContain('"role":"assistant"');
+    // The official client on a second stream: it must see the error, not a silent end.
+    const client = new OpenAI({ baseURL: `${fe.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const official = (async () => {
+      const s = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 5000,
+        stream: true,
+      });
+      let chunks = 0;
+      try {
+        for await (const _ of s) chunks++;
+      } catch (e) {
+        return { chunks, error: e as Error };
+      }
+      return { chunks, error: null };
+    })();
+    await eventually(() => fe.inflightRequests === 2, 5000, 'two streams in flight');
     await fe.close(0.3);
-    const waited = Date.now() - t0;
-    expect(waited).toBeGreaterThanOrEqual(250);
-    const text = await s;
-    expect(text.includes('[DONE]')).toBe(false);
+    for (let t = await reader.read(); t !== null; t = await reader.read()) text += t;
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => e.slice(6));
+    expect(events.at(-1)).toBe('[DONE]');
+    const err = JSON.parse(events.at(-2)!) as { error: { code: string; message: string; type: string } };
+    expect(err.error.code).toBe('shutting_down');
+    expect(err.error.message).toMatch(/shutting down/);
+    // Every event before the error is a normal chunk.
+    for (const e of events.slice(0, -2))
+      expect((JSON.parse(e) as { object: string }).object).toBe('chat.completion.chunk');
+    const o = await official;
+    expect(o.error).not.toBeNull();
+    expect(o.error!.message).toMatch(/shutting down/);
   });
 });
 

@@ -23,6 +23,7 @@ import {
 import type { Completion, Delta, InferenceService } from '../service.js';
 import { reportInternal } from './internal-errors.js';
 import { SseWriter } from './sse.js';
+import type { StreamRegistry } from './streams.js';
 import { parseBody, sendError, sendJson } from './util.js';
 
 type Kind = 'chat' | 'completions';
@@ -149,6 +150,8 @@ export function completionsHandler(
   kind: Kind,
   flags?: ParserFlags | null,
   lora?: LoraCatalog | null,
+  /** Open SSE responses, cut with an error event at the end of the shutdown grace period. */
+  streams?: StreamRegistry | null,
 ): CompletionsHandler {
   const endpoint = kind === 'chat' ? 'chat_completions' : 'completions';
   const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
@@ -178,6 +181,7 @@ export function completionsHandler(
     let names: ParserNames = NO_PARSERS;
     /** The model as the client named it (a LoRA adapter is served by its base model's workers). */
     let servedAs: string;
+    let unregister: (() => void) | null = null;
     try {
       const body = parseBody(bodyText);
       try {
@@ -320,6 +324,7 @@ export function completionsHandler(
         return;
       }
       const sse = new SseWriter(res);
+      unregister = streams?.add(res, () => ac.abort()) ?? null;
       const usage = r.includeUsage ? { usage: null } : {};
       const chunks = async function* (s: Started): AsyncGenerator<Record<string, unknown>> {
         const echo = echoOf(s);
@@ -392,7 +397,9 @@ export function completionsHandler(
       // Mid-stream failure: an error event, then the end of the stream (what OpenAI clients expect).
       reportInternal(res, e);
       const { body } = toOpenAiError(e);
-      if (!res.destroyed) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+      if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+    } finally {
+      unregister?.();
     }
   };
 }

@@ -12,7 +12,7 @@ export class SseWriter {
   constructor(private readonly res: ServerResponse) {}
 
   private start(): void {
-    if (this.started) return;
+    if (this.started || this.res.headersSent) return;
     this.started = true;
     this.res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -30,7 +30,8 @@ export class SseWriter {
    */
   send(json: string): Promise<void> | void {
     this.start();
-    if (this.res.destroyed) return;
+    // Ended elsewhere (cut at shutdown): nothing more may be written.
+    if (this.res.destroyed || this.res.writableEnded) return;
     if (!this.corked) {
       this.corked = true;
       this.res.cork();
@@ -52,6 +53,6 @@ export class SseWriter {
   done(): void {
     this.start();
     // end() flushes a corked response.
-    if (!this.res.destroyed) this.res.end('data: [DONE]\n\n');
+    if (!this.res.destroyed && !this.res.writableEnded) this.res.end('data: [DONE]\n\n');
   }
 }
