@@ -23,9 +23,10 @@ import {
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { TopologyMetrics, topologyMetrics, type Registry } from '@kvrouter/metrics';
-import type { KvRouterOptions, RoutingDecision } from '@kvrouter/router';
-import type { RequestClient } from '@kvrouter/runtime';
-import type { GenerateItem, GenerateRequest } from '@kvrouter/protocols';
+import type { KvRouter, KvRouterOptions, RoutingDecision } from '@kvrouter/router';
+import type { CatalogWorker } from '@kvrouter/router-host';
+import type { RequestClient, Transport } from '@kvrouter/runtime';
+import type { GenerateItem, GenerateRequest, Logger } from '@kvrouter/protocols';
 import {
   TopologyConstraintError,
   deriveDecodeConstraints,
@@ -38,7 +39,21 @@ import {
   type TopologySymptom,
 } from '@kvrouter/topology';
 import type { RouterConfigOverride } from '@kvrouter/core-cost';
-import type { Logger, WorkerSet } from './models.js';
+
+/**
+ * What disaggregated serving uses of a worker set: models.ts's `WorkerSet` satisfies it. Named here, not imported,
+ * so that models.ts -> disagg.ts stays one-way (no import cycle).
+ */
+interface WorkerSet {
+  readonly namespace: string;
+  readonly component: string;
+  readonly endpoint: string;
+  readonly router: KvRouter;
+  readonly workers: Map<bigint, CatalogWorker>;
+  readonly readyCount: number;
+  transportOf(id: bigint): Transport | null;
+  markDown(id: bigint): void;
+}
 
 /** `--enforce-disagg`, `--decode-fallback`. */
 export interface DisaggFlags {
