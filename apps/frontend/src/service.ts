@@ -15,6 +15,7 @@ import {
 import type { RoutingDecision } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
 import type { GenerateItem, GenerateRequest } from '@kvrouter/protocols';
+import { refuseIfCannotFit } from './context-bound.js';
 import { runPrefillLeg } from './disagg.js';
 import { badRequest, modelNotFound } from './errors.js';
 import type { Logger, ModelRegistry, WorkerSet } from './models.js';
@@ -435,7 +436,7 @@ export class InferenceService {
       t0,
     );
     try {
-      const tokens = await this.tokenize(req, model.name);
+      const tokens = await this.tokenize(req, model.name, set.contextLength);
       if (tokens.length === 0)
         throw badRequest(
           req.kind === 'chat' ? 'messages' : 'prompt',
@@ -461,7 +462,8 @@ export class InferenceService {
     }
   }
 
-  private async tokenize(req: InferenceRequest, model: string): Promise<Uint32Array> {
+  /** `contextLength`: a text that cannot fit is refused before it is tokenized (issue 17). */
+  private async tokenize(req: InferenceRequest, model: string, contextLength: number): Promise<Uint32Array> {
     if (req.nvext.token_data) return req.nvext.token_data;
     const t = performance.now();
     const mt = this.o.tokenizers ? await this.o.tokenizers.for(model) : null;
@@ -476,9 +478,11 @@ export class InferenceService {
         ...(req.toolChoice !== undefined ? { toolChoice: req.toolChoice } : {}),
         ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
       });
+      refuseIfCannotFit(text, encoder.tokenizer, contextLength, 'messages');
       ids = await encoder.encode(text);
     } else if (req.promptTokens) return req.promptTokens;
     else {
+      refuseIfCannotFit(req.prompt ?? '', encoder.tokenizer, contextLength, 'prompt');
       const body = await encoder.encode(req.prompt ?? '');
       const bos = encoder.tokenizer.bosTokenIds;
       ids = bos.length === 0 ? body : concat(Uint32Array.from(bos), Array.from(body));
