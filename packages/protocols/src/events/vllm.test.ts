@@ -322,6 +322,7 @@ describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
             ['BlockRemoved', [18], null, 2], // learned full attention
             ['BlockRemoved', [19], null, 3, 'full_attention'],
             ['BlockRemoved', [20], 'GPU'], // no metadata
+            ['BlockRemoved', [21], 1, 'sliding_window'], // a medium that is no string: unknown layout
             // Positively another group's: skipped.
             ['BlockRemoved', [30], null, 1], // learned sliding window
             ['BlockRemoved', [31], null, 1, 'sliding_window', 128],
@@ -330,7 +331,7 @@ describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
           ],
         ]),
       );
-      expect(rmHashes(out)).toEqual([10n, 11n, 12n, 13n, 14n, 15n, 16n, 17n, 18n, 19n, 20n]);
+      expect(rmHashes(out)).toEqual([10n, 11n, 12n, 13n, 14n, 15n, 16n, 17n, 18n, 19n, 20n, 21n]);
       expect(d.stats.skippedGroupEvents).toBe(1 + 4);
     });
 
@@ -353,7 +354,7 @@ describe('vLLM hybrid models: group_idx and kv_cache_spec_*', () => {
             { type: 'BlockRemoved', block_hashes: [11], group_idx: 'one' },
             { type: 'BlockRemoved', block_hashes: [12], group_idx: 1, kv_cache_spec_kind: 7 },
             { type: 'BlockRemoved', block_hashes: [13], group_idx: -3 },
-            { type: 'BlockRemoved', block_hashes: [14], group_idx: 8 },
+            { type: 'BlockRemoved', block_hashes: [14], group_idx: 8, medium: 42 },
             { type: 'BlockRemoved', block_hashes: [30], group_idx: 1 },
             { type: 'BlockRemoved', block_hashes: [31], kv_cache_spec_kind: 'sliding_window' },
           ],
@@ -642,9 +643,10 @@ describe('vLLM malformed input', () => {
       'batch.events[0][3][1]: expected (u32, u32) token pair',
     ],
     [
-      'medium not a string',
-      () => mp([0, [['BlockRemoved', [1], 5]]]),
-      'batch.events[0][2]: expected string, got 5',
+      // (A Removed with such a medium is applied instead: removals are applied when in doubt.)
+      'medium not a string (Stored)',
+      () => mp([0, [['BlockStored', [1], null, [1, 2, 3, 4], 4, null, 5]]]),
+      'batch.events[0][6]: expected string, got 5',
     ],
     [
       'extra_keys not a list',

@@ -202,10 +202,12 @@ function fromArray(tag: string, a: unknown[], path: string, maxBlocks: number): 
       const ev: VllmBlockRemoved = {
         type: 'BlockRemoved',
         block_hashes: hashes(a[1], at(path, 1), maxBlocks),
-        medium: strOrNull(a[2], at(path, 2)),
+        // A medium that is no string: unknown tier (device), not a reason to drop the removal.
+        medium: typeof a[2] === 'string' ? a[2] : null,
         group_idx: null,
         kv_cache_spec_kind: null,
       };
+      if (a[2] != null && typeof a[2] !== 'string') return ev; // an unknown layout: applied as is
       readRemovedTrailer(a, ev);
       return ev;
     }
@@ -304,7 +306,7 @@ function fromMap(tag: string, m: Record<string, unknown>, path: string, maxBlock
       const ev: VllmBlockRemoved = {
         type: 'BlockRemoved',
         block_hashes: hashes(m.block_hashes, join(path, 'block_hashes'), maxBlocks),
-        medium: strOrNull(m.medium, join(path, 'medium')),
+        medium: typeof m.medium === 'string' ? m.medium : null,
         group_idx: looseU32(m.group_idx),
         kv_cache_spec_kind: typeof m.kv_cache_spec_kind === 'string' ? m.kv_cache_spec_kind : null,
       };
