@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { KvrError, parseJson, stringifyJson } from '@kvrouter/protocols';
 
-export const MAX_BODY_BYTES = 32 * 1024 * 1024;
+const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 export type Reply = { status?: number; json?: unknown; text?: string; contentType?: string };
 /** `signal` aborts when the client goes away before the reply was sent. */

@@ -55,7 +55,7 @@ const SAME_NAME = [
 ] as const;
 
 /** The payload's extras in vLLM's `/v1/completions` names. */
-export function engineBody(x: GenerateExtras | undefined): Record<string, unknown> {
+function engineBody(x: GenerateExtras | undefined): Record<string, unknown> {
   if (!x) return {};
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(x.samplingOptions ?? {})) {

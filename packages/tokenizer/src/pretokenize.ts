@@ -4,6 +4,7 @@
  * reported as `[start, end)` offsets of the (normalized) segment; no substring is made for the
  * first step, and none at all on the hand-written scanner paths (scan.ts).
  */
+import type { PieceSink, PreTokenizer } from './piece.js';
 import { compilePattern } from './regex.js';
 import { SCANNERS, type Scanner } from './scan.js';
 
@@ -11,13 +12,7 @@ import { SCANNERS, type Scanner } from './scan.js';
 export const GPT2_PATTERN =
   "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-export type PieceSink = (start: number, end: number) => void;
-
-export interface PreTokenizer {
-  /** Names the path taken (generic regex or a scanner), for logs and benchmarks. */
-  readonly kind: string;
-  run(s: string, emit: PieceSink): void;
-}
+export type { PreTokenizer };
 
 /**
  * The chain of regexes, generic path. Each pattern is run sticky (`y`) with `test()`, which

@@ -8,7 +8,7 @@
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,K} | ' '?[^\s\p{L}\p{N}]+[\r\n]*
  *   | \s*[\r\n]+ | \s+(?!\S) | \s+
  */
-import type { PieceSink, PreTokenizer } from './pretokenize.js';
+import type { PieceSink, PreTokenizer } from './piece.js';
 
 export type Scanner = PreTokenizer;
 

@@ -45,7 +45,7 @@ export function watchResponse(
 }
 
 /** Whether `err` answers with 500 (what the client sees as "internal server error"). */
-export function isInternal(err: unknown): boolean {
+function isInternal(err: unknown): boolean {
   return toOpenAiError(err).status === 500;
 }
 

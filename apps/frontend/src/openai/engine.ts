@@ -64,7 +64,7 @@ export function mmHashesFor(
  * i-th placeholder occurrence in the prompt's ids; images without one (a template that drops
  * them) go with the last block that holds a placeholder, else the first block.
  */
-export function multimodalHashes(
+function multimodalHashes(
   req: InferenceRequest,
   tokens: Uint32Array,
   blockSize: number,

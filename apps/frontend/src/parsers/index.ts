@@ -28,7 +28,7 @@ import {
 
 export { promptOpensThinking } from './reasoning.js';
 export type { IdFactory } from './calls.js';
-export type { OutputParser, ParsedOutput, ToolCall, ToolCallDelta } from './types.js';
+export type { OutputParser, ToolCall, ToolCallDelta } from './types.js';
 export { mergeToolCalls } from './types.js';
 
 export const TOOL_CALL_PARSERS = [

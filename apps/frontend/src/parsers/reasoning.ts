@@ -9,8 +9,8 @@
 import { heldSuffix, skipWs } from './scan.js';
 import { empty, type OutputParser, type ParsedOutput } from './types.js';
 
-export const THINK_START = '<think>';
-export const THINK_END = '</think>';
+const THINK_START = '<think>';
+const THINK_END = '</think>';
 
 export class ThinkParser implements OutputParser {
   private buf = '';

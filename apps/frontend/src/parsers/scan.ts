@@ -4,7 +4,6 @@
  */
 
 const WS = new Set([' ', '\t', '\n', '\r']);
-export const isWs = (c: string | undefined): boolean => c !== undefined && WS.has(c);
 
 export function skipWs(s: string, i: number): number {
   while (i < s.length && WS.has(s[i]!)) i++;

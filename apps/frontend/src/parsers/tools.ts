@@ -246,7 +246,7 @@ export class MistralToolParser extends ToolParserBase {
 }
 
 /** DeepSeek V3 and V3.1 markers (full-width bars, U+2581 between words). */
-export const DS = {
+const DS = {
   callsBegin: '<｜tool▁calls▁begin｜>',
   callsEnd: '<｜tool▁calls▁end｜>',
   callBegin: '<｜tool▁call▁begin｜>',

@@ -172,7 +172,7 @@ const MONTHS = [
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 
 /** Python's `datetime.strftime` for the directives chat templates use (C locale). */
-export function strftime(d: Date, fmt: string): string {
+function strftime(d: Date, fmt: string): string {
   return fmt.replace(/%[YmdbBaAHMSyjp%e]/g, (t) => {
     switch (t) {
       case '%Y':
