@@ -1,5 +1,5 @@
 /**
- * Disaggregated serving end to end (PROTOCOL.md §13, §14): simulated prefill and decode workers in
+ * Disaggregated serving end to end (docs/protocol.md §13, §14): simulated prefill and decode workers in
  * two topology zones behind a real frontend, requests over HTTP, placements read from the
  * response's `nvext.worker_id`.
  */

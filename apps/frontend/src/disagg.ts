@@ -1,5 +1,5 @@
 /**
- * Disaggregated prefill / decode serving (PROTOCOL.md §14) with topology-aware KV transfer (§13).
+ * Disaggregated prefill / decode serving (docs/protocol.md §14) with topology-aware KV transfer (§13).
  *
  * Cards of type `prefill` in a model's namespace become prefill worker sets (their own KvRouter,
  * phase `prefill`, active-block tracking off) held by the model's `DisaggState`; the first one seen

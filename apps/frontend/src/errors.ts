@@ -1,6 +1,6 @@
 /**
  * Every error leaves the HTTP layer through `toOpenAiError`, once, as the OpenAI body
- * `{error: {message, type, code}}` (ARCHITECTURE.md "Errors"). Domain errors are `KvrError`s whose
+ * `{error: {message, type, code}}` (docs/CONVENTIONS.md "Errors"). Domain errors are `KvrError`s whose
  * `status` is the HTTP status; anything else is an internal error whose text is not leaked.
  */
 import { KvrError } from '@kvrouter/protocols';

@@ -1,5 +1,5 @@
 /**
- * Models come and go with workers in discovery (PROTOCOL.md §6.5). The `WorkerCatalog` of
+ * Models come and go with workers in discovery (docs/protocol.md §6.5). The `WorkerCatalog` of
  * `@kvrouter/router-host` turns cards and instances into routable workers; each
  * (namespace, component, endpoint) group is a `WorkerSet`: its own `RouterHost` (router with the
  * card's block size, index fed by the KV event feed, `ActiveLoad` and replica channels). A model

@@ -1,5 +1,5 @@
 /**
- * `--use-remote-indexer` end to end (PROTOCOL.md §7.7): etcd + nats-server, a mocker process with
+ * `--use-remote-indexer` end to end (docs/protocol.md §7.7): etcd + nats-server, a mocker process with
  * two workers, a standalone router process with `--serve-indexer`, and a frontend (in this
  * process) that keeps no index: its overlaps come from the served index. Killing the standalone
  * router makes the frontend route on load alone and count the failures.

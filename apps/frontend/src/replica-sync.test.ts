@@ -1,5 +1,5 @@
 /**
- * `--router-replica-sync` (PROTOCOL.md §5.4) between two frontends: etcd + nats-server, a mocker
+ * `--router-replica-sync` (docs/protocol.md §5.4) between two frontends: etcd + nats-server, a mocker
  * process with two workers, two frontends in this process (each its own lease, so its own
  * `router_id`). A booking, first token and free on one appear in the other's load view and steer
  * its decisions.

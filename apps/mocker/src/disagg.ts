@@ -1,5 +1,5 @@
 /**
- * `--disaggregation-mode prefill|decode` and the KV transfer flags (PROTOCOL.md §17) → the
+ * `--disaggregation-mode prefill|decode` and the KV transfer flags (docs/protocol.md §17) → the
  * sim-worker's `SimDisaggOptions`. Pure: the model's `config.json` is read by the caller.
  *
  * kv_bytes_per_token, first that applies: `--kv-bytes-per-token`; `layers · 2 · kv_heads · head_dim ·

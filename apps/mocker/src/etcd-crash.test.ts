@@ -1,6 +1,6 @@
 /**
  * A mocker child process registered in etcd vanishes from discovery within the lease TTL (10 s,
- * PROTOCOL.md §6.2) after `kill -9`: nothing deregisters it, only the lease expiry does. The same
+ * docs/protocol.md §6.2) after `kill -9`: nothing deregisters it, only the lease expiry does. The same
  * child also serves a generate stream over tcp to a client in this process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -95,7 +95,10 @@ export function resolveMockerConfig(
     }
   }
   return parseAppConfig('mocker', full, env, {
-    info: { name: 'kvrouter-mocker', description: 'Simulated inference engine workers (PROTOCOL.md §17)' },
+    info: {
+      name: 'kvrouter-mocker',
+      description: 'Simulated inference engine workers (docs/protocol.md §17)',
+    },
     ...cliFiles,
     onWarning: (w) => io.log(`warning: ${w}`),
     exit: io.exit,

@@ -69,7 +69,7 @@ describe('planFromConfig', () => {
     expect(p.numWorkers).toBe(1);
     expect(p.startupDelayMs).toBe(0);
     expect(p.staggerMs).toBe(0);
-    // kvrouter's default discovery is mem, whose automatic event plane is zmq (FLAGS.md).
+    // kvrouter's default discovery is mem, whose automatic event plane is zmq (docs/configuration.md).
     expect(p.discoveryBackend).toBe('mem');
     expect(p.eventPlane).toBe('zmq');
     expect(p.requestPlane).toBe('tcp');

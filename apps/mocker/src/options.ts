@@ -1,5 +1,5 @@
 /**
- * From the resolved mocker configuration (PROTOCOL.md §17, `@kvrouter/config` rows for `mocker`) to
+ * From the resolved mocker configuration (docs/protocol.md §17, `@kvrouter/config` rows for `mocker`) to
  * what the fleet needs, plus the flags that are accepted but not modelled. Pure: no I/O here, so
  * every mapping and refusal is unit-tested.
  */

@@ -1,6 +1,6 @@
 /**
- * The `DYN_TOPOLOGY_*` worker contract (PROTOCOL.md §13) for the mocker: the rules (file → domain,
- * 30 s wait polled every second, FLAGS.md messages) live in `@kvrouter/topology`; this supplies
+ * The `DYN_TOPOLOGY_*` worker contract (docs/protocol.md §13) for the mocker: the rules (file → domain,
+ * 30 s wait polled every second, docs/configuration.md messages) live in `@kvrouter/topology`; this supplies
  * the timers and `@kvrouter/runtime`'s `readTextDir`, and turns its errors into `MockerConfigError` (exit 2).
  */
 import { TopologyConfigError, domainsFromEntries, loadTopology, type TopologyIo } from '@kvrouter/topology';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `kvrouter-indexer` (upstream `python -m dynamo.indexer`): the standalone HTTP indexer of
- * PROTOCOL.md §7.8. Flags `--block-size` (required), `--port` (8090), `--threads` (4), `--peers`.
+ * docs/protocol.md §7.8. Flags `--block-size` (required), `--port` (8090), `--threads` (4), `--peers`.
  * Exit codes (`runMain`): 0 after a clean shutdown, 1 on a startup failure, 2 on invalid
  * configuration, 130 on a second signal.
  */

@@ -9,7 +9,7 @@ import { Publisher } from 'zeromq';
 import { IndexerService } from './indexer-service.js';
 import { REPO, eventually } from '@kvrouter/testkit';
 
-// PROTOCOL.md §2.4 test vectors (bs = 4): local hashes of tokens [0..3], [4..7] and [1,2,3,4].
+// docs/protocol.md §2.4 test vectors (bs = 4): local hashes of tokens [0..3], [4..7] and [1,2,3,4].
 const H_0_3 = 9143094415614847814n;
 const H_4_7 = 12124091508212882195n;
 const H_1_4 = 14643705804678351452n;

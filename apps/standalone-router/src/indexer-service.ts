@@ -1,5 +1,5 @@
 /**
- * The standalone HTTP indexer (PROTOCOL.md §7.8; upstream `python -m dynamo.indexer`): engines
+ * The standalone HTTP indexer (docs/protocol.md §7.8; upstream `python -m dynamo.indexer`): engines
  * are registered by their vLLM ZMQ PUB endpoint; each registration runs a `VllmZmqIngest` whose
  * converted events go straight into the model's index (no event plane). Queries answer in tokens.
  *

@@ -1,5 +1,5 @@
 /**
- * `--serve-indexer` (PROTOCOL.md §7.7): this router's index answers other routers over the request
+ * `--serve-indexer` (docs/protocol.md §7.7): this router's index answers other routers over the request
  * plane. `kv_indexer_query` `{model_name, block_hashes}` → `{"Scores": WireOverlapScores}` or
  * `{"Error": str}`; in approximate mode `kv_indexer_record_routing_decision` `{model_name, worker,
  * local_hashes, sequence_hashes}` → `"Recorded"` or `{"Error": str}`. Bindings are keyed by model

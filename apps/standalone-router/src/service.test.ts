@@ -251,7 +251,7 @@ describe('StandaloneRouter (mem discovery)', () => {
     });
   });
 
-  it('CLI: --endpoint is required; kv is the default mode; FLAGS.md validation exits 2', async () => {
+  it('CLI: --endpoint is required; kv is the default mode; docs/configuration.md validation exits 2', async () => {
     const run = (args: string[]) =>
       new Promise<{ status: number | null; stderr: string }>((resolve) => {
         const c = spawn(
@@ -266,7 +266,7 @@ describe('StandaloneRouter (mem discovery)', () => {
     const [a, c] = await Promise.all([
       run(['--router-mode', 'kv']),
       // No --router-mode: with kv as the default the mode check passes and the credit check
-      // (validated after it, FLAGS.md order) is the one that fails.
+      // (validated after it, docs/configuration.md order) is the one that fails.
       run([
         '--endpoint',
         'dyn://ns.backend.generate',

@@ -1,5 +1,5 @@
 /**
- * The adapter's only way into the engine: its OpenAI HTTP API. A `generate` request (PROTOCOL.md
+ * The adapter's only way into the engine: its OpenAI HTTP API. A `generate` request (docs/protocol.md
  * §5.7) becomes one streaming `/v1/completions` call with the token ids as `prompt`, and the SSE
  * chunks become `{token_ids, finish_reason?}` items. Requirements on the engine (vLLM ≥ 0.10.2, the
  * vLLM-compatible mocker): token-id prompts, `return_token_ids: true` (token ids in every choice),

@@ -1,5 +1,5 @@
 /**
- * The engine's KV occupancy for `ActiveLoad` (PROTOCOL.md §5.5): vLLM publishes no load over ZMQ,
+ * The engine's KV occupancy for `ActiveLoad` (docs/protocol.md §5.5): vLLM publishes no load over ZMQ,
  * but its Prometheus `/metrics` has the KV cache usage fraction per engine (dp rank). The adapter
  * polls it and publishes `kv_used_blocks` = round(fraction × total_kv_blocks) when it changes.
  */

@@ -1,6 +1,6 @@
 /**
- * The `DYN_TOPOLOGY_*` worker contract (PROTOCOL.md §13) for the adapter: `@kvrouter/topology` holds
- * the rules (file → domain, 30 s wait for the transfer domain, FLAGS.md messages); this supplies the
+ * The `DYN_TOPOLOGY_*` worker contract (docs/protocol.md §13) for the adapter: `@kvrouter/topology` holds
+ * the rules (file → domain, 30 s wait for the transfer domain, docs/configuration.md messages); this supplies the
  * timers and `@kvrouter/runtime`'s `readTextDir`.
  */
 import { TopologyConfigError, loadTopology } from '@kvrouter/topology';

@@ -1,5 +1,5 @@
 /**
- * `pnpm bench disagg`: topology-aware disaggregated serving (PROTOCOL.md §13, §14) end to end —
+ * `pnpm bench disagg`: topology-aware disaggregated serving (docs/protocol.md §13, §14) end to end —
  * a real frontend (`--router-mode kv`) over simulated prefill and decode workers in two topology
  * zones (engines 100x faster than §17), requests over HTTP, each placement read from the
  * response's `nvext.worker_id`. The scenarios live in apps/frontend/src/disagg-bench.ts (run as a

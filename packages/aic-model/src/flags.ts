@@ -55,7 +55,7 @@ export function resolveAicModel(pathOrId: string, readText?: ReadText): ModelSha
   );
 }
 
-/** Builds the model; errors name the flag (FLAGS.md messages where it has one). */
+/** Builds the model; errors name the flag (docs/configuration.md messages where it has one). */
 export function aicModelFromFlags(f: AicFlags, readText?: ReadText): AicModel {
   const missing = (
     [

@@ -193,7 +193,7 @@ describe('validation', () => {
     );
   });
 
-  it('sizes below 1 use the FLAGS.md message', () => {
+  it('sizes below 1 use the docs/configuration.md message', () => {
     expect(() => new AicModel({ backend: 'vllm', system: 'h100_sxm', model: m8, tpSize: 0 })).toThrow(
       '--aic-tp-size must be >= 1, got 0',
     );

@@ -96,7 +96,7 @@ export class AicModel {
     let moeEp = 1;
     let adp = 1;
     if (moeTpSet !== null || moeEpSet !== null || adpSet !== null) {
-      // FLAGS.md: unset ones count as 1 once any is given.
+      // docs/configuration.md: unset ones count as 1 once any is given.
       moeTp = moeTpSet ?? 1;
       moeEp = moeEpSet ?? 1;
       adp = adpSet ?? 1;

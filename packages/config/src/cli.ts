@@ -24,7 +24,7 @@ export interface CliOptions {
   exit?: (code: number) => never;
 }
 
-/** Exit code for invalid configuration (FLAGS.md "Validation"). */
+/** Exit code for invalid configuration (docs/configuration.md "Validation"). */
 export const CONFIG_EXIT_CODE = 2;
 
 /**

@@ -17,7 +17,7 @@ function bound(n: number, integer: boolean): string {
   return integer ? String(n) : formatFloat(n);
 }
 
-/** Type and range as in FLAGS.md's "Type / range" column, derived from the row. */
+/** Type and range as in docs/configuration.md's "Type / range" column, derived from the row. */
 export function typeLabel(spec: FlagSpec): string {
   if (spec.type === 'enum') return spec.choices!.join('|');
   const names: Record<string, string> = {

@@ -30,7 +30,7 @@ describe('buildProgram --help', () => {
     );
   });
 
-  it('groups options under the FLAGS.md section headings, in order', () => {
+  it('groups options under the docs/configuration.md section headings, in order', () => {
     const headings = GROUPS.filter((g) => flagsFor('frontend').some((s) => s.group === g && s.flag)).map(
       (g) => `\n${g}:\n`,
     );

@@ -29,7 +29,7 @@ function placeholder(spec: FlagSpec): string {
 }
 
 /**
- * A commander program whose `--help` lists every option of `app`, grouped by FLAGS.md section,
+ * A commander program whose `--help` lists every option of `app`, grouped by docs/configuration.md section,
  * with env vars and defaults, followed by the env-only variables. It exists for help and shell
  * tooling; parsing goes through `resolveConfig` (see `parseAppConfig`), whose precedence,
  * `None`, preset and validation rules commander does not implement.

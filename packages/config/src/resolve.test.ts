@@ -433,9 +433,9 @@ describe('computed defaults', () => {
 });
 
 /**
- * One case per FLAGS.md validation message. Expected strings are FLAGS.md's templates filled by
+ * One case per docs/configuration.md validation message. Expected strings are docs/configuration.md's templates filled by
  * hand; floats print Python-style (2 -> "2.0"). The meta-test below fails if a template in
- * FLAGS.md has no case here.
+ * docs/configuration.md has no case here.
  */
 // prettier-ignore
 const CASES: Array<{ app?: App; argv?: string[]; env?: Env; opts?: ResolveOptions; msg: string; flag: string }> = [

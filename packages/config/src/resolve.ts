@@ -401,7 +401,7 @@ function fail(message: string, flag: string): never {
   throw new ConfigError(message, flag);
 }
 
-/** Cross-field rules of FLAGS.md "Validation", in its order. Rows absent for the app are skipped. */
+/** Cross-field rules of docs/configuration.md "Validation", in its order. Rows absent for the app are skipped. */
 function validateCrossField(cfg: Cfg, opts: ResolveOptions, specs: readonly FlagSpec[]) {
   const has = (k: string) => k in cfg;
   if (has('routerPrefillLoadModel') && cfg.routerPrefillLoadModel === 'aic') {
@@ -507,8 +507,8 @@ function lateWarnings(cfg: Cfg, sources: Record<string, Source>, warnings: strin
 /**
  * Resolve an app's configuration: CLI > env > default per option, then the `--load-aware`
  * preset, the legacy overlap-weight mapping, admission-control promotion and validation
- * (FLAGS.md "Resolution rules"). Pure: argv and env are arguments, the result is frozen.
- * Throws ConfigError (first problem found) with FLAGS.md's exact message.
+ * (docs/configuration.md "Resolution rules"). Pure: argv and env are arguments, the result is frozen.
+ * Throws ConfigError (first problem found) with docs/configuration.md's exact message.
  */
 export function resolveConfig<A extends App>(
   app: A,

@@ -126,7 +126,7 @@ describe('table invariants', () => {
 
   it('checkValue rejects values outside the row range (the invariant above can fail)', () => {
     const credit = ROWS.find((r) => r.key === 'routerKvOverlapScoreCredit')!;
-    // FLAGS.md: credit outside 0..1 -> "... must be between 0.0 and 1.0, got {v}"; 1.5 formats as 1.5.
+    // docs/configuration.md: credit outside 0..1 -> "... must be between 0.0 and 1.0, got {v}"; 1.5 formats as 1.5.
     expect(checkValue(credit, 1.5)).toBe(
       '--router-kv-overlap-score-credit must be between 0.0 and 1.0, got 1.5',
     );

@@ -1,5 +1,5 @@
 /**
- * THE table: every flag and environment variable of every kvrouter app (FLAGS.md, PROTOCOL §17).
+ * THE table: every flag and environment variable of every kvrouter app (docs/configuration.md, PROTOCOL §17).
  * Nothing else in the repo defines a flag; CLI parsing, env resolution, help, docs and the config
  * dump are all generated from these rows. Keep it data: behaviour that spans rows lives in resolve.ts.
  *
@@ -25,7 +25,7 @@ export type FlagType =
   | 'u16List'
   | 'json';
 
-/** Groups in help and docs order; the names are FLAGS.md's section headings. */
+/** Groups in help and docs order; the names are docs/configuration.md's section headings. */
 export const GROUPS = [
   'HTTP and network',
   'HTTP server environment',

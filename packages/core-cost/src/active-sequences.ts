@@ -1,5 +1,5 @@
 /**
- * One rank's active sequences (PROTOCOL.md §9.1–§9.3): what the router has booked on a
+ * One rank's active sequences (docs/protocol.md §9.1–§9.3): what the router has booked on a
  * (worker, dp_rank) and not yet freed. Pure: `now` (ms) and random u32 draws are arguments /
  * injected functions.
  *

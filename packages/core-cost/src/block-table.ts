@@ -1,5 +1,5 @@
 /**
- * Refcounted set of u64 block hashes with an optional fractional weight per block (PROTOCOL.md
+ * Refcounted set of u64 block hashes with an optional fractional weight per block (docs/protocol.md
  * §9.1 `unique_blocks` + `fractional`). Keys are (lo, hi) u32 pairs in an open-addressing table
  * with linear probing and backward-shift deletion: no BigInt, no strings, no tombstones, and the
  * table never allocates except when it doubles.

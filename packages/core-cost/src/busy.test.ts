@@ -115,7 +115,7 @@ describe('worker busy and admission control', () => {
     });
   });
 
-  it('validation messages (FLAGS.md)', () => {
+  it('validation messages (docs/configuration.md)', () => {
     expect(() => validateBusyThresholds(only({ activeDecodeBlocks: 1.5 }))).toThrow(
       '--active-decode-blocks-threshold must be between 0.0 and 1.0, got 1.5',
     );

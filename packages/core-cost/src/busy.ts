@@ -1,5 +1,5 @@
 /**
- * Busy predicates and admission control (PROTOCOL.md §11). A rank is busy on prefill pressure or
+ * Busy predicates and admission control (docs/protocol.md §11). A rank is busy on prefill pressure or
  * while its decode latch is set; a worker is busy only when all its ranks are.
  */
 import { KvrError } from '@kvrouter/protocols';
@@ -30,7 +30,7 @@ export const NO_BUSY_THRESHOLDS: Readonly<BusyThresholds> = Object.freeze({
   activePrefillTokensFrac: null,
 });
 
-/** Range checks with the FLAGS.md messages (status 400, `detail.field` = the flag). */
+/** Range checks with the docs/configuration.md messages (status 400, `detail.field` = the flag). */
 export function validateBusyThresholds(t: BusyThresholds): BusyThresholds {
   const d = t.activeDecodeBlocks;
   if (d !== null && !(typeof d === 'number' && d >= 0 && d <= 1))

@@ -16,7 +16,7 @@ import { pickIndex, preferredTaintMultiplier, softmaxProbabilities, softmaxSampl
 const D = DEFAULT_COST_PARAMS;
 const req = { isl: 160, blockSize: 16 };
 
-/** PROTOCOL.md §8.9: bs 16, isl 160 (10 blocks). */
+/** docs/protocol.md §8.9: bs 16, isl 160 (10 blocks). */
 function example(): CandidateBatch {
   return CandidateBatch.of([
     { deviceBlocks: 8, activePrefillTokens: 96, activeDecodeBlocks: 12, activePrefixDepth: 8 }, // W1

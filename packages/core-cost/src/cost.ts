@@ -1,5 +1,5 @@
 /**
- * The KV cost model (PROTOCOL.md §8.3–§8.5, §8.7): parameters, per-request overrides, the legacy
+ * The KV cost model (docs/protocol.md §8.3–§8.5, §8.7): parameters, per-request overrides, the legacy
  * weight mapping, the `--load-aware` preset and the per-candidate cost terms.
  *
  * Candidates travel as a struct of typed arrays (`CandidateBatch`) and results land in a reusable

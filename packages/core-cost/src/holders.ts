@@ -1,6 +1,6 @@
 /**
  * Which ranks hold which prompt blocks, across all ranks: one prefix tree of every booked chain
- * whose nodes carry the set of rank slots holding them (PROTOCOL.md §9.1 `active_prefix_depth`,
+ * whose nodes carry the set of rank slots holding them (docs/protocol.md §9.1 `active_prefix_depth`,
  * computed for every rank in one walk).
  *
  * Why: the per-rank form (a search in each candidate's own blocks) touches every candidate's

@@ -113,7 +113,7 @@ describe('device-aware-weighted (ratio 8)', () => {
 });
 
 describe('direct', () => {
-  it('missing instance id → 400 with the FLAGS.md message', () => {
+  it('missing instance id → 400 with the docs/configuration.md message', () => {
     const e = kvr(() => selectDirect(undefined));
     expect(e.status).toBe(400);
     expect(e.message).toBe('direct routing requires nvext.backend_instance_id or x-worker-instance-id');

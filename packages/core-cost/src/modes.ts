@@ -1,5 +1,5 @@
 /**
- * Selection for the non-KV router modes (PROTOCOL.md §8.8). Every mode skips busy instances; an
+ * Selection for the non-KV router modes (docs/protocol.md §8.8). Every mode skips busy instances; an
  * empty instance list fails with 503 "no eligible workers", a list with no free instance with 503
  * "All workers are busy, please retry later". Randomness is injected (u ∈ [0, 1)).
  */

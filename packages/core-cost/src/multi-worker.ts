@@ -1,5 +1,5 @@
 /**
- * All ranks' active sequences (PROTOCOL.md §9, `multi_worker.rs`): request ids routed to their
+ * All ranks' active sequences (docs/protocol.md §9, `multi_worker.rs`): request ids routed to their
  * rank, the cross-rank holder tree for prefix depths, and the flat load table read per decision.
  * Pure: `now` (ms) and random u32 draws are arguments / injected functions.
  */

@@ -1,5 +1,5 @@
 /**
- * Prefill tracker (PROTOCOL.md §9.4): one rank's FIFO of prompt work the engine has not finished,
+ * Prefill tracker (docs/protocol.md §9.4): one rank's FIFO of prompt work the engine has not finished,
  * and the one decay formula of the prefill load (`decayedPrefillTokens`). Pure: `now` (ms) is an
  * argument.
  */

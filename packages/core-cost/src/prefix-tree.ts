@@ -1,5 +1,5 @@
 /**
- * One rank's prompt blocks as a refcounted prefix tree (PROTOCOL.md §9.1 `unique_blocks` and
+ * One rank's prompt blocks as a refcounted prefix tree (docs/protocol.md §9.1 `unique_blocks` and
  * `fractional`, for blocks named by sequence hashes).
  *
  * A sequence hash names its whole prefix, so the blocks a rank holds are a union of chains that

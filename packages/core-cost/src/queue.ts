@@ -1,5 +1,5 @@
 /**
- * Router queue (PROTOCOL.md §10): the park rule, the fcfs / lcfs / wspt keys and a max-heap with
+ * Router queue (docs/protocol.md §10): the park rule, the fcfs / lcfs / wspt keys and a max-heap with
  * removal by id. Time is an argument (`now` in ms).
  */
 import { KvrError } from '@kvrouter/protocols';

@@ -1,5 +1,5 @@
 /**
- * Every rank's load inputs in flat arrays by slot (PROTOCOL.md §9), written by each rank's
+ * Every rank's load inputs in flat arrays by slot (docs/protocol.md §9), written by each rank's
  * `ActiveSequences` after every change and read by `MultiWorkerSequences.fillLoads`.
  */
 import { decayedPrefillTokens } from './prefill-tracker.js';

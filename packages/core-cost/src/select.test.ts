@@ -160,7 +160,7 @@ describe('preferred taint multiplier', () => {
     expect(() => preferredTaintMultiplier([NaN])).toThrow(KvrError);
   });
 
-  it('all-busy message is the FLAGS.md one', () => {
+  it('all-busy message is the docs/configuration.md one', () => {
     expect(ALL_WORKERS_BUSY_MESSAGE).toBe('All workers are busy, please retry later');
   });
 });

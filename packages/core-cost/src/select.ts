@@ -1,5 +1,5 @@
 /**
- * Worker picking over computed costs (PROTOCOL.md §8.6), the pin shortcut (§12, §15), the
+ * Worker picking over computed costs (docs/protocol.md §8.6), the pin shortcut (§12, §15), the
  * preferred-taint multiplier (§13) and the selection errors of §8.1 / §11.
  *
  * Randomness is injected: `rand()` must return u ∈ [0, 1). Each function documents how many

@@ -8,7 +8,7 @@ export const PARTIAL = 1;
 const FULL = 2;
 
 /**
- * vLLM-flavoured KV block pool of one dp rank (PROTOCOL.md §17) over fixed typed arrays indexed by
+ * vLLM-flavoured KV block pool of one dp rank (docs/protocol.md §17) over fixed typed arrays indexed by
  * slot. Active pool = slots with refcount > 0 (full shared blocks and private partial ones); inactive
  * pool = full blocks with refcount 0, kept in a doubly linked LRU list (append at tail, evict at head;
  * list order is the monotonic release order, so no counters are needed). Capacity is shared:

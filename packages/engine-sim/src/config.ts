@@ -16,7 +16,7 @@ export interface ReasoningConfig {
 }
 
 /**
- * The engine-model knobs of PROTOCOL.md §17 (mocker CLI in parentheses). Process-level mocker flags
+ * The engine-model knobs of docs/protocol.md §17 (mocker CLI in parentheses). Process-level mocker flags
  * (workers, startup time, ports, planes, disaggregation) belong to the mocker app, not to the model.
  */
 export interface EngineConfig {

@@ -56,7 +56,7 @@ class SimRequest {
 }
 
 /**
- * One dp rank of the simulated engine (PROTOCOL.md §17, vLLM flavour): a block manager plus a
+ * One dp rank of the simulated engine (docs/protocol.md §17, vLLM flavour): a block manager plus a
  * scheduler driven as a step machine. It never reads a clock: `now` only has to be non-decreasing,
  * and the driver decides when a pass's results become visible (`now + durationMs`).
  */

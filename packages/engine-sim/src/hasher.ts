@@ -1,7 +1,7 @@
 import { chainHashInto, hashTokenBlock, loraSeed } from '@kvrouter/protocols';
 
 /**
- * The two hash steps the block manager needs (PROTOCOL.md §2.1, §2.2), on (lo, hi) u32 pairs so no
+ * The two hash steps the block manager needs (docs/protocol.md §2.1, §2.2), on (lo, hi) u32 pairs so no
  * BigInt is made per block. Injectable so tests can check the engine against an independent oracle.
  */
 export interface BlockHasher {

@@ -37,7 +37,7 @@ export interface RadixOwner {
 const EMPTY = new Uint32Array(0);
 
 /**
- * SGLang-flavoured KV cache of one dp rank (PROTOCOL.md §17, `--engine-type sglang`): a radix tree
+ * SGLang-flavoured KV cache of one dp rank (docs/protocol.md §17, `--engine-type sglang`): a radix tree
  * over tokens (page size 1), so a prefix hit can end anywhere, not only at a block boundary. Capacity
  * is in tokens (`numGpuBlocks · blockSize`). KV events stay per `blockSize` block so routers index
  * the same block hashes as for vLLM: block j is Stored when the tree first holds a path through its

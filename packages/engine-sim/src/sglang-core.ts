@@ -79,7 +79,7 @@ class SglRequest implements RadixOwner {
 }
 
 /**
- * One dp rank of the simulated engine, SGLang flavour (PROTOCOL.md §17 `--engine-type sglang`), a
+ * One dp rank of the simulated engine, SGLang flavour (docs/protocol.md §17 `--engine-type sglang`), a
  * step machine like `EngineCore` with the same surface. A pass is either an extend (prefill) batch
  * or a decode step, never both (SGLang's default, mixed chunks off):
  *

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { POLYNOMIAL_TIMING, passDurationMs } from './timing.js';
 
-describe('timing polynomials (PROTOCOL.md §17 step 3)', () => {
+describe('timing polynomials (docs/protocol.md §17 step 3)', () => {
   it('prefill matches hand values', () => {
     // 4.209989e-7·1000² + 1.518344e-2·1000 + 16.50142 = 0.4209989 + 15.18344 + 16.50142 = 32.1058589
     expect(POLYNOMIAL_TIMING.prefillMs(1000)).toBeCloseTo(32.1058589, 9);

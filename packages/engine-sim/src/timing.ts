@@ -1,5 +1,5 @@
 /**
- * Pass timing (PROTOCOL.md §17 step 3). A model is pluggable so profiler-data interpolation or an AIC
+ * Pass timing (docs/protocol.md §17 step 3). A model is pluggable so profiler-data interpolation or an AIC
  * predictor can replace the polynomials without the scheduler knowing.
  */
 export interface TimingModel {

@@ -30,7 +30,7 @@ export interface EmittedToken {
   reasoningTokens?: number;
 }
 
-// Shapes of PROTOCOL.md §3.1 (`KvCacheEventData` minus `cleared`, which this engine never emits), so a
+// Shapes of docs/protocol.md §3.1 (`KvCacheEventData` minus `cleared`, which this engine never emits), so a
 // record's `data` is assignable to the protocols type. `block_hash` is the engine's sequence hash (§17).
 export interface EngineStoredBlock {
   block_hash: ExternalSequenceBlockHash;

@@ -4,7 +4,7 @@
  */
 
 export const DEFAULT_FRONTEND_PREFIX = 'dynamo_frontend';
-/** FLAGS.md `--metrics-prefix` range. */
+/** docs/configuration.md `--metrics-prefix` range. */
 export const PREFIX_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
 /** Frontend request metrics: full name = `${prefix}_${suffix}`. */

@@ -1,5 +1,5 @@
 /**
- * `DYN_METRICS_{REQUEST_DURATION,INPUT_SEQUENCE,OUTPUT_SEQUENCE,TTFT,ITL}_{MIN,MAX,COUNT}` (FLAGS.md
+ * `DYN_METRICS_{REQUEST_DURATION,INPUT_SEQUENCE,OUTPUT_SEQUENCE,TTFT,ITL}_{MIN,MAX,COUNT}` (docs/configuration.md
  * "Monitoring"): per-histogram overrides of the `log(min, max, count)` bucket generation. Pure
  * functions: the env arrives as a record, errors name the variable (`detail.field`).
  */

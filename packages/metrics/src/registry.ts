@@ -1,5 +1,5 @@
 /**
- * One prom-client registry per app (ARCHITECTURE.md: metrics are injected, never global). Nothing
+ * One prom-client registry per app (docs/CONVENTIONS.md: metrics are injected, never global). Nothing
  * here touches prom-client's global registry, so two apps in one process (tests, the simulator)
  * never collide on a metric name.
  */

@@ -99,7 +99,7 @@ export function describeValue(v: unknown): string {
 
 /**
  * THE `invalid_argument` factory (status 400): message `<field> <reason>` plus `, got <value>` when a
- * value is given (`describeValue`), `detail.field` = field; FLAGS.md's flag messages have this shape
+ * value is given (`describeValue`), `detail.field` = field; docs/configuration.md's flag messages have this shape
  * (`--router-temperature must be >= 0, got -1`). Callers throw it.
  */
 export function invalidArgument(field: string, reason: string, ...value: [] | [unknown]): KvrError {

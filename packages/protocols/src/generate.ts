@@ -1,5 +1,5 @@
 /**
- * The `generate` endpoint's payload and stream items (PROTOCOL.md §5.7) and their validation, and the
+ * The `generate` endpoint's payload and stream items (docs/protocol.md §5.7) and their validation, and the
  * disaggregation transfer parameters a prefill worker returns and a decode worker accepts (§14). The
  * shapes are the request plane's wire maps: the frontend, the simulated workers and the real-engine
  * adapter all speak the protocol through these types, without depending on each other.

@@ -1,5 +1,5 @@
 /**
- * Identifiers and exact 64-bit values (PROTOCOL.md §1). A u64 is a `bigint` at API boundaries and a
+ * Identifiers and exact 64-bit values (docs/protocol.md §1). A u64 is a `bigint` at API boundaries and a
  * (lo, hi) pair of u32 words inside typed arrays on hot paths; a JS `number` never carries one.
  */
 declare const brand: unique symbol;

@@ -1,5 +1,5 @@
 /**
- * Subjects, endpoint names, discovery keys and JetStream names (PROTOCOL.md §5.1, §5.3, §6.1). Every
+ * Subjects, endpoint names, discovery keys and JetStream names (docs/protocol.md §5.1, §5.3, §6.1). Every
  * component that talks to another builds its names here, so they cannot drift apart.
  */
 import { KvrError } from './errors.js';

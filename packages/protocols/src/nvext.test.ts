@@ -70,7 +70,7 @@ describe('parseNvext', () => {
   });
 
   it.each([1.5, -0.1, '0.5', Number.NaN, true])(
-    'rejects kv_overlap_score_credit %s with the FLAGS.md message',
+    'rejects kv_overlap_score_credit %s with the docs/configuration.md message',
     (v) => {
       expectInvalid(
         () => parseNvext({ agent_hints: { kv_overlap_score_credit: v } }),
@@ -89,7 +89,7 @@ describe('parseNvext', () => {
     ).toBe(1);
   });
 
-  it.each(['delete', 'OPEN', 3])('rejects session action %s with the FLAGS.md message', (a) => {
+  it.each(['delete', 'OPEN', 3])('rejects session action %s with the docs/configuration.md message', (a) => {
     expectInvalid(
       () => parseNvext({ session_control: { session_id: 's', action: a } }),
       'nvext.session_control.action must be one of open, close, bind',
@@ -97,7 +97,7 @@ describe('parseNvext', () => {
     );
   });
 
-  it.each([0, -5])('rejects session timeout %s with the FLAGS.md message', (t) => {
+  it.each([0, -5])('rejects session timeout %s with the docs/configuration.md message', (t) => {
     expectInvalid(
       () => parseNvext({ session_control: { session_id: 's', timeout: t } }),
       'nvext.session_control.timeout must be > 0',
@@ -192,7 +192,7 @@ describe('nvext helpers', () => {
     expect(() => pinnedWorker(n, 'abc')).toThrow(/x-worker-instance-id must be a u64/);
   });
 
-  it('direct routing without a target is the FLAGS.md 400', () => {
+  it('direct routing without a target is the docs/configuration.md 400', () => {
     expectInvalid(
       () => directRoutingTarget(parseNvext({})),
       'direct routing requires nvext.backend_instance_id or x-worker-instance-id',

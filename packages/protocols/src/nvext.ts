@@ -1,7 +1,7 @@
 /**
- * The `nvext` request extension (PROTOCOL.md §15), its `agent_hints` and `session_control` (§12), and
+ * The `nvext` request extension (docs/protocol.md §15), its `agent_hints` and `session_control` (§12), and
  * `RoutingConstraints` (§13). `parseNvext` validates a request body's `nvext` member and throws
- * `KvrError('invalid_request', message, 400, {field})` with the messages of FLAGS.md "Per request".
+ * `KvrError('invalid_request', message, 400, {field})` with the messages of docs/configuration.md "Per request".
  * u64 fields accept an integer or a decimal string; parse the body with `parseJson` (events/json.ts)
  * so integers above 2^53 arrive exact.
  */
@@ -223,7 +223,7 @@ export function pinnedWorker(n: Nvext | undefined, header?: string): WorkerId | 
   return n?.backend_instance_id;
 }
 
-/** `--router-mode direct`: the pinned worker, or the FLAGS.md 400. */
+/** `--router-mode direct`: the pinned worker, or the docs/configuration.md 400. */
 export function directRoutingTarget(n: Nvext | undefined, header?: string): WorkerId {
   const w = pinnedWorker(n, header);
   if (w === undefined)

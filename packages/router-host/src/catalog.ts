@@ -1,5 +1,5 @@
 /**
- * `WorkerCatalog`: model cards + instances -> routable workers (PROTOCOL.md §6.5). Cards
+ * `WorkerCatalog`: model cards + instances -> routable workers (docs/protocol.md §6.5). Cards
  * (`v1/mdc/...`) and instances (`v1/instances/...`) arrive in any order; a worker is routable once
  * both are known (and it was not marked down), and stops being routable when either goes. Workers
  * are grouped by (namespace, component, endpoint): a group opens on its first accepted card (the

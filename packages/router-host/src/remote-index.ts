@@ -1,5 +1,5 @@
 /**
- * `--use-remote-indexer` (PROTOCOL.md §7.7) on a frontend: instead of a tree of its own, each
+ * `--use-remote-indexer` (docs/protocol.md §7.7) on a frontend: instead of a tree of its own, each
  * worker set asks the index a standalone router serves on the worker component
  * (`kv_indexer_query`), round robin over the serving instances it sees in discovery. A failure is
  * logged (at most one line per 10 s, with the count), counted in

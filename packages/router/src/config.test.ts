@@ -8,7 +8,7 @@ const params = (argv: string[], env: Record<string, string> = {}) =>
   routerParamsFromConfig(resolveConfig('frontend', argv, env).config);
 
 describe('routerParamsFromConfig', () => {
-  it('maps the defaults of FLAGS.md', () => {
+  it('maps the defaults of docs/configuration.md', () => {
     const p = params([]);
     expect(p.policy.mode).toBe('round-robin');
     expect(p.policy.cost).toEqual({

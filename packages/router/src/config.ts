@@ -1,7 +1,7 @@
 /**
  * `ResolvedConfig` (frontend or standalone router) → the router's `policy` plus what the host
  * builds around it. The resolver has already applied the `--load-aware` preset, the legacy
- * overlap weight and admission promotion (FLAGS.md resolution rules), so this is a field-by-field
+ * overlap weight and admission promotion (docs/configuration.md resolution rules), so this is a field-by-field
  * mapping. `policy` goes to `new KvRouter({ policy, ... })` as is; what the router cannot build
  * itself (the index, transports, sinks) is described in `index`, `replicaSync` and `aic`.
  */

@@ -1,5 +1,5 @@
 /**
- * Request lifecycle and load bookkeeping (PROTOCOL.md §9), replica sync (§5.4), load publication
+ * Request lifecycle and load bookkeeping (docs/protocol.md §9), replica sync (§5.4), load publication
  * (§5.5), approximate and side recording (§7.5, §7.6).
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Router queue through the router (PROTOCOL.md §10). One worker with max_num_batched_tokens 100 and
+ * Router queue through the router (docs/protocol.md §10). One worker with max_num_batched_tokens 100 and
  * threshold 1: a request parks while the worker's active prefill is > 1 × 100 tokens. Every queued
  * prompt is over 100 tokens, so each admission re-parks the rest until the next first token.
  */

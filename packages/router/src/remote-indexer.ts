@@ -1,5 +1,5 @@
 /**
- * `--use-remote-indexer` (PROTOCOL.md §7.7): the router keeps no index of its own and asks an index
+ * `--use-remote-indexer` (docs/protocol.md §7.7): the router keeps no index of its own and asks an index
  * served by another router (`--serve-indexer`) on the worker component. The router's scoring path
  * is synchronous (the admission gate must see every previous booking), so the remote round trip
  * happens before it: given as the router's `deps.indexer`, `RemoteIndexer` is a prefetching overlap

@@ -24,7 +24,7 @@ const pin = (id: number, extra: Partial<Nvext> = {}): Nvext => ({
 });
 
 /**
- * PROTOCOL.md §8.9 reproduced through the router: bs 16, prompt P of 160 tokens (10 blocks).
+ * docs/protocol.md §8.9 reproduced through the router: bs 16, prompt P of 160 tokens (10 blocks).
  *
  * Loads are built by pinned bookings made while the index is still empty (so each books its whole
  * prompt as prefill), then the engines' Stored events arrive:
@@ -431,7 +431,7 @@ describe('router modes (§8.8)', () => {
     expect((await router.route({ requestId: 'c', tokens: toks(1, 16) })).workerId).toBe(20n);
   });
 
-  it('direct: the pin is required (400 with the FLAGS.md message); a known busy pin is 503', async () => {
+  it('direct: the pin is required (400 with the docs/configuration.md message); a known busy pin is 503', async () => {
     const { router } = three({
       mode: 'direct',
       admissionControl: 'token-capacity',

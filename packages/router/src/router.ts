@@ -1,5 +1,5 @@
 /**
- * KvRouter: one router for one (model, worker component), PROTOCOL.md §0. It wires the parts and
+ * KvRouter: one router for one (model, worker component), docs/protocol.md §0. It wires the parts and
  * owns the worker set and the timers; each concern lives in its own module (see the README's
  * module map): options, request intent, overlap source, admission gate, booking, queue driver,
  * replica sync, sessions, simple modes, explanation. Clock, timers, randomness and every
@@ -200,7 +200,7 @@ export class KvRouter {
 
   /**
    * Routes one request. Resolves with the decision at once, or later when a parked request is
-   * admitted (§10); rejects with a KvrError per §8.1 / §12 / FLAGS.md. With a remote index the
+   * admitted (§10); rejects with a KvrError per §8.1 / §12 / docs/configuration.md. With a remote index the
    * remote answer is awaited first (§7.7), before anything is checked or booked.
    */
   route(req: RouteRequest): Promise<RoutingDecision> {

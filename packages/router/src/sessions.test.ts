@@ -1,4 +1,4 @@
-/** Sticky sessions and session_control (PROTOCOL.md §12, §5.6) on a virtual clock. */
+/** Sticky sessions and session_control (docs/protocol.md §12, §5.6) on a virtual clock. */
 import { describe, expect, it } from 'vitest';
 import type { Nvext, SessionAction, WorkerWithDpRank } from '@kvrouter/protocols';
 import { flush, harness, toks, w, type TestOptions } from './test-fixtures.js';

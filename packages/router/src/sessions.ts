@@ -1,5 +1,5 @@
 /**
- * Sticky sessions (PROTOCOL.md §12): `session_id → (worker, dp_rank, ttl, expires_at)` in memory,
+ * Sticky sessions (docs/protocol.md §12): `session_id → (worker, dp_rank, ttl, expires_at)` in memory,
  * with a sliding window refreshed on every lookup. Time is an argument; the router runs the reaper.
  */
 import type { WorkerWithDpRank } from '@kvrouter/protocols';

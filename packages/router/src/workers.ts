@@ -1,5 +1,5 @@
 /**
- * The worker set of one router: instances with their runtime config (PROTOCOL.md §6.4), their
+ * The worker set of one router: instances with their runtime config (docs/protocol.md §6.4), their
  * (worker, dp_rank) candidates in ascending (id, rank) order, per-rank busy state (§11) and the
  * frontend's in-flight counts (§8.8).
  */

@@ -1,5 +1,5 @@
 /**
- * Error codes of the runtime. Request-plane failures carry the codes migration (PROTOCOL.md §14)
+ * Error codes of the runtime. Request-plane failures carry the codes migration (docs/protocol.md §14)
  * matches on; everything is a `KvrError` so the HTTP layer can normalise it once.
  */
 import { KvrError, type ErrorCode } from '@kvrouter/protocols';

@@ -1,5 +1,5 @@
 /**
- * ModelDeploymentCard and ModelRuntimeConfig (PROTOCOL.md §6.4): validation with the documented
+ * ModelDeploymentCard and ModelRuntimeConfig (docs/protocol.md §6.4): validation with the documented
  * defaults, the checksum, registration under `v1/mdc/...` and a typed watcher.
  *
  * Cards written by other implementations carry more fields (tokenizer, prompt formatter, …): they

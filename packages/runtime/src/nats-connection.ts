@@ -1,5 +1,5 @@
 /**
- * The one way kvrouter opens a NATS connection (ARCHITECTURE.md rule 3): the request plane here and
+ * The one way kvrouter opens a NATS connection (docs/CONVENTIONS.md rule 3): the request plane here and
  * the event plane in kv-events share it, so reconnect policy and naming live in one place.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';

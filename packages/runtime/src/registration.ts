@@ -1,5 +1,5 @@
 /**
- * Worker registration in discovery (PROTOCOL.md §6.1, §6.3): instance records and event channels
+ * Worker registration in discovery (docs/protocol.md §6.1, §6.3): instance records and event channels
  * under the process lease, removal on shutdown, and watchers that yield typed changes.
  */
 import {

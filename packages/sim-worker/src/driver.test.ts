@@ -44,7 +44,7 @@ const req = (
   extra: Record<string, unknown> = {},
 ) => parseGenerateRequest({ request_id: id, model: 'm', token_ids: tokens, stop_conditions: stop, ...extra });
 
-// Pass times by hand from PROTOCOL.md §17 step 3 (numGpuBlocks 1000, block size 16):
+// Pass times by hand from docs/protocol.md §17 step 3 (numGpuBlocks 1000, block size 16):
 // prefill(x) = 4.209989e-7·x² + 1.518344e-2·x + 16.50142
 //   prefill(100) = 0.004209989 + 1.518344 + 16.50142 = 18.023973989
 //   prefill(50)  = 0.00105249725 + 0.759172 + 16.50142 = 17.26164449725

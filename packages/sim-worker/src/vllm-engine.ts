@@ -1,5 +1,5 @@
 /**
- * A simulated engine that looks like a vLLM process from the outside (PROTOCOL.md §4, §17
+ * A simulated engine that looks like a vLLM process from the outside (docs/protocol.md §4, §17
  * `--zmq-kv-events-ports` / `--zmq-replay-ports`): a `SimEngine` driven in real time whose KV events
  * leave as vLLM `KVEventBatch`es on one ZMQ PUB socket per dp rank (port base + rank), one batch per
  * scheduler pass, with an optional ROUTER replay socket per rank. No discovery, no request plane: the

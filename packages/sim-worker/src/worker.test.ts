@@ -145,7 +145,7 @@ describe('SimWorker registration', () => {
   });
 });
 
-// Hand-computed from PROTOCOL.md §17 (see driver.test.ts for the arithmetic): 100-token prompt,
+// Hand-computed from docs/protocol.md §17 (see driver.test.ts for the arithmetic): 100-token prompt,
 // block size 16, 1000 blocks: prefill(100) = 18.023973989, decode at u = 7/1000 = 6.11680874.
 // A repeat of the prompt hits floor((100 − 1)/16) = 6 cached blocks = 96 tokens and computes 4:
 // prefill(4) = 4.209989e-7·16 + 1.518344e-2·4 + 16.50142 = 0.0000067359824 + 0.06073376 + 16.50142

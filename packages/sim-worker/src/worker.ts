@@ -3,7 +3,7 @@
  * engine worker (instance on `generate` + the local-indexer query endpoints, model card with the
  * runtime config), serving `generate` on its own request-plane server, publishing KV events through
  * the kv-events publisher (ids, batching, dedup, local indexer) and `ActiveLoad` on `kv_metrics`.
- * Its discovery handle is its lease: the instance id is the lease id (PROTOCOL.md §6.2).
+ * Its discovery handle is its lease: the instance id is the lease id (docs/protocol.md §6.2).
  */
 import { GENERATE_ENDPOINT, KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
 import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent } from '@kvrouter/engine-sim';

@@ -1,5 +1,5 @@
 /**
- * Token synthesis for traces (PROTOCOL.md §18): trace block `h` expands to
+ * Token synthesis for traces (docs/protocol.md §18): trace block `h` expands to
  * `t_j = 1 + (xxh3_64(LE64(h) ‖ LE32(j), seed 0) mod (V − 1))`, j = 0..traceBlockSize−1; the prompt is
  * the concatenation over `hash_ids` cut to `input_length`, and positions beyond the hash ids come
  * from the same rule applied to the request-unique id 2^63 + row index (j continuing past the block).

@@ -1,5 +1,5 @@
 /**
- * Mooncake-format traces (PROTOCOL.md §18): one JSON object per line,
+ * Mooncake-format traces (docs/protocol.md §18): one JSON object per line,
  * `{timestamp, input_length, output_length, hash_ids, session_id?, delay?}`.
  * Parsing is pure (the CLI reads the file): a malformed row is reported with its 1-based line
  * number and the field at fault, then skipped; `strict` turns the first one into an error.

@@ -41,7 +41,7 @@ describe('worker env contract', () => {
     expect(r.warnings[0]).toContain('maybe');
   });
 
-  it("FLAGS.md's worker-side messages", () => {
+  it("docs/configuration.md's worker-side messages", () => {
     expect(msg(() => parseTopologyEnv({ DYN_TOPOLOGY_ENABLED: 'true' }))).toBe(
       'DYN_TOPOLOGY_ENABLED is set but DYN_KV_TRANSFER_DOMAIN is not',
     );
@@ -118,7 +118,7 @@ describe('loadTopology (startup wait)', () => {
     });
   });
 
-  it('gives up after 30 s with the FLAGS.md message', async () => {
+  it('gives up after 30 s with the docs/configuration.md message', async () => {
     const io = fakeIo(null);
     await expect(loadTopology(s, io)).rejects.toThrow(
       'topology domain "zone" in /m was not populated within 30s',

@@ -1,5 +1,5 @@
 /**
- * The worker environment contract (PROTOCOL §13, FLAGS.md "Topology-aware KV transfer"): settings
+ * The worker environment contract (PROTOCOL §13, docs/configuration.md "Topology-aware KV transfer"): settings
  * from `DYN_TOPOLOGY_*` / `DYN_KV_TRANSFER_*`, domains from the mount directory's files, and the
  * startup wait for the transfer domain's file. Pure: the directory listing, the clock and the sleep
  * are injected (`TopologyIo`), so the worker app supplies `node:fs` and timers.
@@ -28,7 +28,7 @@ const FALSE = new Set(['false', '0', 'off', 'no', '']);
 
 /**
  * Reads the contract from an environment. Unknown `DYN_TOPOLOGY_ENABLED` values disable topology
- * with a warning (FLAGS.md); every other problem throws `TopologyConfigError` with FLAGS.md's message.
+ * with a warning (docs/configuration.md); every other problem throws `TopologyConfigError` with docs/configuration.md's message.
  */
 export function parseTopologyEnv(env: Readonly<Record<string, string | undefined>>): {
   settings: TopologySettings;
@@ -83,7 +83,7 @@ export function checkTopologySettings(s: TopologySettings): void {
       'DYN_KV_TRANSFER_DOMAIN',
     );
   if (s.enforcement === 'preferred' && s.preferredWeight === null)
-    // FLAGS.md has no message for this case; the wording follows the "enabled, no domain" one.
+    // docs/configuration.md has no message for this case; the wording follows the "enabled, no domain" one.
     throw new TopologyConfigError(
       'DYN_KV_TRANSFER_ENFORCEMENT is preferred but DYN_KV_TRANSFER_PREFERRED_WEIGHT is not set',
       'DYN_KV_TRANSFER_PREFERRED_WEIGHT',
@@ -138,7 +138,7 @@ export interface TopologyIo {
 
 /**
  * Startup: with topology enabled, polls the mount directory until the transfer domain's file is
- * present and non-empty, then returns the runtime_config fields; after `waitMs` throws FLAGS.md's
+ * present and non-empty, then returns the runtime_config fields; after `waitMs` throws docs/configuration.md's
  * message (the worker exits). Disabled → null (publish nothing).
  */
 export async function loadTopology(

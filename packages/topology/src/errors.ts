@@ -1,7 +1,7 @@
 import { KvrError } from '@kvrouter/protocols';
 
 /**
- * A worker's topology environment cannot be used; the worker exits at startup (FLAGS.md
+ * A worker's topology environment cannot be used; the worker exits at startup (docs/configuration.md
  * "Worker-side" messages). `detail.field` names the environment variable.
  */
 export class TopologyConfigError extends KvrError {

@@ -3,7 +3,7 @@
  * (mocker, embedded fleet) and the real-engine adapter (`apps/worker`): the request-plane server,
  * the KV event publisher (ids, batching, dedup, local indexer) on the event plane or a durable
  * sink, the `ActiveLoad` channel, and the registration (instance on the generate endpoint, the
- * local indexer's query endpoints, then the model card, PROTOCOL.md §6.1–§6.4).
+ * local indexer's query endpoints, then the model card, docs/protocol.md §6.1–§6.4).
  */
 import {
   KvEventPublisher,

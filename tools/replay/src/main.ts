@@ -1,5 +1,5 @@
 /**
- * `pnpm replay` — trace replay and deterministic simulation (PROTOCOL.md §18).
+ * `pnpm replay` — trace replay and deterministic simulation (docs/protocol.md §18).
  *
  *   replay [run] <trace.jsonl | --synthetic PRESET> [options]   one configuration
  *   replay compare <trace.jsonl | --synthetic PRESET> -c CFG...  several router configurations

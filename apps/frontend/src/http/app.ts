@@ -1,5 +1,5 @@
 /**
- * The HTTP request listener: every route of FLAGS.md "HTTP endpoints" with the configured paths,
+ * The HTTP request listener: every route of docs/configuration.md "HTTP endpoints" with the configured paths,
  * one body limit (`DYN_HTTP_BODY_LIMIT_MB`, 413), and one error middleware that turns anything
  * thrown into the OpenAI error body.
  *

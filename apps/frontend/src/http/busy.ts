@@ -1,5 +1,5 @@
 /**
- * `/busy_threshold` (PROTOCOL.md §11): read or set one model's busy thresholds (POST), list all
+ * `/busy_threshold` (docs/protocol.md §11): read or set one model's busy thresholds (POST), list all
  * (GET). Errors are `{"error": "..."}`: malformed body 422, decode threshold outside [0, 1] 400,
  * unknown model 404. A set applies to every worker set (router) of the model.
  */

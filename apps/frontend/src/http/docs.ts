@@ -24,7 +24,7 @@ const errorSchema = {
 
 const nvextSchema = {
   type: 'object',
-  description: 'kvrouter / Dynamo request extension (PROTOCOL.md §15)',
+  description: 'kvrouter / Dynamo request extension (docs/protocol.md §15)',
   properties: {
     backend_instance_id: { type: 'integer', format: 'uint64' },
     dp_rank: { type: 'integer' },

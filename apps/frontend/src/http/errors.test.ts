@@ -208,7 +208,7 @@ describe('bad input', () => {
     }
   });
 
-  it('direct mode without a worker pin is a 400 with the FLAGS.md message', async () => {
+  it('direct mode without a worker pin is a 400 with the docs/configuration.md message', async () => {
     const d = await startFrontend(['--router-mode', 'direct', '--mocker-workers', '1']);
     try {
       const r = await fetch(`${d.url}/v1/chat/completions`, {

@@ -89,7 +89,7 @@ describe('TLS', () => {
     }
   });
 
-  it('one TLS path without the other is a configuration error with the FLAGS.md message', () => {
+  it('one TLS path without the other is a configuration error with the docs/configuration.md message', () => {
     expect(() => resolveConfig('frontend', ['--tls-cert-path', '/x.pem'], {})).toThrow(
       '--tls-cert-path and --tls-key-path must be provided together',
     );

@@ -1,4 +1,4 @@
-/** Route paths after the `DYN_HTTP_SVC_*_PATH_ENV` overrides (FLAGS.md). */
+/** Route paths after the `DYN_HTTP_SVC_*_PATH_ENV` overrides (docs/configuration.md). */
 export interface Paths {
   chat: string;
   completions: string;

@@ -94,7 +94,7 @@ export function sendError(res: ServerResponse, err: unknown): void {
     res.end();
     return;
   }
-  // Busy / no worker: clients may retry (FLAGS.md "busy -> 503 with Retry-After").
+  // Busy / no worker: clients may retry (docs/configuration.md "busy -> 503 with Retry-After").
   sendJson(
     res,
     status,

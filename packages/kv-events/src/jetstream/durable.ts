@@ -1,5 +1,5 @@
 /**
- * JetStream durable mode (deprecated `--router-durable-kv-events`, PROTOCOL.md §5.3). Workers
+ * JetStream durable mode (deprecated `--router-durable-kv-events`, docs/protocol.md §5.3). Workers
  * publish JSON RouterEvents to `{stream}.kv-events`; each router reads the stream through its own
  * durable pull consumer, applies every message to its index and acks it. Past
  * `--router-snapshot-threshold` messages a router dumps its index into the object store

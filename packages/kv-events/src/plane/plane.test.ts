@@ -1,5 +1,5 @@
 /**
- * One conformance suite for every event plane (ARCHITECTURE.md conventions): in-process, NATS core
+ * One conformance suite for every event plane (docs/CONVENTIONS.md conventions): in-process, NATS core
  * against a real nats-server, and ZMQ direct with publishers found through (mem) discovery.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The one event-plane interface (PROTOCOL.md §5.1, §5.2) shared by the NATS core, ZMQ direct and
+ * The one event-plane interface (docs/protocol.md §5.1, §5.2) shared by the NATS core, ZMQ direct and
  * in-process transports: publish a msgpack payload on a topic (the plane wraps it in the envelope),
  * subscribe to a topic and iterate decoded envelopes.
  */

@@ -1,6 +1,6 @@
 /**
  * Broker mode specifics (the shared conformance suite in plane.test.ts also runs over brokers):
- * URL parsing, the FLAGS.md precedence, discovery records, brokers appearing late, and the full
+ * URL parsing, the docs/configuration.md precedence, discovery records, brokers appearing late, and the full
  * subscriber path (gap recovery from the local indexer) relayed through a broker.
  */
 import { afterEach, describe, expect, it } from 'vitest';

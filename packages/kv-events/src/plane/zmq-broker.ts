@@ -1,5 +1,5 @@
 /**
- * ZMQ broker mode of the event plane (PROTOCOL.md §5.2, FLAGS.md `DYN_ZMQ_BROKER_URL`,
+ * ZMQ broker mode of the event plane (docs/protocol.md §5.2, docs/configuration.md `DYN_ZMQ_BROKER_URL`,
  * `DYN_ZMQ_BROKER_ENABLED`): an XSUB/XPUB proxy relays every publisher to every subscriber, so the
  * connection count is publishers + subscribers instead of their product. Publishers connect their PUB
  * socket to the broker's XSUB side, subscribers their SUB socket to its XPUB side; the frames are the
@@ -66,7 +66,7 @@ export function parseBrokerUrl(url: string, field = 'DYN_ZMQ_BROKER_URL'): ZmqBr
   return { xsub, xpub };
 }
 
-/** FLAGS.md semantics: the URL wins; else `enabled` means discovery; else direct mode (null). */
+/** docs/configuration.md semantics: the URL wins; else `enabled` means discovery; else direct mode (null). */
 export function brokerSetting(o: {
   url: string | null | undefined;
   enabled: boolean;

@@ -15,7 +15,7 @@ import { VllmZmqIngest } from '../vllm/ingest.js';
 import { waitFor } from '../test-helpers.js';
 import { VllmZmqPublisher, readVllmReplay } from './zmq-vllm.js';
 
-// PROTOCOL.md §2.4 vectors, bs = 4: local hashes of tokens [0..3] and [4..7].
+// docs/protocol.md §2.4 vectors, bs = 4: local hashes of tokens [0..3] and [4..7].
 const H_0_3 = 9143094415614847814n;
 const H_4_7 = 12124091508212882195n;
 const BIG = (1n << 64n) - 5n; // above 2^53: must travel as an exact uint64

@@ -1,5 +1,5 @@
 /**
- * The engine side of PROTOCOL.md §4: publishes KV events the way vLLM's `ZmqEventPublisher` does, so
+ * The engine side of docs/protocol.md §4: publishes KV events the way vLLM's `ZmqEventPublisher` does, so
  * anything that ingests a real vLLM (our `VllmZmqIngest`, upstream's listener) can ingest this too.
  * PUB socket, 3 frames `[topic, seq (8 B BE), msgpack KVEventBatch]`, seq from 0 per socket; the
  * batch in msgspec `array_like` form `[ts, [event, ...], data_parallel_rank]` with tagged-array events

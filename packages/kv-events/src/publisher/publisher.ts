@@ -1,5 +1,5 @@
 /**
- * Worker-side KV event publisher (PROTOCOL.md §3.3-§3.5): engine events in, numbered RouterEvents
+ * Worker-side KV event publisher (docs/protocol.md §3.3-§3.5): engine events in, numbered RouterEvents
  * out. One processing path: engine sequence gap detection -> dedup -> batching -> event id ->
  * local indexer + ring -> sink (an event plane or JetStream).
  *

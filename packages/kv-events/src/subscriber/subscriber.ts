@@ -1,5 +1,5 @@
 /**
- * Router-side KV event subscriber (PROTOCOL.md §3.6): one cursor per (worker, dp_rank), gap
+ * Router-side KV event subscriber (docs/protocol.md §3.6): one cursor per (worker, dp_rank), gap
  * detection, recovery from the worker's local indexer (ring-buffer events, else a tree dump),
  * retries with doubling backoff, a cap on concurrent recoveries, `Cleared` as a barrier, and
  * discovery / pool-resync driven full restores. Malformed input is counted and dropped; nothing

@@ -11,7 +11,7 @@ import { waitFor } from '../test-helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-// PROTOCOL.md §2.4 test vectors (bs = 4): tokens 0..7 -> local hashes of [0..3] and [4..7]; [1,2,3,4].
+// docs/protocol.md §2.4 test vectors (bs = 4): tokens 0..7 -> local hashes of [0..3] and [4..7]; [1,2,3,4].
 const H_0_3 = 9143094415614847814n;
 const H_4_7 = 12124091508212882195n;
 const H_1_4 = 14643705804678351452n;

@@ -1,5 +1,5 @@
 /**
- * vLLM KV event ingestion (PROTOCOL.md §4): a SUB socket on the engine's ZMQ PUB (topic ""),
+ * vLLM KV event ingestion (docs/protocol.md §4): a SUB socket on the engine's ZMQ PUB (topic ""),
  * 3-frame messages decoded and converted by `VllmKvEventDecoder`, engine sequence gaps counted
  * and, when the engine runs a replay endpoint, filled from it; the converted events go through the
  * publisher, which numbers, batches, deduplicates and republishes them (§3.4).

@@ -99,7 +99,7 @@ const cleared: RouterEvent = {
 };
 
 describe('RouterEvent JSON', () => {
-  it('decodes the PROTOCOL.md §3.1 example exactly', () => {
+  it('decodes the docs/protocol.md §3.1 example exactly', () => {
     const text = `{"worker_id": 7587872800778374919, "storage_tier": "device",
  "event": {"event_id": 42, "dp_rank": 0,
    "data": {"stored": {"parent_hash": 1111, "start_position": null,

@@ -1,6 +1,6 @@
 /**
  * Validating codecs (JSON and msgpack) for the KV event model and the other event-plane and indexer
- * messages (PROTOCOL.md §3.1, §3.5, §5.4, §5.5, §7.1, §7.7). Optional wire fields take their §3.1
+ * messages (docs/protocol.md §3.1, §3.5, §5.4, §5.5, §7.1, §7.7). Optional wire fields take their §3.1
  * defaults; unknown fields are ignored (forward compatibility); unknown kinds, wrong types and missing
  * required fields are `DecodeError`s naming the field path. Nothing partial is ever returned.
  */

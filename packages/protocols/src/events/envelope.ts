@@ -1,5 +1,5 @@
 /**
- * Event-plane envelope (PROTOCOL.md §5.2) and the ZMQ-direct multipart framing around it. The
+ * Event-plane envelope (docs/protocol.md §5.2) and the ZMQ-direct multipart framing around it. The
  * envelope is always msgpack: `{publisher_id, sequence, published_at, topic, payload: bin}`.
  */
 import { DecodeError } from '../errors.js';

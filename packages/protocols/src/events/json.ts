@@ -1,5 +1,5 @@
 /**
- * Lossless JSON for u64 values (PROTOCOL.md §1). `JSON.parse` turns 7587872800778374919 into
+ * Lossless JSON for u64 values (docs/protocol.md §1). `JSON.parse` turns 7587872800778374919 into
  * 7587872800778375000; this reader keeps every integer literal outside the safe range as a bigint, and
  * the writer prints bigints with all their digits.
  */

@@ -1,5 +1,5 @@
 /**
- * KV event model and the other event-plane / indexer wire messages (PROTOCOL.md §3, §5, §7.1, §7.7).
+ * KV event model and the other event-plane / indexer wire messages (docs/protocol.md §3, §5, §7.1, §7.7).
  * Field names are the wire names (snake_case) so a decoded value is the message itself. Identifiers and
  * hashes are branded bigints (§1); counts that can never approach 2^53 (block and token counts, ms
  * timestamps) are plain numbers.

@@ -16,7 +16,7 @@ import {
   parseVllmReplayReply,
 } from './vllm.js';
 
-// Expected local hashes: PROTOCOL.md §2.4 test vectors (bs = 4).
+// Expected local hashes: docs/protocol.md §2.4 test vectors (bs = 4).
 const H_1234 = 14643705804678351452n; // tokens [1,2,3,4]
 const H_0123 = 9143094415614847814n; // tokens [0,1,2,3]
 const H_4567 = 12124091508212882195n; // tokens [4,5,6,7]

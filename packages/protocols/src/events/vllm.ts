@@ -1,5 +1,5 @@
 /**
- * vLLM ZMQ `KVEventBatch` decoder and conversion to KV event data (PROTOCOL.md §4).
+ * vLLM ZMQ `KVEventBatch` decoder and conversion to KV event data (docs/protocol.md §4).
  *
  * vLLM's `vllm/distributed/kv_events.py` changed shape across releases; every variant is accepted:
  * array (`array_like`) or map batches, trailing defaults omitted, tagged-array or tagged-map events,

@@ -23,7 +23,7 @@ import {
 const M64 = (1n << 64n) - 1n;
 const oracle = (b: Uint8Array, seed: bigint): bigint => xxhash.xxh3.xxh64(b, seed);
 
-/** Reference built only on the oracle and PROTOCOL.md §2.1 (bytes built with DataView, bigint math). */
+/** Reference built only on the oracle and docs/protocol.md §2.1 (bytes built with DataView, bigint math). */
 function refLocal(tokens: ArrayLike<number>, bs: number, opts: BlockHashOptions = {}): bigint[] {
   if (bs === 0) return [];
   const seed =
@@ -86,7 +86,7 @@ describe.each([
     configureWasmHashing(prev);
   });
 
-  describe('PROTOCOL.md §2.4 vectors', () => {
+  describe('docs/protocol.md §2.4 vectors', () => {
     it('tokens [1,2,3,4], bs=4', () => {
       expect(localBlockHashes([1, 2, 3, 4], 4)).toEqual([14643705804678351452n]);
     });

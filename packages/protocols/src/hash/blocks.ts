@@ -1,5 +1,5 @@
 /**
- * Block and sequence hashing (PROTOCOL.md §2). Hot paths take and return "pairs" arrays:
+ * Block and sequence hashing (docs/protocol.md §2). Hot paths take and return "pairs" arrays:
  * `out[2*i]` = low u32, `out[2*i+1]` = high u32 of the i-th u64. The bigint forms are
  * conveniences for tests, tools and slow paths.
  */

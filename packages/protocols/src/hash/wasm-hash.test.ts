@@ -212,7 +212,7 @@ describe('wasm path vs JS path (property test)', () => {
 
   it('multimodal: plain blocks from wasm, blocks with mm hashes rehashed on JS; results agree', () => {
     configureWasmHashing({ enabled: true, minBlocks: 1 });
-    // tokens [1,2,3,4] + mm {42, 7}: PROTOCOL.md §2.4 row
+    // tokens [1,2,3,4] + mm {42, 7}: docs/protocol.md §2.4 row
     expect(localBlockHashes([1, 2, 3, 4], 4, { mmHashes: [[42n, 7n]] })).toEqual([6295130183325757331n]);
     const rng = new Rng(65);
     for (const bs of SIZES) {

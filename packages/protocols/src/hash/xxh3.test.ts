@@ -98,7 +98,7 @@ describe('xxh3_64: published vectors', () => {
     for (const [len, h] of want) expect(xxh3_64(a.subarray(0, len)), `len ${len}`).toBe(h);
   });
 
-  it('PROTOCOL.md §2.4 upstream vector: "test data", seed 1337', () => {
+  it('docs/protocol.md §2.4 upstream vector: "test data", seed 1337', () => {
     expect(xxh3_64(new TextEncoder().encode('test data'), 1337n)).toBe(13226331709069118873n);
   });
 });

@@ -74,7 +74,7 @@ describe('parseEndpoint (dyn://)', () => {
 });
 
 describe('defaultEventPlane (--event-plane auto)', () => {
-  it('zmq for mem/file discovery, nats for etcd/kubernetes (FLAGS.md)', () => {
+  it('zmq for mem/file discovery, nats for etcd/kubernetes (docs/configuration.md)', () => {
     expect(defaultEventPlane('mem')).toBe('zmq');
     expect(defaultEventPlane('file')).toBe('zmq');
     expect(defaultEventPlane('etcd')).toBe('nats');

@@ -1,5 +1,5 @@
 /**
- * `--event-plane` "auto" (FLAGS.md): zmq for file/mem discovery, nats for etcd/kubernetes. The config
+ * `--event-plane` "auto" (docs/configuration.md): zmq for file/mem discovery, nats for etcd/kubernetes. The config
  * table's `eventPlane` row is computed with this rule, so a resolved config never holds "auto"; the
  * kv-events factory applies it for API callers that pass `auto`.
  */

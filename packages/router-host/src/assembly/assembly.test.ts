@@ -73,7 +73,7 @@ describe('index choice (§7.4): one place, the same for every host', () => {
       'frontend',
     );
     buildLocalIndex(two.params.index, { now, pool });
-    // FLAGS.md defaults: --router-max-tree-size 2^20, --router-prune-target-ratio 0.8.
+    // docs/configuration.md defaults: --router-max-tree-size 2^20, --router-prune-target-ratio 0.8.
     expect(calls[1]).toEqual({
       threads: 2,
       approximate: { ttlSecs: 30, maxTreeSize: 1_048_576, pruneTargetRatio: 0.8, now },

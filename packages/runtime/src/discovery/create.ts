@@ -32,7 +32,7 @@ export async function createDiscovery(opts: CreateDiscoveryOptions): Promise<Dis
     case 'kubernetes':
       throw new KvrError(
         'not_supported',
-        'discovery backend "kubernetes" is not supported yet (PROTOCOL.md §6.2 leaves it to a later milestone); use etcd, file or mem',
+        'discovery backend "kubernetes" is not supported yet (docs/protocol.md §6.2 leaves it to a later milestone); use etcd, file or mem',
         400,
         { field: 'discovery_backend' },
       );

@@ -1,5 +1,5 @@
 /**
- * The discovery interface (PROTOCOL.md §6.2) shared by the mem, file and etcd backends, plus the
+ * The discovery interface (docs/protocol.md §6.2) shared by the mem, file and etcd backends, plus the
  * key rules and namespace filters every backend applies the same way.
  */
 import { KvrError, invalidArgument } from '@kvrouter/protocols';
@@ -16,7 +16,7 @@ export type WatchEvent =
   | { type: 'synced' };
 
 /**
- * Namespace filter on discovery keys `v1/{kind}/{ns}/...` (FLAGS.md `--namespace`,
+ * Namespace filter on discovery keys `v1/{kind}/{ns}/...` (docs/configuration.md `--namespace`,
  * `--namespace-prefix`). A prefix wins over an exact namespace; `ns` matches `ns` and `ns-abc123`.
  */
 export interface NamespaceFilter {

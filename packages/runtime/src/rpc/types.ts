@@ -1,5 +1,5 @@
 /**
- * The request-plane interface (PROTOCOL.md §5.7), one for every transport: a server serves named
+ * The request-plane interface (docs/protocol.md §5.7), one for every transport: a server serves named
  * endpoints with handlers that return one item or stream many; a client opens streams to a target.
  */
 import { invalidArgument } from '@kvrouter/protocols';
