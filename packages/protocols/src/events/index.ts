@@ -27,3 +27,4 @@ export {
 } from './codec.js';
 export * from './envelope.js';
 export * from './vllm.js';
+export * from './vllm-convert.js';
