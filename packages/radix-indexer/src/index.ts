@@ -1,5 +1,6 @@
 export * from './types.js';
-export { RadixIndexer, type RadixIndexerOptions, type MatchResult } from './indexer.js';
+export { RadixIndexer, type RadixIndexerOptions } from './indexer.js';
+export type { MatchResult } from './match.js';
 export * as layout from './layout.js';
 export { ApproxIndexer, type ApproxOptions } from './approximate.js';
 export { SideIndexer, maxMerge, type SideOptions } from './side.js';

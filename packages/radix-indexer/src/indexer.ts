@@ -1,34 +1,18 @@
 import {
   KvrError,
   chainHashInto,
-  sequenceHashOf,
   computeSequenceHashes,
-  u64FromParts,
   u64sToPairs,
-  U64_MAX,
   type RouterEvent,
   type StorageTier,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
-import { BlockTable, homeOf } from './block-table.js';
+import { BlockTable } from './block-table.js';
+import { dumpSlotEvents } from './dump.js';
+import { classifyEvent, encodeChecked, u64Parts } from './event-check.js';
 import { ExtMap } from './ext-map.js';
-import {
-  EXT_HI,
-  EXT_LO,
-  EXT_SEQ_HI,
-  EXT_SEQ_LO,
-  HOLDERS,
-  KEY_HI,
-  KEY_LO,
-  META,
-  META_EMPTY,
-  META_HINT,
-  META_LIVE_CHILD,
-  META_LIVE_ROOT,
-  META_STATE,
-  TREE_SIZE_STRIDE,
-  holderWords,
-} from './layout.js';
+import { EXT_SEQ_HI, EXT_SEQ_LO, TREE_SIZE_STRIDE, holderWords } from './layout.js';
+import { CHUNK, matchSeqInto, type MatchResult } from './match.js';
 import { SlotRegistry } from './slots.js';
 import type { AppliedHook, ApplyStatus, EventKind, FindOptions, KvIndexer, OverlapScores } from './types.js';
 
@@ -51,18 +35,9 @@ export interface RadixIndexerOptions {
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
-/** Depths probed together in `matchSeq`: the first chunk, and the most on long walks. */
-const CHUNK_FIRST = 8;
-const CHUNK = 32;
 const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
 const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
-
-/** Result buffers of one match walk, reused across calls (valid until the next call). */
-export interface MatchResult {
-  count: number;
-  slots: Int32Array;
-  depths: Int32Array;
-}
+const { lo, hi } = u64Parts;
 
 /**
  * The exact, single-threaded KV index (PROTOCOL §7.2-7.3): one open-addressing table of block
@@ -374,116 +349,18 @@ export class RadixIndexer implements KvIndexer {
    * block 0 the number of leading blocks it holds contiguously. Reuses its result buffers.
    */
   matchSeq(seq: Uint32Array, n = seq.length >> 1, earlyExitSingle = false): MatchResult {
-    const t = this.table;
-    const words = t.words;
-    const stride = t.stride;
-    const cap = t.capacity;
-    const scale = t.scale;
-    const hw = t.hw;
-    const active = this.active;
-    const live = this.slots.liveMask;
-    const res = this.match;
-    let count = 0;
-    let remaining = 0;
-    for (let k = 0; k < hw; k++) {
-      active[k] = live[k] ?? 0;
-      if (active[k] !== 0) remaining++;
-    }
-    // Words outside [kMin, kMax] have no active worker left.
-    let kMin = 0;
-    let kMax = hw - 1;
-    // Depths are probed in chunks. A light first loop reads the home entry of every depth in the
-    // chunk (a few instructions each, so many loads are in flight at once and their cache and TLB
-    // misses overlap); the probes then run on cached lines, and the holder sets are AND-ed in
-    // order. Chunks start small (short or soon-diverging queries waste few probes past the depth
-    // where the last worker drops out) and double up to CHUNK on long walks.
-    const offs = this.offs;
-    const homes = this.homes;
-    const last = HOLDERS + hw - 1;
-    let acc = 0;
-    let chunk = CHUNK_FIRST;
-    let d = 0;
-    outer: while (d < n && remaining > 0) {
-      const cnt = Math.min(chunk, n - d);
-      if (chunk < CHUNK) chunk *= 2;
-      for (let j = 0, q = 2 * d; j < cnt; j++, q += 2) {
-        const h = homeOf(seq[q]! | 0, seq[q + 1]! | 0, scale);
-        homes[j] = h;
-        const o = h * stride;
-        // The entry's last holder word too: a wide entry may straddle two cache lines.
-        acc ^= words[o]! ^ words[o + last]!;
-      }
-      for (let j = 0, q = 2 * d; j < cnt; j++, q += 2) {
-        const kLo = seq[q]! | 0;
-        const kHi = seq[q + 1]! | 0;
-        let i = homes[j]!;
-        let off = -1;
-        for (let p = 0; p < cap; p++) {
-          const o = i * stride;
-          const m = Atomics.load(words, o + META); // acquire: the key is complete once META is live
-          if (m === META_EMPTY) break;
-          if ((m & META_STATE) >= META_LIVE_ROOT && words[o + KEY_LO] === kLo && words[o + KEY_HI] === kHi) {
-            off = o + HOLDERS;
-            break;
-          }
-          if (++i === cap) i = 0;
-        }
-        offs[j] = off;
-      }
-      for (let j = 0; j < cnt; j++, d++) {
-        if (remaining === 0) break outer;
-        const off = offs[j]!;
-        if (off >= 0 && !earlyExitSingle) {
-          // Most depths of a long match drop nobody: check that with loads and ANDs only, over
-          // the words that still have workers, and skip the update.
-          let lost = 0;
-          for (let k = kMin; k <= kMax; k++) lost |= active[k]! & ~words[off + k]!;
-          if (lost === 0) continue;
-        }
-        remaining = 0;
-        for (let k = kMin; k <= kMax; k++) {
-          const a = active[k]!;
-          if (a === 0) continue;
-          const held = off < 0 ? 0 : words[off + k]!;
-          let dropped = a & ~held;
-          if (dropped !== 0 && d > 0) {
-            while (dropped !== 0) {
-              const b = 31 - Math.clz32(dropped & -dropped);
-              res.slots[count] = (k << 5) + b;
-              res.depths[count++] = d;
-              dropped &= dropped - 1;
-            }
-          }
-          const next = a & held;
-          active[k] = next;
-          if (next !== 0) remaining++;
-        }
-        while (kMin < kMax && active[kMin] === 0) kMin++;
-        while (kMax > kMin && active[kMax] === 0) kMax--;
-        if (earlyExitSingle && remaining === 1) {
-          // One non-zero word; stop if it holds a single worker (reported at depth d + 1).
-          let k = 0;
-          while (active[k] === 0) k++;
-          const a = active[k]!;
-          if ((a & (a - 1)) === 0) {
-            d++;
-            break outer;
-          }
-        }
-      }
-    }
-    for (let k = 0; k < hw; k++) {
-      let a = active[k]!;
-      while (a !== 0) {
-        const b = 31 - Math.clz32(a & -a);
-        res.slots[count] = (k << 5) + b;
-        res.depths[count++] = d;
-        a &= a - 1;
-      }
-    }
-    res.count = count;
-    this.sink = acc;
-    return res;
+    this.sink = matchSeqInto(
+      this.table,
+      this.slots.liveMask,
+      this.active,
+      this.offs,
+      this.homes,
+      this.match,
+      seq,
+      n,
+      earlyExitSingle,
+    );
+    return this.match;
   }
 
   findMatchesBySeq(seq: Uint32Array, opts?: FindOptions): OverlapScores {
@@ -595,220 +472,6 @@ export class RadixIndexer implements KvIndexer {
    * slot does not hold (transitively) are unreachable and skipped (PROTOCOL §3.7).
    */
   dumpSlot(slot: number, w: WorkerWithDpRank, out: RouterEvent[]): void {
-    const t = this.table;
-    const words = t.words;
-    const wi = HOLDERS + (slot >> 5);
-    const bit = 1 << (slot & 31);
-    // Block identity -> one external hash of this slot that maps to it.
-    const extOf = new Map<bigint, bigint>();
-    const xt = this.ext.get(slot);
-    xt?.forEach((off) => {
-      const ew = xt.words;
-      const seq = u64FromParts(ew[off + EXT_SEQ_LO]!, ew[off + EXT_SEQ_HI]!);
-      if (!extOf.has(seq)) extOf.set(seq, u64FromParts(ew[off + EXT_LO]!, ew[off + EXT_HI]!));
-    });
-    const roots: bigint[] = [];
-    const children = new Map<bigint, bigint[]>();
-    const local = new Map<bigint, bigint>();
-    const pending: { seq: bigint; hint: number }[] = [];
-    const byHint = new Map<number, bigint[]>();
-    const lw = t.local;
-    t.forEachLive((off) => {
-      if ((words[off + wi]! & bit) === 0) return;
-      const kLo = words[off + KEY_LO]!;
-      const seq = u64FromParts(kLo >>> 0, words[off + KEY_HI]! >>> 0);
-      local.set(seq, u64FromParts(words[off + lw]! >>> 0, words[off + lw + 1]! >>> 0));
-      const h = kLo & META_HINT;
-      const same = byHint.get(h);
-      if (same) same.push(seq);
-      else byHint.set(h, [seq]);
-      const m = words[off + META]!;
-      if ((m & META_STATE) === META_LIVE_CHILD) pending.push({ seq, hint: m & META_HINT });
-      else roots.push(seq);
-    });
-    // The parent is the held block whose low-word hint matches and which re-chains to this identity;
-    // a child whose parent this slot does not hold is unreachable and left out.
-    for (const { seq, hint } of pending) {
-      const l = local.get(seq)!;
-      const parent = byHint.get(hint)?.find((p) => sequenceHashOf(p, l) === seq);
-      if (parent === undefined) continue;
-      const list = children.get(parent);
-      if (list) list.push(seq);
-      else children.set(parent, [seq]);
-    }
-    // A held block with no external mapping (its ext hash was re-stored elsewhere) is dumped with
-    // its identity as a synthetic external hash, so the dump still reproduces its scores.
-    const extFor = (seq: bigint) => extOf.get(seq) ?? seq;
-    let queue: { seq: bigint; parent: bigint | null }[] = roots.map((seq) => ({ seq, parent: null }));
-    let id = 0n;
-    while (queue.length > 0) {
-      const next: typeof queue = [];
-      for (const { seq, parent } of queue) {
-        out.push({
-          worker_id: w.worker_id,
-          storage_tier: this.tier,
-          event: {
-            event_id: id++ as never,
-            dp_rank: w.dp_rank,
-            data: {
-              stored: {
-                parent_hash: (parent === null ? null : extFor(parent)) as never,
-                start_position: null,
-                blocks: [
-                  {
-                    block_hash: extFor(seq) as never,
-                    tokens_hash: local.get(seq)! as never,
-                    mm_extra_info: null,
-                  },
-                ],
-              },
-            },
-          },
-        });
-        for (const c of children.get(seq) ?? []) if (local.has(c)) next.push({ seq: c, parent: seq });
-      }
-      queue = next;
-    }
+    dumpSlotEvents(this.table, this.ext, this.tier, slot, w, out);
   }
-}
-
-// ---- validation helpers (events are checked whole before anything is applied) -------------------
-
-// bigint -> (lo, hi) through a shared 8-byte view: no BigInt allocation per conversion.
-const cvt64 = new BigUint64Array(1);
-const cvt32 = new Uint32Array(cvt64.buffer);
-const lo = (v: bigint): number => {
-  cvt64[0] = v;
-  return cvt32[0];
-};
-const hi = (v: bigint): number => {
-  cvt64[0] = v;
-  return cvt32[1];
-};
-const isU64 = (v: unknown): v is bigint => typeof v === 'bigint' && v >= 0n && v <= U64_MAX;
-
-/** Result of checking an event before anything is applied. */
-export interface Classified {
-  kind: EventKind;
-  /** Set when the event is settled without applying (invalid, or another tier). */
-  status?: ApplyStatus;
-  blocks: number;
-  /** Raw words `encodeChecked` writes. */
-  words: number;
-}
-
-/**
- * Validates an event whole (types, ranges, size) without touching any state. With `checkBlocks`
- * false the block values are left to `encodeChecked`, which validates them while encoding (one
- * pass over the blocks instead of two).
- */
-export function classifyEvent(
-  ev: RouterEvent,
-  maxBlocks: number,
-  tier: StorageTier,
-  checkBlocks = true,
-): Classified {
-  const kind = eventKind(ev);
-  if (kind === undefined || !validWorker(ev))
-    return { kind: kind ?? 'stored', status: 'invalid_block', blocks: 0, words: 0 };
-  const data = ev.event.data;
-  if (kind === 'stored' && !validStored((data as { stored: unknown }).stored, maxBlocks, checkBlocks))
-    return { kind, status: 'invalid_block', blocks: 0, words: 0 };
-  if (kind === 'removed' && !validRemoved((data as { removed: unknown }).removed, maxBlocks, checkBlocks))
-    return { kind, status: 'invalid_block', blocks: 0, words: 0 };
-  if ((ev.storage_tier ?? 'device') !== tier) {
-    // Not encoded, so validate the blocks here: an invalid event is counted invalid in any tier.
-    if (!checkBlocks) return classifyEvent(ev, maxBlocks, tier, true);
-    return { kind, status: 'ok', blocks: 0, words: 0 };
-  }
-  if (kind === 'cleared') return { kind, blocks: 0, words: 0 };
-  const n =
-    kind === 'stored'
-      ? (data as { stored: { blocks: unknown[] } }).stored.blocks.length
-      : (data as { removed: { block_hashes: unknown[] } }).removed.block_hashes.length;
-  return { kind, blocks: n, words: 4 * n };
-}
-
-/**
- * Writes a Stored/Removed event's blocks at `out[at..]` as (ext lo, ext hi, local lo, local hi)
- * (Removed: (lo, hi, _, _)), validating every block value while writing it (for an event
- * classified with `checkBlocks` false). False if one is invalid; `out` may then hold part of the event past `at`,
- * which the caller discards (nothing else has changed).
- */
-export function encodeChecked(ev: RouterEvent, out: Uint32Array | Int32Array, at: number): boolean {
-  const data = ev.event.data as { stored: { blocks: unknown[] } } | { removed: { block_hashes: unknown[] } };
-  if ('stored' in data) {
-    for (const b of data.stored.blocks) {
-      if (!b || typeof b !== 'object') return false;
-      const { block_hash: e, tokens_hash: t } = b as { block_hash?: unknown; tokens_hash?: unknown };
-      if (!isU64(e) || !isU64(t)) return false;
-      cvt64[0] = e;
-      out[at] = cvt32[0]!;
-      out[at + 1] = cvt32[1]!;
-      cvt64[0] = t;
-      out[at + 2] = cvt32[0]!;
-      out[at + 3] = cvt32[1]!;
-      at += 4;
-    }
-  } else {
-    for (const h of data.removed.block_hashes) {
-      if (!isU64(h)) return false;
-      cvt64[0] = h;
-      out[at] = cvt32[0]!;
-      out[at + 1] = cvt32[1]!;
-      at += 4;
-    }
-  }
-  return true;
-}
-
-export const u64Parts = { lo, hi };
-
-function eventKind(ev: RouterEvent): EventKind | undefined {
-  const d = (ev as { event?: { data?: unknown } }).event?.data;
-  if (d === 'cleared') return 'cleared';
-  if (d && typeof d === 'object') {
-    if ('stored' in d) return 'stored';
-    if ('removed' in d) return 'removed';
-  }
-  return undefined;
-}
-
-function validWorker(ev: RouterEvent): boolean {
-  const r = ev.event.dp_rank ?? 0;
-  return isU64(ev.worker_id) && Number.isInteger(r) && r >= 0 && r <= 0xffffffff;
-}
-
-function validStored(
-  st: unknown,
-  maxBlocks: number,
-  checkBlocks: boolean,
-): st is {
-  parent_hash: bigint | null;
-  blocks: { block_hash: bigint; tokens_hash: bigint }[];
-} {
-  if (!st || typeof st !== 'object') return false;
-  const s = st as { parent_hash?: unknown; blocks?: unknown };
-  if (s.parent_hash !== null && s.parent_hash !== undefined && !isU64(s.parent_hash)) return false;
-  if (!Array.isArray(s.blocks) || s.blocks.length > maxBlocks) return false;
-  if (!checkBlocks) return true;
-  for (const b of s.blocks as unknown[]) {
-    if (!b || typeof b !== 'object') return false;
-    const bb = b as { block_hash?: unknown; tokens_hash?: unknown };
-    if (!isU64(bb.block_hash) || !isU64(bb.tokens_hash)) return false;
-  }
-  return true;
-}
-
-function validRemoved(
-  rm: unknown,
-  maxBlocks: number,
-  checkBlocks: boolean,
-): rm is { block_hashes: bigint[] } {
-  if (!rm || typeof rm !== 'object') return false;
-  const hs = (rm as { block_hashes?: unknown }).block_hashes;
-  if (!Array.isArray(hs) || hs.length > maxBlocks) return false;
-  if (!checkBlocks) return true;
-  for (const h of hs as unknown[]) if (!isU64(h)) return false;
-  return true;
 }

@@ -1,8 +1,10 @@
 import { Piscina } from 'piscina';
 import { KvrError, type RouterEvent, type StorageTier, type WorkerWithDpRank } from '@kvrouter/protocols';
 import { BlockTable, capacityFor } from '../block-table.js';
-import { RadixIndexer, classifyEvent, encodeChecked, u64Parts, type MatchResult } from '../indexer.js';
+import { classifyEvent, encodeChecked, u64Parts } from '../event-check.js';
+import { RadixIndexer } from '../indexer.js';
 import { GROW_LOAD, MAX_LOAD, TREE_SIZE_STRIDE, holderWords } from '../layout.js';
+import type { MatchResult } from '../match.js';
 import { SlotRegistry } from '../slots.js';
 import type { AppliedHook, FindOptions, KvIndexer, OverlapScores } from '../types.js';
 import {
