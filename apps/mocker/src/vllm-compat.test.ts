@@ -57,6 +57,7 @@ describe('vllmCompatPlan', () => {
       httpPorts: [8100, 8101],
       kvEventsPorts: [5557, 5567],
       replayPorts: null,
+      loraNames: [],
     });
     const err = (f: () => unknown) => {
       try {
