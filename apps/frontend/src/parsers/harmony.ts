@@ -11,7 +11,7 @@
  */
 import { Calls, type IdFactory } from './calls.js';
 import { findFirst, heldSuffix } from './scan.js';
-import { empty, type OutputParser, type ParsedOutput } from './types.js';
+import { BufferedParser, type ParsedOutput } from './types.js';
 
 const MESSAGE = '<|message|>';
 const ENDS = ['<|end|>', '<|call|>', '<|return|>'] as const;
@@ -19,8 +19,7 @@ const START = '<|start|>';
 
 type Route = { kind: 'reasoning' } | { kind: 'content' } | { kind: 'call'; index: number };
 
-export class HarmonyParser implements OutputParser {
-  private buf = '';
+export class HarmonyParser extends BufferedParser {
   private state: 'header' | 'body' = 'header';
   private route: Route = { kind: 'content' };
   private readonly calls: Calls;
@@ -28,20 +27,8 @@ export class HarmonyParser implements OutputParser {
   private lead = true;
 
   constructor(newId: IdFactory) {
+    super();
     this.calls = new Calls(newId);
-  }
-
-  push(text: string): ParsedOutput {
-    const out = empty();
-    this.buf += text;
-    this.step(out, false);
-    return out;
-  }
-
-  finish(): ParsedOutput {
-    const out = empty();
-    this.step(out, true);
-    return out;
   }
 
   private emit(out: ParsedOutput, s: string): void {
@@ -55,7 +42,7 @@ export class HarmonyParser implements OutputParser {
     else out.content += s;
   }
 
-  private step(out: ParsedOutput, end: boolean): void {
+  protected step(out: ParsedOutput, end: boolean): void {
     for (;;) {
       if (this.state === 'header') {
         const i = this.buf.indexOf(MESSAGE);

@@ -7,35 +7,22 @@
  * accepted either way. Content right after `</think>` loses its leading whitespace.
  */
 import { heldSuffix, skipWs } from './scan.js';
-import { empty, type OutputParser, type ParsedOutput } from './types.js';
+import { BufferedParser, type ParsedOutput } from './types.js';
 
 const THINK_START = '<think>';
 const THINK_END = '</think>';
 
-export class ThinkParser implements OutputParser {
-  private buf = '';
+export class ThinkParser extends BufferedParser {
   private state: 'start' | 'reasoning' | 'after' | 'content';
   private startInside: boolean;
 
   constructor(startsInReasoning: boolean) {
+    super();
     this.startInside = startsInReasoning;
     this.state = 'start';
   }
 
-  push(text: string): ParsedOutput {
-    const out = empty();
-    this.buf += text;
-    this.step(out, false);
-    return out;
-  }
-
-  finish(): ParsedOutput {
-    const out = empty();
-    this.step(out, true);
-    return out;
-  }
-
-  private step(out: ParsedOutput, end: boolean): void {
+  protected step(out: ParsedOutput, end: boolean): void {
     for (;;) {
       if (this.state === 'start') {
         const j = skipWs(this.buf, 0);

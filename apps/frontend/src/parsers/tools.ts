@@ -15,34 +15,23 @@
  */
 import { Calls, ContentGate, JsonCall, JsonCallArray, type IdFactory } from './calls.js';
 import { findFirst, heldSuffix, scanValue, skipWs, INCOMPLETE } from './scan.js';
-import { empty, type OutputParser, type ParsedOutput } from './types.js';
+import { BufferedParser, empty, type OutputParser, type ParsedOutput } from './types.js';
 
-abstract class ToolParserBase implements OutputParser {
-  protected buf = '';
+abstract class ToolParserBase extends BufferedParser {
   protected readonly calls: Calls;
   protected readonly gate: ContentGate;
 
   constructor(newId: IdFactory) {
+    super();
     this.calls = new Calls(newId);
     this.gate = new ContentGate(this.calls);
   }
 
-  push(text: string): ParsedOutput {
-    const out = empty();
-    this.buf += text;
-    this.step(out, false);
-    return out;
-  }
-
-  finish(): ParsedOutput {
-    const out = empty();
-    this.step(out, true);
+  protected override flush(out: ParsedOutput): void {
     this.gate.finish(out);
-    return out;
   }
 
   /** Consume as much of `buf` as possible; at `end`, everything. */
-  protected abstract step(out: ParsedOutput, end: boolean): void;
 
   /** Content up to a start marker; false when none was found (the rest is released or held). */
   protected contentUntil(out: ParsedOutput, markers: readonly string[], end: boolean): string | null {

@@ -34,6 +34,32 @@ export interface ToolCall {
 
 export const empty = (): ParsedOutput => ({ content: '', reasoning: '', toolCalls: [] });
 
+/**
+ * A parser that buffers the text it is given and releases what it can on each step: `step(out, end)`
+ * consumes `buf` as far as it safely can (everything when `end`); `flush` runs once after the last step.
+ */
+export abstract class BufferedParser implements OutputParser {
+  protected buf = '';
+
+  push(text: string): ParsedOutput {
+    const out = empty();
+    this.buf += text;
+    this.step(out, false);
+    return out;
+  }
+
+  finish(): ParsedOutput {
+    const out = empty();
+    this.step(out, true);
+    this.flush(out);
+    return out;
+  }
+
+  protected abstract step(out: ParsedOutput, end: boolean): void;
+
+  protected flush(_out: ParsedOutput): void {}
+}
+
 /** `a` += `b` (mutates and returns `a`). */
 export function append(a: ParsedOutput, b: ParsedOutput): ParsedOutput {
   a.content += b.content;
