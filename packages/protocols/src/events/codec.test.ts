@@ -1,7 +1,5 @@
 import { encode as mpEncode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { DecodeError } from '../errors.js';
-import type { EventId, ExternalSequenceBlockHash, LocalBlockHash, WorkerId } from '../ids.js';
 import {
   RouterEventCodec,
   RouterEventListCodec,
@@ -10,71 +8,9 @@ import {
   encodeRouterEvent,
   encodeRouterEventJson,
 } from './codec.js';
-import type { RouterEvent } from './types.js';
 import { eventKind } from './types.js';
 import { stringifyJson } from './json.js';
-
-const U64_MAX = 18446744073709551615n; // 2^64 − 1
-const ABOVE_2_53 = 9007199254740993n; // 2^53 + 1
-
-const ext = (v: bigint) => v as ExternalSequenceBlockHash;
-const loc = (v: bigint) => v as LocalBlockHash;
-const wid = (v: bigint) => v as WorkerId;
-const eid = (v: bigint) => v as EventId;
-
-const mp = (v: unknown): Uint8Array => mpEncode(v, { useBigInt64: true });
-
-/** Asserts a DecodeError whose message starts with `prefix` and whose detail names `field`. */
-function expectDecodeError(f: () => unknown, prefix: string, field?: string): void {
-  let err: unknown;
-  try {
-    f();
-  } catch (e) {
-    err = e;
-  }
-  expect(err).toBeInstanceOf(DecodeError);
-  const d = err as DecodeError;
-  expect(d.message.startsWith(prefix), `"${d.message}" should start with "${prefix}"`).toBe(true);
-  expect(d.code).toBe('decode_error');
-  if (field !== undefined) expect(d.detail?.field).toBe(field);
-}
-
-const stored: RouterEvent = {
-  worker_id: wid(U64_MAX),
-  storage_tier: 'host_pinned',
-  event: {
-    event_id: eid(ABOVE_2_53),
-    dp_rank: 7,
-    data: {
-      stored: {
-        parent_hash: ext(U64_MAX - 1n),
-        start_position: 4294967295,
-        blocks: [
-          { block_hash: ext(0n), tokens_hash: loc(U64_MAX), mm_extra_info: null },
-          {
-            block_hash: ext(2n ** 63n),
-            tokens_hash: loc(1n),
-            mm_extra_info: { mm_objects: [{ mm_hash: U64_MAX, offsets: [[0, 3]] }] },
-          },
-        ],
-      },
-    },
-  },
-};
-const removed: RouterEvent = {
-  worker_id: wid(1n),
-  storage_tier: 'device',
-  event: {
-    event_id: eid(U64_MAX),
-    dp_rank: 0,
-    data: { removed: { block_hashes: [ext(U64_MAX), ext(ABOVE_2_53), ext(3n)] } },
-  },
-};
-const cleared: RouterEvent = {
-  worker_id: wid(ABOVE_2_53),
-  storage_tier: 'disk',
-  event: { event_id: eid(1n), dp_rank: 4294967295, data: 'cleared' },
-};
+import { ABOVE_2_53, U64_MAX, cleared, expectDecodeError, mp, removed, stored } from './test-helpers.js';
 
 describe('RouterEvent JSON', () => {
   it('decodes the docs/protocol.md §3.1 example exactly', () => {
