@@ -6,6 +6,8 @@
  * are matched afterwards inside each remaining (normalized) piece.
  */
 
+import { isWhitespace } from './scan.js';
+
 export interface AddedToken {
   id: number;
   content: string;
@@ -142,23 +144,6 @@ export class AddedMatcher {
     }
     if (end > last) sink.text(last, end);
   }
-}
-
-/** Rust `char::is_whitespace` (Unicode White_Space) for BMP code units. */
-function isWhitespace(c: number): boolean {
-  return (
-    (c >= 9 && c <= 13) ||
-    c === 32 ||
-    c === 0x85 ||
-    c === 0xa0 ||
-    c === 0x1680 ||
-    (c >= 0x2000 && c <= 0x200a) ||
-    c === 0x2028 ||
-    c === 0x2029 ||
-    c === 0x202f ||
-    c === 0x205f ||
-    c === 0x3000
-  );
 }
 
 const WORD = /^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]$/u;

@@ -24,7 +24,8 @@ const astralCache = new Map<number, number>();
 const RE_L = /\p{L}/u;
 const RE_N = /\p{N}/u;
 
-function isWs(c: number): boolean {
+/** Rust `char::is_whitespace` (Unicode White_Space) for BMP code units; also lstrip/rstrip of added tokens. */
+export function isWhitespace(c: number): boolean {
   return (
     (c >= 9 && c <= 13) ||
     c === 32 ||
@@ -42,7 +43,7 @@ function isWs(c: number): boolean {
 
 function classify(cp: number): number {
   if (cp === 10 || cp === 13) return NL;
-  if (isWs(cp)) return WS;
+  if (isWhitespace(cp)) return WS;
   const ch = String.fromCodePoint(cp);
   if (RE_L.test(ch)) return L;
   if (RE_N.test(ch)) return N;
