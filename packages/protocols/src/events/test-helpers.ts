@@ -10,7 +10,7 @@ import type { RouterEvent } from './types.js';
 export const U64_MAX = 18446744073709551615n; // 2^64 − 1
 export const ABOVE_2_53 = 9007199254740993n; // 2^53 + 1
 
-export const ext = (v: bigint) => v as ExternalSequenceBlockHash;
+const ext = (v: bigint) => v as ExternalSequenceBlockHash;
 export const loc = (v: bigint) => v as LocalBlockHash;
 export const wid = (v: bigint) => v as WorkerId;
 export const eid = (v: bigint) => v as EventId;
