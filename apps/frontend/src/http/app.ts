@@ -14,9 +14,10 @@ import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
 import type { HealthReport } from '@kvrouter/runtime';
-import { modelNotFound, notImplemented } from '../errors.js';
+import { modelNotFound } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
 import type { InferenceService } from '../service.js';
+import { registerApis } from './apis.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
 import type { LoraCatalog } from '../openai/lora.js';
@@ -156,19 +157,7 @@ export function createApp(d: AppDeps): RequestListener {
   app.get('/openapi.json', (_req, res) => void res.json(spec));
   app.use(docsRouter('/openapi.json'));
 
-  const notYet = (req: Request, res: Response) => sendError(res, notImplemented(req.path));
-  for (const path of [
-    p.embeddings,
-    p.responses,
-    '/v1/images/generations',
-    '/v1/videos/generations',
-    '/v1/videos/generations/stream',
-  ])
-    app.post(path, notYet);
-  if (d.enableAnthropicApi) {
-    app.post(p.anthropic, notYet);
-    app.post(`${p.anthropic}/count_tokens`, notYet);
-  }
+  registerApis(app, { deps: d, text });
 
   app.use((req: Request, res: Response) => {
     sendError(res, new KvrError('not_found', `no route for ${req.method} ${req.path}`, 404));
