@@ -13,7 +13,7 @@ import { ApproxIndexer, RadixIndexer } from '@kvrouter/radix-indexer';
 import { describe, expect, it } from 'vitest';
 import { forwardPayload, parseRequestRef, parseRoute, toRouteRequest } from './api.js';
 import { parseEndpointPath, splitEndpointArg } from './args.js';
-import { ServedIndexer } from './served-indexer.js';
+import { ServedIndexer } from '@kvrouter/router-host';
 
 const ids = (): string => 'generated';
 

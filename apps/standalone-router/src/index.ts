@@ -5,7 +5,6 @@ export {
   type RouterAppConfig,
   type StandaloneRouterOptions,
 } from './service.js';
-export { ServedIndexer } from './served-indexer.js';
 export * from './api.js';
 export { parseEndpointPath, splitEndpointArg, ArgsError, type EndpointPath } from './args.js';
 export { startJsonServer, type JsonServer } from './http.js';

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ResolvedConfig } from '@kvrouter/config';
-import { DurableKvConsumer, brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
+import { brokerSetting, createEventPlane, type EventPlane } from '@kvrouter/kv-events';
 import {
   KvIndexMetrics,
   RouterRequestMetrics,
@@ -17,12 +17,9 @@ import {
 } from '@kvrouter/metrics';
 import {
   KV_INDEXER_QUERY_ENDPOINT,
-  KV_INDEXER_RECORD_ENDPOINT,
   KvrError,
   ROUTER_DISCOVERY_ENDPOINT,
   componentSubject,
-  instancesPrefix,
-  parseDiscoveryKey,
   u64ToHex,
   type Logger,
 } from '@kvrouter/protocols';
@@ -30,9 +27,14 @@ import type { KvRouter } from '@kvrouter/router';
 import {
   Closers,
   RouterHost,
+  ServedIndexer,
   WorkerCatalog,
+  checkServedIndexRules,
   planRouter,
   readTextFile,
+  registerServedIndex,
+  serveIndexHandlers,
+  startDurableKvFeed,
   stderrLogger,
   type HostIndex,
   type RouterPlan,
@@ -47,7 +49,6 @@ import {
   probeHealth,
   createDiscovery,
   registerInstance,
-  watchInstances,
   type Discovery,
   type MemDiscoveryHub,
   type NatsConnection,
@@ -69,7 +70,6 @@ import {
 } from './api.js';
 import { standaloneDashboard, standaloneDashboardSource } from './dashboard.js';
 import { startJsonServer, type JsonServer } from './http.js';
-import { ServedIndexer } from './served-indexer.js';
 import type { EndpointPath } from './args.js';
 
 export type RouterAppConfig = ResolvedConfig<'router'>;
@@ -251,7 +251,7 @@ export class StandaloneRouter {
     this.cleanup.push(() => catalog.close());
     await catalog.watch(discovery, { namespace: ns, component: comp, endpoint: path.endpoint });
     // Before anything of this router is registered, so a refused start leaves no trace.
-    if (this.served) await this.checkServedIndexRules(this.served.approximate);
+    if (this.served) await checkServedIndexRules(discovery, path, this.routerId, this.served.approximate);
 
     this.server =
       config.requestPlane === 'nats'
@@ -278,11 +278,8 @@ export class StandaloneRouter {
 
     if (this.served) {
       const served = this.served;
-      server.serve(KV_INDEXER_QUERY_ENDPOINT, (p) => Promise.resolve(served.query(p)));
-      if (served.approximate)
-        server.serve(KV_INDEXER_RECORD_ENDPOINT, (p) => Promise.resolve(served.record(p)));
-      await reg(comp, KV_INDEXER_QUERY_ENDPOINT);
-      if (served.approximate) await reg(comp, KV_INDEXER_RECORD_ENDPOINT);
+      serveIndexHandlers(server, served);
+      await registerServedIndex(discovery, path, server, served.approximate);
       log.info(
         `serving the ${served.approximate ? 'approximate' : 'event-driven'} index on ${ns}/${comp}/${KV_INDEXER_QUERY_ENDPOINT}`,
       );
@@ -335,80 +332,21 @@ export class StandaloneRouter {
     );
   }
 
-  /**
-   * `--router-durable-kv-events` (deprecated; §5.3): a JetStream durable consumer named after this
-   * router feeds the index (snapshot replay first), instead of the event-plane subscriber. When a
-   * `router-discovery` instance leaves, consumers of routers that are gone are deleted.
-   */
+  /** `--router-durable-kv-events` (deprecated; §5.3): the shared durable feed of `@kvrouter/router-host`. */
   private async startDurable(nc: NatsConnection, index: HostIndex): Promise<void> {
-    const { config, discovery, log } = this;
-    const { namespace: ns, component: comp } = this.path;
-    const ids = async (ep: string): Promise<bigint[]> =>
-      (await discovery.list(instancesPrefix(ns, comp, ep))).flatMap((e) => {
-        const k = parseDiscoveryKey(e.key);
-        return k ? [k.instance_id] : [];
-      });
-    const consumer = await DurableKvConsumer.start({
+    const { config } = this;
+    const feed = await startDurableKvFeed({
       nc,
-      namespace: ns,
-      component: comp,
+      discovery: this.discovery,
+      path: this.path,
       routerId: this.routerId,
       index,
-      snapshotThreshold: Number(config.routerSnapshotThreshold),
+      snapshotThreshold: config.routerSnapshotThreshold,
       resetStates: config.routerResetStates,
-      streamMaxAgeSec: Number(config.natsStreamMaxAge),
-      liveRouters: () => ids(ROUTER_DISCOVERY_ENDPOINT),
-      liveWorkers: () => ids(this.path.endpoint),
-      onError: (e, ctx) => log.warn(`durable kv events: ${ctx}: ${(e as Error).message}`),
+      streamMaxAgeSec: config.natsStreamMaxAge,
+      log: this.log,
     });
-    this.cleanup.push(() => consumer.close());
-    const routers = watchInstances(discovery, {
-      namespace: ns,
-      component: comp,
-      endpoint: ROUTER_DISCOVERY_ENDPOINT,
-    });
-    this.cleanup.push(() => routers.close());
-    void (async () => {
-      try {
-        for await (const ch of routers)
-          if (ch.type === 'delete')
-            await consumer
-              .removeStaleConsumers()
-              .catch((e: unknown) => log.warn(`durable kv events: stale consumers: ${(e as Error).message}`));
-      } catch {
-        // Closed at shutdown.
-      }
-    })();
-    log.info(`durable KV events: consumer ${consumer.consumerName} on stream ${consumer.names.stream}`);
-  }
-
-  /**
-   * §7.7: event-driven and approximate served indexes cannot be mixed on one component, and an
-   * approximate one must be the only serving instance (its records would otherwise split).
-   */
-  private async checkServedIndexRules(approximate: boolean): Promise<void> {
-    const { namespace: ns, component: comp } = this.path;
-    const others = async (ep: string): Promise<string[]> =>
-      (await this.discovery.list(instancesPrefix(ns, comp, ep)))
-        .map((e) => parseDiscoveryKey(e.key))
-        .filter((k) => k !== null && k.instance_id !== this.routerId)
-        .map((k) => u64ToHex(k!.instance_id));
-    const queries = await others(KV_INDEXER_QUERY_ENDPOINT);
-    const records = await others(KV_INDEXER_RECORD_ENDPOINT);
-    if (approximate && queries.length > 0)
-      throw new KvrError(
-        'config_error',
-        `--serve-indexer in approximate mode needs to be the only serving instance on ${ns}/${comp}; ${queries.join(', ')} already serve${queries.length === 1 ? 's' : ''} ${KV_INDEXER_QUERY_ENDPOINT}`,
-        400,
-        { field: 'serve-indexer' },
-      );
-    if (!approximate && records.length > 0)
-      throw new KvrError(
-        'config_error',
-        `--serve-indexer: ${ns}/${comp} already has an approximate served index (${records.join(', ')}); event-driven and approximate served indexes cannot be mixed`,
-        400,
-        { field: 'serve-indexer' },
-      );
+    this.cleanup.push(() => feed.close());
   }
 
   /** Live = the process serves (also while unhealthy). */

@@ -17,6 +17,13 @@ export {
   type RouterHostOptions,
 } from './host.js';
 export { Closers, routerClock, stderrLogger } from './lifecycle.js';
+export { startDurableKvFeed, type DurableFeed, type DurableFeedOptions } from './durable-feed.js';
+export {
+  ServedIndexer,
+  checkServedIndexRules,
+  registerServedIndex,
+  serveIndexHandlers,
+} from './served-indexer.js';
 export {
   EXIT_CONFIG,
   EXIT_OK,
