@@ -236,7 +236,7 @@ export class AdmissionGate {
     // forEach: `for (const [k, v] of map)` allocates an entry array per matched rank.
     s.forEach((v, key) => {
       const r = byKey.get(key);
-      if (r !== undefined && r.candEpoch === epoch) dev[r.candIndex] = v;
+      if (r !== undefined && r.candEpoch === epoch) dev[r.candIndex] = r.owner.loadOnly ? 0 : v;
     });
   }
 }

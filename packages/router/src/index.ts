@@ -28,3 +28,15 @@ export {
   type RemoteIndexerClient,
   type RemoteIndexerOptions,
 } from './remote-indexer.js';
+export {
+  TruthMonitor,
+  DEFAULT_TRUTH_THRESHOLDS,
+  TRUTH_INDEX_POLL_MS,
+  TRUTH_MODES,
+  type TruthMode,
+  type TruthReport,
+  type TruthThresholds,
+  type WorkerTruth,
+  type WorkerTruthState,
+  type LoadOnlyReason,
+} from './truth.js';

@@ -35,6 +35,7 @@ import { ReplicaSync } from './replica.js';
 import { SessionControl } from './session-rpc.js';
 import type { SessionBinding } from './sessions.js';
 import { SimpleModes } from './simple.js';
+import { TruthMonitor } from './truth.js';
 import type { KvRouterOptions, RouteRequest, RouterPhase, RoutingDecision } from './types.js';
 import { normalizeWorkerConfig, WorkerSet, type WorkerConfig } from './workers.js';
 
@@ -63,6 +64,11 @@ export class KvRouter {
   private readonly simple: SimpleModes;
   private readonly explain: Explainer;
   private readonly intentCtx: IntentContext;
+  /**
+   * Truth check (issue 19; `truth.ts`): kv mode with an index. Fed by `observeEngineCached`; a worker
+   * it marks load-only gets overlap 0 in the gate (`WorkerEntry.loadOnly`).
+   */
+  readonly truth: TruthMonitor | null;
   /** The maintenance timer while armed (the kernel's `TimerHandle` is opaque: boxed to tell armed from not). */
   private maintTimer: { handle: TimerHandle } | null = null;
   private closed = false;
@@ -126,6 +132,21 @@ export class KvRouter {
             afterDecision: (p, d) => this.sessions.afterDecision(p, d),
             bestOverlap: () => this.gate.bestOverlap(),
           });
+    const indexer = o.deps.indexer ?? null;
+    this.truth =
+      this.mode === 'kv' && indexer && opts.truth !== false
+        ? new TruthMonitor(
+            {
+              blockSize: o.blockSize,
+              treeSizes: this.overlap.remote ? null : () => indexer.treeSizes(),
+              ...(opts.truth ? { thresholds: opts.truth } : {}),
+            },
+            (id, on) => {
+              const w = this.workers.get(id);
+              if (w) w.loadOnly = on;
+            },
+          )
+        : null;
     this.intentCtx = {
       o,
       isKnown: (id) => this.bookings.has(id) || (this.queue?.has(id) ?? false),
@@ -151,6 +172,7 @@ export class KvRouter {
     if (mustExist && !this.workers.get(n.id))
       throw new KvrError('unknown_worker', `worker ${n.id} is not known`, 404, { field: 'workerId' });
     const change = this.workers.upsert(n);
+    if (change.added) this.truth?.addWorker(n.id);
     for (const r of change.removedRanks) {
       for (const id of this.seqs.removeWorkerDpRank(n.id, r)) this.bookings.forget(id);
       this.overlap.removeWorkerDpRank(n.id, r);
@@ -175,6 +197,7 @@ export class KvRouter {
       throw invalidArgument('workerId', 'must be a u64', workerId);
     }
     if (!this.workers.remove(id)) return false;
+    this.truth?.removeWorker(id);
     for (const rid of this.seqs.removeWorker(id)) this.bookings.forget(rid);
     this.overlap.removeWorker(id);
     this.sessions.bindings.dropWorker(id);
@@ -236,6 +259,8 @@ export class KvRouter {
     // No await between the verdict and the booking: the next decision must see this one (§10).
     const booked = p.intent.queryOnly ? false : this.bookings.book(p, v.chosen, v.cached, now);
     const d = this.explain.kvDecision(p, v, booked, now);
+    // The index's own overlap of the chosen rank, before a load-only override (the truth check's input).
+    d.indexOverlapBlocks = v.chosen.owner.loadOnly ? (p.prompt.scores?.get(v.chosen.key) ?? 0) : v.overlap;
     const t1 = hr();
     this.explain.overhead(p, t1 - t0, t1);
     return d;
@@ -257,6 +282,17 @@ export class KvRouter {
 
   // ---------------------------------------------------------------------------------------------
   // Lifecycle hooks for dispatchers
+
+  /**
+   * The engine's `cached_tokens` for a request this router decided (first response item), compared
+   * with the index's prediction (truth check). `isl`: the prompt length routed. No-op outside kv
+   * mode, for query-only decisions and decisions without an index prediction.
+   */
+  observeEngineCached(d: RoutingDecision, reportedTokens: number, isl: number): void {
+    const t = this.truth;
+    if (t === null || d.queryOnly || d.indexOverlapBlocks === undefined) return;
+    t.observe(d.workerId, d.indexOverlapBlocks * this.blockSize, reportedTokens, isl, this.o.clock.now());
+  }
 
   /** First token (§9.2 step 2). False if the request holds no booking. */
   markPrefillCompleted(requestId: string): boolean {

@@ -22,6 +22,7 @@ import type {
 } from '@kvrouter/protocols';
 import type { KvIndexer } from '@kvrouter/radix-indexer';
 import type { SessionRpcPayload } from './sessions.js';
+import type { TruthThresholds } from './truth.js';
 
 /** Indexes that learn from this router's own decisions (approximate primary, side index; §7.5, §7.6). */
 export interface RoutingRecorder {
@@ -147,6 +148,11 @@ export interface KvRouterOptions {
   deps: RouterDeps;
   ports?: RouterPorts;
   hooks?: RouterHooks;
+  /**
+   * Truth check (`truth.ts`, issue 19) thresholds over `DEFAULT_TRUTH_THRESHOLDS`; `false` turns the
+   * check off (no load-only override). On by default in kv mode with an index.
+   */
+  truth?: Partial<TruthThresholds> | false;
 }
 
 export interface RouteRequest {
@@ -235,6 +241,11 @@ export interface RoutingDecision {
   dpRank: number;
   /** Device-overlap blocks of the chosen rank. */
   overlapBlocks: number;
+  /**
+   * kv mode: the index's device overlap of the chosen rank as the index answered it, before the
+   * truth check's load-only override (equal to `overlapBlocks` unless the worker is load-only).
+   */
+  indexOverlapBlocks?: number;
   cachedTokens: number;
   /** ceil(isl / bs). */
   requiredBlocks: number;

@@ -61,6 +61,8 @@ export class WorkerEntry {
   /** Memo of the §11 verdict for one routing decision (`epoch`). */
   busyEpoch = -1;
   busyNow = false;
+  /** Truth check (`truth.ts`): the index is wrong or silent for it; its overlap counts as 0. */
+  loadOnly = false;
   constructor(readonly id: WorkerId) {}
 }
 
