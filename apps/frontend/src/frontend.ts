@@ -295,6 +295,7 @@ export class Frontend {
           paths: pathsFromConfig(config),
           bodyLimitMb: config.httpBodyLimitMb,
           enableAnthropicApi: config.enableAnthropicApi,
+          responsesStore: { size: config.responsesStoreSize, ttlSecs: config.responsesStoreTtlSecs },
           metrics: async () => {
             metrics.index?.syncFrom(registry.appliedCounts());
             return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };

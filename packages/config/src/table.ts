@@ -249,6 +249,8 @@ export const FLAGS = [
 
   // ---- kvrouter additions
   { key: 'mockerWorkers', flag: '--mocker-workers', env: ['KVR_MOCKER_WORKERS'], type: 'u32', default: 4, group: 'kvrouter additions', apps: F, help: 'With mem discovery and no registered workers, start this many simulated engines in-process (0 = none).' },
+  { key: 'responsesStoreSize', flag: '--responses-store-size', env: ['KVR_RESPONSES_STORE_SIZE'], type: 'u32', default: 1000, group: 'kvrouter additions', apps: F, help: 'Responses API: responses kept in memory for previous_response_id (least recently used evicted first; 0 = none kept, every previous_response_id gets 404).' },
+  { key: 'responsesStoreTtlSecs', flag: '--responses-store-ttl-secs', env: ['KVR_RESPONSES_STORE_TTL_SECS'], type: 'u32', default: 3600, range: GE1, group: 'kvrouter additions', apps: F, help: 'Responses API: seconds a stored response can be continued with previous_response_id.' },
   { key: 'decisionLog', flag: '--decision-log', env: ['KVR_DECISION_LOG'], type: 'path', default: null, defaultText: 'unset (off)', group: 'kvrouter additions', apps: F, help: 'Append sampled routing decisions as JSON lines to this file (- = stdout); never prompt text.' },
   { key: 'decisionLogSample', flag: '--decision-log-sample', env: ['KVR_DECISION_LOG_SAMPLE'], type: 'float', default: 0.01, range: UNIT, group: 'kvrouter additions', apps: F, help: 'Fraction of decisions written to the decision log.' },
   { key: 'tokenizerPrefixCacheTokens', flag: '--tokenizer-prefix-cache-tokens', env: ['KVR_TOKENIZER_PREFIX_CACHE_TOKENS'], type: 'u32', default: 16777216, group: 'kvrouter additions', apps: F, help: 'With --tokenizer fastokens: token ids kept by the prompt-prefix cache (4 bytes each; 0 = no cache).' },

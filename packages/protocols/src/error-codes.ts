@@ -74,6 +74,12 @@ export const ERROR_CODES = {
     meaning: 'The route exists but not for this HTTP method.',
   },
   model_not_found: { status: 404, group: 'request', meaning: 'The requested model is not served here.' },
+  previous_response_not_found: {
+    status: 404,
+    group: 'request',
+    meaning:
+      'Responses API: `previous_response_id` names no stored response (unknown, expired, evicted, or `store: false`).',
+  },
   unknown_worker: {
     status: 404,
     group: 'request',

@@ -54,6 +54,8 @@ export interface AppDeps {
   streams?: StreamRegistry | null;
   /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
   internalErrors?: InternalErrorSink | null;
+  /** `--responses-store-size` / `--responses-store-ttl-secs` (`previous_response_id`); absent: 1000 / 3600. */
+  responsesStore?: { size: number; ttlSecs: number } | null;
 }
 
 /** `ok` when every known model has a ready worker (and there is at least one model), else why not. */

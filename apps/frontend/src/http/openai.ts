@@ -64,7 +64,7 @@ function json(v: Record<string, unknown>): string {
   }
 }
 
-function header(req: IncomingMessage, name: string): string | undefined {
+export function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return typeof v === 'string' ? v : undefined;
 }
@@ -79,7 +79,7 @@ export type CompletionsHandler = (
 const NO_PARSERS: ParserNames = { toolCallParser: null, reasoningParser: null };
 
 /** The model's card `runtime_config` (any worker's; one worker set agrees on the model). */
-function runtimeConfigOf(svc: InferenceService, model: string): Record<string, unknown> | undefined {
+export function runtimeConfigOf(svc: InferenceService, model: string): Record<string, unknown> | undefined {
   const m = svc.o.registry.get(model);
   for (const s of m?.sets ?? [])
     for (const w of s.workers.values()) if (w.card) return w.card.runtime_config as Record<string, unknown>;
@@ -408,7 +408,7 @@ export function completionsHandler(
  * The end of the prompt as text, for parsers whose start state depends on it (a `<think>` the
  * template opened); empty when no parser needs it.
  */
-function promptTail(svc: InferenceService, c: Completion, names: ParserNames): string {
+export function promptTail(svc: InferenceService, c: Completion, names: ParserNames): string {
   if (names.reasoningParser === null || c.tokens.length === 0) return '';
   const tail = c.tokens.subarray(Math.max(0, c.tokens.length - 8));
   const tok = svc.encoderFor(c.model).tokenizer;
