@@ -33,6 +33,8 @@ export interface Delta {
   tokenIds: number[];
   /** Set on the last delta. */
   finishReason: FinishReason | null;
+  /** The request's stop string that ended the text (set with finishReason `stop`). */
+  stopSequence?: string;
   /** The engine item these tokens came from (logprobs). */
   item?: GenerateItem;
 }
@@ -297,7 +299,8 @@ export class Completion {
               const cut = firstStop(held, stops);
               if (cut >= 0) {
                 finished = 'stop';
-                yield { text: held.slice(0, cut), tokenIds: ids, finishReason: 'stop', item };
+                const stopSequence = stops.find((st) => held.startsWith(st, cut));
+                yield { text: held.slice(0, cut), tokenIds: ids, finishReason: 'stop', item, stopSequence };
                 return;
               }
               // Hold back what could still become a stop string.
@@ -462,8 +465,12 @@ export class InferenceService {
     }
   }
 
-  /** `contextLength`: a text that cannot fit is refused before it is tokenized (issue 17). */
-  private async tokenize(req: InferenceRequest, model: string, contextLength: number): Promise<Uint32Array> {
+  /**
+   * The prompt's token ids (chat template + the model's tokenizer; `nvext.token_data` as given).
+   * `contextLength`: a text that cannot fit is refused before it is tokenized (issue 17). Public for
+   * the Anthropic API's `count_tokens` and cache-breakpoint prefix.
+   */
+  async tokenize(req: InferenceRequest, model: string, contextLength: number): Promise<Uint32Array> {
     if (req.nvext.token_data) return req.nvext.token_data;
     const t = performance.now();
     const mt = this.o.tokenizers ? await this.o.tokenizers.for(model) : null;

@@ -9,11 +9,13 @@ import type { RouterHooks } from '@kvrouter/router';
 import { routerMetricsHooks } from './adapters.js';
 import { FrontendMetrics } from './frontend.js';
 import { KvIndexMetrics } from './kv.js';
+import { MemoryMetrics } from './memory.js';
 import { RequestLifecycleMetrics } from './lifecycle.js';
 import type { WorkerType } from './names.js';
 import type { BucketOverrides } from './overrides.js';
 import { createRegistry } from './registry.js';
 import { RouterOverheadMetrics, RouterRequestMetrics, type RouterEndpointLabels } from './router.js';
+import { TruthMetrics } from './truth.js';
 import { invalid } from './validate.js';
 import { WorkerMetrics } from './workers.js';
 
@@ -42,6 +44,10 @@ export class FrontendMetricSet {
   readonly workers: WorkerMetrics;
   readonly overhead: RouterOverheadMetrics | null;
   readonly index: KvIndexMetrics | null;
+  /** Truth-checked routing (kv mode). */
+  readonly truth: TruthMetrics | null;
+  /** Sizes and limits of the bounded caches and tables (every mode). */
+  readonly memory: MemoryMetrics;
   private readonly now: (() => number) | undefined;
 
   constructor(o: FrontendMetricSetOptions) {
@@ -54,6 +60,8 @@ export class FrontendMetricSet {
     this.workers = new WorkerMetrics(this.registry);
     this.overhead = this.kv ? new RouterOverheadMetrics(this.registry, o.routerId!) : null;
     this.index = this.kv && o.localIndex !== false ? new KvIndexMetrics(this.registry) : null;
+    this.truth = this.kv ? new TruthMetrics(this.registry) : null;
+    this.memory = new MemoryMetrics(this.registry);
     this.now = o.now;
   }
 

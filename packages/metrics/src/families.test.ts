@@ -92,6 +92,14 @@ const OTHER_ROWS: Record<string, Row> = {
   dynamo_frontend_router_queue_pending_requests: ['gauge', ['worker_type']],
   dynamo_component_kv_cache_events_applied: ['counter', ['event_type', 'status']],
   dynamo_component_kv_publisher_engines_dropped_events_total: ['counter', ['worker_id']],
+  // kvrouter's own (issue 19 truth check, issue 17 bounded tables).
+  dynamo_frontend_router_truth_mode: ['gauge', ['mode', 'model']],
+  dynamo_frontend_router_truth_drift: ['gauge', ['model', 'worker_id']],
+  dynamo_frontend_router_truth_load_only: ['gauge', ['model', 'worker_id']],
+  dynamo_frontend_router_truth_checks_total: ['counter', ['model']],
+  dynamo_frontend_table_entries: ['gauge', ['table']],
+  dynamo_frontend_table_limit: ['gauge', ['table']],
+  dynamo_frontend_table_evicted_total: ['counter', ['table']],
 };
 
 const ENDPOINT = TEST_ENDPOINT;

@@ -11,3 +11,5 @@ export * from './lifecycle.js';
 export * from './adapters.js';
 export * from './app.js';
 export * from './topology.js';
+export * from './truth.js';
+export * from './memory.js';

@@ -103,3 +103,28 @@ export const WORKER_TYPES = ['prefill', 'decode'] as const;
 export type WorkerType = (typeof WORKER_TYPES)[number];
 export const APPLY_STATUSES = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'] as const;
 export const EVENT_TYPES = ['stored', 'removed', 'cleared'] as const;
+
+/**
+ * Truth-checked routing (issue 19; kvrouter's names, not in §16): per model the mode (one series
+ * per mode, 1 for the current one), per worker the drift score and whether it is routed on load
+ * alone, and the number of requests whose engine-reported cached tokens were compared.
+ */
+export const TRUTH = Object.freeze({
+  mode: 'dynamo_frontend_router_truth_mode',
+  drift: 'dynamo_frontend_router_truth_drift',
+  loadOnly: 'dynamo_frontend_router_truth_load_only',
+  checksTotal: 'dynamo_frontend_router_truth_checks_total',
+});
+export const TRUTH_MODE_VALUES = ['exact', 'degraded', 'fallback'] as const;
+export type TruthModeValue = (typeof TRUTH_MODE_VALUES)[number];
+
+/**
+ * Bounded memory (issue 17; kvrouter's names): every cache and table of a long-running process
+ * reports its size and its limit under `table` (docs/memory.md lists them), and the entries it
+ * dropped to stay within the limit.
+ */
+export const MEMORY = Object.freeze({
+  entries: 'dynamo_frontend_table_entries',
+  limit: 'dynamo_frontend_table_limit',
+  evictedTotal: 'dynamo_frontend_table_evicted_total',
+});

@@ -156,5 +156,15 @@ export function populated(prefix?: string): FrontendMetricSet {
   e.remoteQueryFailed();
   e.remoteWriteFailed();
   new PublisherMetrics(set.registry).recordDropped(7n, 3);
+  set.truth!.update([
+    {
+      model: 'qwen3',
+      mode: 'degraded',
+      checks: 4,
+      workers: [{ workerId: 7n, drift: 0.25, loadOnly: false }],
+    },
+  ]);
+  set.memory.register('sessions', () => ({ entries: 3, limit: 10, evicted: 1 }));
+  set.memory.sync();
   return set;
 }

@@ -28,7 +28,7 @@ export class SseWriter {
    * delta, usage and `[DONE]`, tokens that arrived together) leave in one socket write: the
    * response stays corked until the loop's check phase.
    */
-  send(json: string): Promise<void> | void {
+  send(json: string, event?: string): Promise<void> | void {
     this.start();
     // Ended elsewhere (cut at shutdown): nothing more may be written.
     if (this.res.destroyed || this.res.writableEnded) return;
@@ -37,7 +37,8 @@ export class SseWriter {
       this.res.cork();
       setImmediate(this.uncork);
     }
-    if (!this.res.write(`data: ${json}\n\n`)) {
+    // A named event (`event: <name>`) for APIs that type their events (Anthropic Messages).
+    if (!this.res.write(event === undefined ? `data: ${json}\n\n` : `event: ${event}\ndata: ${json}\n\n`)) {
       return new Promise<void>((resolve) => {
         const done = () => {
           this.res.off('drain', done);
@@ -50,9 +51,10 @@ export class SseWriter {
     }
   }
 
-  done(): void {
+  /** Ends the stream with `last` (OpenAI's `[DONE]` unless given; Anthropic streams end without one). */
+  done(last = 'data: [DONE]\n\n'): void {
     this.start();
     // end() flushes a corked response.
-    if (!this.res.destroyed && !this.res.writableEnded) this.res.end('data: [DONE]\n\n');
+    if (!this.res.destroyed && !this.res.writableEnded) this.res.end(last);
   }
 }

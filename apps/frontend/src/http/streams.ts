@@ -11,7 +11,12 @@ interface OpenStream {
   res: ServerResponse;
   /** Stops the request's generation (its handler then ends quietly). */
   abort: () => void;
+  /** The stream's last bytes for an error (default: OpenAI's error event and `[DONE]`). */
+  errorFrame?: ErrorFrame;
 }
+
+/** An API's error event for `err` (e.g. Anthropic's `event: error`). */
+export type ErrorFrame = (err: unknown) => string;
 
 /** Longest wait for the error events to reach the sockets before the connections are closed. */
 const FLUSH_MAX_MS = 1000;
@@ -19,15 +24,15 @@ const FLUSH_MAX_MS = 1000;
 /** Where a handler registers its SSE response (and how to stop its generation). */
 export interface StreamRegistry {
   /** Returns the unregister, called when the response ends. */
-  add(res: ServerResponse, abort: () => void): () => void;
+  add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame): () => void;
 }
 
 export class OpenStreams implements StreamRegistry {
   private readonly open = new Set<OpenStream>();
 
   /** Registers a stream whose headers are (about to be) sent; returns its unregister. */
-  add(res: ServerResponse, abort: () => void): () => void {
-    const s: OpenStream = { res, abort };
+  add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame): () => void {
+    const s: OpenStream = { res, abort, ...(errorFrame ? { errorFrame } : {}) };
     this.open.add(s);
     return () => void this.open.delete(s);
   }
@@ -63,7 +68,7 @@ export class OpenStreams implements StreamRegistry {
           res.once('close', r);
         }),
       );
-      res.end(plain ? JSON.stringify(body) : event);
+      res.end(plain ? JSON.stringify(body) : s.errorFrame ? s.errorFrame(err) : event);
       s.abort();
     }
     if (flushed.length === 0) return Promise.resolve();
