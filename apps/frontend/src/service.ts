@@ -176,6 +176,8 @@ export class Completion {
     const generated: number[] = [];
     const budget = migrationBudget(svc.o.migrationLimit, set.migrationLimit);
     let migrations = 0;
+    // Re-dispatches of attempts that never reached their worker (issue 18); not migrations.
+    let unsent = 0;
     let finished: FinishReason | null = null;
     let error: unknown = null;
     const tracker = this.tracker;
@@ -277,6 +279,8 @@ export class Completion {
               if (migrations === 0 && typeof item.cached_tokens === 'number') {
                 this.cachedTokens = item.cached_tokens;
                 tracker.observeCachedTokens(item.cached_tokens);
+                // Truth check (issue 19): the index's prediction vs the engine (aggregated serving).
+                if (!this.prefillWorker) router.observeEngineCached(d, item.cached_tokens, prompt.length);
               }
             }
             if (ids.length > 0) {
@@ -328,6 +332,15 @@ export class Completion {
           const code = (e as KvrError).code;
           if (code === 'cannot_connect' || code === 'disconnected' || code === 'connection_timeout')
             set.markDown(d.workerId);
+          // Nothing was sent (the connection failed before the request left): another worker can
+          // serve it whatever --migration-limit says; the dead one just left the candidate set.
+          if (code === 'cannot_connect' && !gotItems && unsent < set.workers.size) {
+            unsent++;
+            svc.o.log.warn(
+              `request ${this.id}: worker ${d.workerId} unreachable before dispatch; routing again`,
+            );
+            continue;
+          }
           if (!isMigratable(e) || migrations >= budget) throw e;
           const seqLen = this.tokens.length + generated.length;
           if (svc.o.migrationMaxSeqLen !== null && seqLen > svc.o.migrationMaxSeqLen) {

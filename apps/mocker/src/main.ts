@@ -28,10 +28,9 @@ await runMain<{ stop(graceMs?: number): Promise<void>; ready: unknown }>({
     }
     const m = await startMocker(config, {
       log,
-      // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts the process.
+      // Discovery grants the lease again under the same id and puts every key back (issue 18).
       onLeaseLost: (id, err) => {
-        log(`error: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); exiting`);
-        process.exit(1);
+        log(`warning: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); re-registering`);
       },
     });
     return { stop: (g) => m.stop(g), ready: null };

@@ -32,10 +32,9 @@ await runMain<RunningWorker>({
   start: () =>
     startWorker(config, {
       log,
-      // Its keys are gone and it cannot re-register under the same id: exit so a supervisor restarts it.
+      // Discovery grants the lease again under the same id and puts every key back (issue 18).
       onLeaseLost: (err) => {
-        log(`error: discovery lease lost (${errText(err)}); exiting`);
-        process.exit(1);
+        log(`warning: discovery lease lost (${errText(err)}); re-registering`);
       },
     }),
   // One JSON line on stdout for supervisors and tests.

@@ -6,7 +6,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import { errorMessage } from '@kvrouter/protocols';
-import type { Discovery } from './discovery/index.js';
+import type { Discovery, LeaseStatus } from './discovery/index.js';
 
 /** One check's outcome: the string `ok`, or the reason it failed. */
 export type CheckResult = string;
@@ -17,6 +17,8 @@ export interface HealthReport {
   checks: Record<string, CheckResult>;
   /** The failed checks' reasons, one line each (empty when healthy). */
   reasons: string[];
+  /** The discovery lease (issue 18): a gap while it lasts (check `lease`), and the last gap after it ended. */
+  lease?: LeaseStatus;
 }
 
 export interface HealthProbeOptions {
@@ -59,6 +61,8 @@ export async function probeHealth(o: HealthProbeOptions): Promise<HealthReport> 
   const checks: Record<string, CheckResult> = {};
   const probes: Promise<void>[] = [];
   const d = o.discovery;
+  // Read before any probe awaits: the state at the moment /health was asked.
+  const lease = d?.leaseStatus();
   if (d) {
     if (d.backend === 'etcd')
       probes.push(
@@ -84,6 +88,11 @@ export async function probeHealth(o: HealthProbeOptions): Promise<HealthReport> 
         }),
       );
   }
+  if (lease)
+    checks.lease =
+      lease.state === 'held'
+        ? 'ok'
+        : `discovery lease lost ${Date.now() - lease.lostAt!} ms ago (${lease.lastError}); re-registering`;
   await Promise.all(probes);
   for (const [name, f] of Object.entries(o.checks ?? {})) {
     try {
@@ -93,5 +102,5 @@ export async function probeHealth(o: HealthProbeOptions): Promise<HealthReport> 
     }
   }
   const reasons = Object.values(checks).filter((r) => r !== 'ok');
-  return { healthy: reasons.length === 0, checks, reasons };
+  return { healthy: reasons.length === 0, checks, reasons, ...(lease ? { lease } : {}) };
 }

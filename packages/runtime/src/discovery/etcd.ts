@@ -1,11 +1,13 @@
 /**
  * etcd discovery (§6.2 `etcd`): one lease per process (TTL 10 s, kept alive by etcd3 at ttl/3),
  * every key written under it; list-then-watch from the listing's revision so no change between
- * the two is lost.
+ * the two is lost. A lease lost behind the process's back (paused past its TTL, etcd unreachable)
+ * is granted again under the same id (etcd's `LeaseGrant` takes a requested ID) and every key this
+ * process put is put again, so instance ids, worker ids and `router_id`s survive the gap (issue 18).
  */
 // Must run before etcd3 (and so protobufjs) is evaluated.
 import './long-shim.js';
-import { Etcd3, type Lease, type Watcher } from 'etcd3';
+import { Etcd3, Lease, type Watcher } from 'etcd3';
 import { KvrError, errorMessage, invalidArgument } from '@kvrouter/protocols';
 
 import {
@@ -17,9 +19,10 @@ import {
   type Discovery,
   type DiscoveryWatch,
   type KvEntry,
+  type LeaseStatus,
   type NamespaceFilter,
 } from './types.js';
-import { WatchChannel } from './watch.js';
+import { LeaseGaps, WatchChannel } from './watch.js';
 
 export interface EtcdDiscoveryOptions {
   /** Default `ETCD_ENDPOINTS` (comma-separated), else `http://localhost:2379`. */
@@ -47,19 +50,107 @@ function parseEndpoints(v: string | string[], field: string): string[] {
 const unavailable = (what: string, e: unknown): KvrError =>
   new KvrError('discovery_unavailable', `etcd: ${what}: ${e instanceof Error ? e.message : String(e)}`, 503);
 
+/** The part of etcd3's (internal) connection pool a `Lease` calls. */
+interface LeasePool {
+  exec(service: string, method: string, payload: unknown, options?: unknown): Promise<unknown>;
+  markFailed(host: unknown, err: unknown): void;
+  withConnection(service: string, fn: unknown): Promise<unknown>;
+  readonly callOptionsFactory: unknown;
+}
+
+/**
+ * A `Lease` whose grant asks for `id` (etcd3's `client.lease()` always lets etcd choose). When the
+ * lease still exists (the loss was seen by the client only) the grant's "already exists" answer
+ * counts as granted: keep-alive resumes on it.
+ */
+function leaseWithId(client: Etcd3, id: bigint, ttl: number): Lease {
+  const inner = client as unknown as { pool: LeasePool; nsApplicator: unknown };
+  const pool = inner.pool;
+  const granting: LeasePool = {
+    exec: (service, method, payload, options) =>
+      method !== 'leaseGrant'
+        ? pool.exec(service, method, payload, options)
+        : pool
+            .exec(service, method, { ...(payload as object), ID: id.toString() }, options)
+            .catch((e: unknown) => {
+              if (/lease already exists/i.test(errorMessage(e)))
+                return { ID: id.toString(), TTL: String(ttl) };
+              throw e;
+            }),
+    markFailed: (host, err) => pool.markFailed(host, err),
+    withConnection: (service, fn) => pool.withConnection(service, fn),
+    get callOptionsFactory() {
+      return pool.callOptionsFactory;
+    },
+  };
+  type LeaseCtor = new (pool: LeasePool, ns: unknown, ttl: number) => Lease;
+  return new (Lease as unknown as LeaseCtor)(granting, inner.nsApplicator, ttl);
+}
+
+const sleep = (ms: number): Promise<void> =>
+  new Promise((r) => {
+    setTimeout(r, ms).unref();
+  });
+
 export class EtcdDiscovery implements Discovery {
   readonly backend = 'etcd' as const;
   private closed = false;
   private readonly watches = new Set<WatchChannel>();
   private readonly watchers = new Map<WatchChannel, Promise<Watcher | null>>();
+  /** Every key this process put and did not delete, with its value: what a re-acquired lease puts again. */
+  private readonly own = new Map<string, string>();
+  private readonly gaps = new LeaseGaps();
+  /** Resolves when the current gap ends (null while the lease is held). */
+  private restoring: Promise<void> | null = null;
+  private abandoned = false;
 
   private constructor(
     private readonly client: Etcd3,
-    private readonly lease: Lease,
+    private lease: Lease,
     readonly leaseId: bigint,
     readonly ttlSec: number,
     readonly endpoints: string[],
-  ) {}
+  ) {
+    this.watchLease(lease);
+  }
+
+  private watchLease(lease: Lease): void {
+    lease.on('lost', (e: Error) => {
+      if (this.closed || this.abandoned || lease !== this.lease) return;
+      this.gaps.lost(new KvrError('lease_lost', `etcd: lease ${this.leaseId} lost: ${e.message}`, 503));
+      this.restoring ??= this.reacquire();
+    });
+  }
+
+  /**
+   * Grants the lease again under the same id and puts every key back, retrying (100 ms doubling
+   * to 2 s) until it works or the process closes. Puts made meanwhile wait for it.
+   */
+  private async reacquire(): Promise<void> {
+    let delay = 100;
+    while (!this.closed && !this.abandoned) {
+      const lease = leaseWithId(this.client, this.leaseId, this.ttlSec);
+      lease.on('lost', () => undefined);
+      try {
+        await lease.grant();
+        const keys = [...this.own];
+        for (const [k, v] of keys) await lease.put(k).value(v).exec();
+        if (this.closed || this.abandoned) {
+          lease.release();
+          return;
+        }
+        this.lease = lease;
+        this.watchLease(lease);
+        this.restoring = null;
+        this.gaps.restored(keys.length);
+        return;
+      } catch {
+        lease.release();
+        await sleep(delay);
+        delay = Math.min(2000, delay * 2);
+      }
+    }
+  }
 
   static async connect(opts: EtcdDiscoveryOptions = {}): Promise<EtcdDiscovery> {
     const ttl = checkTtl(opts.ttlSec);
@@ -105,9 +196,18 @@ export class EtcdDiscovery implements Discovery {
     checkKey(key);
     checkValue(value);
     this.live();
+    const prev = this.own.get(key);
+    // Recorded first: a lease lost while this put is in flight puts it again with the others.
+    this.own.set(key, value);
     try {
+      // A put during a gap waits for the lease to be back (its snapshot of keys may predate this one).
+      if (this.restoring) await this.restoring;
       await this.lease.put(key).value(value).exec();
     } catch (e) {
+      // The lease went away under this put: the re-acquisition puts every recorded key.
+      if (this.restoring) return this.restoring;
+      if (prev === undefined) this.own.delete(key);
+      else this.own.set(key, prev);
       throw unavailable(`put ${key}`, e);
     }
   }
@@ -125,6 +225,7 @@ export class EtcdDiscovery implements Discovery {
   async delete(key: string): Promise<void> {
     checkKey(key);
     this.live();
+    this.own.delete(key);
     try {
       await this.client.delete().key(key).exec();
     } catch (e) {
@@ -206,13 +307,19 @@ export class EtcdDiscovery implements Discovery {
   }
 
   onLeaseLost(listener: (err: KvrError) => void): void {
-    this.lease.on('lost', (e: Error) => {
-      if (!this.closed)
-        listener(new KvrError('lease_lost', `etcd: lease ${this.leaseId} lost: ${e.message}`, 503));
-    });
+    this.gaps.onLost(listener);
+  }
+
+  onLeaseRestored(listener: (status: LeaseStatus) => void): void {
+    this.gaps.onRestored(listener);
+  }
+
+  leaseStatus(): LeaseStatus {
+    return this.gaps.status();
   }
 
   abandon(): void {
+    this.abandoned = true;
     this.lease.release();
   }
 

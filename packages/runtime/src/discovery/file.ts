@@ -21,9 +21,10 @@ import {
   type Discovery,
   type DiscoveryWatch,
   type KvEntry,
+  type LeaseStatus,
   type NamespaceFilter,
 } from './types.js';
-import { WatchChannel, keepAliveMs, randomLeaseId } from './watch.js';
+import { LeaseGaps, WatchChannel, keepAliveMs, randomLeaseId } from './watch.js';
 
 export interface FileDiscoveryOptions {
   /** Default `DYN_FILE_KV`, else `$TMPDIR/dynamo_store_kv`. */
@@ -58,7 +59,7 @@ export class FileDiscovery implements Discovery {
   private touchTimer: ReturnType<typeof setInterval> | null;
   private lastTouch = Date.now();
   private closed = false;
-  private lostListeners: ((e: KvrError) => void)[] = [];
+  private readonly gaps = new LeaseGaps();
   private tmpSeq = 0;
 
   private constructor(
@@ -108,15 +109,20 @@ export class FileDiscovery implements Discovery {
   private async touch(): Promise<void> {
     const now = Date.now();
     // A process that could not touch for a whole TTL (suspended, disk stalled) has been seen as
-    // dead by everyone else; like a lost etcd lease, it must re-register rather than carry on.
+    // dead by everyone else; like a lost etcd lease, its keys are written again (issue 18).
     if (now - this.lastTouch > this.ttlMs) {
-      this.abandon();
-      const err = new KvrError(
-        'lease_lost',
-        `file discovery: keys not refreshed for ${now - this.lastTouch} ms (TTL ${this.ttlMs} ms)`,
-        503,
+      this.gaps.lost(
+        new KvrError(
+          'lease_lost',
+          `file discovery: keys not refreshed for ${now - this.lastTouch} ms (TTL ${this.ttlMs} ms)`,
+          503,
+        ),
+        now,
       );
-      for (const l of this.lostListeners) l(err);
+      this.lastTouch = now;
+      const keys = [...this.own];
+      await Promise.all(keys.map(([k, v]) => this.write(k, v).catch(() => undefined)));
+      if (!this.closed && this.touchTimer) this.gaps.restored(keys.length);
       return;
     }
     this.lastTouch = now;
@@ -137,6 +143,11 @@ export class FileDiscovery implements Discovery {
     checkKey(key);
     checkValue(value);
     this.live();
+    await this.write(key, value);
+    this.own.set(key, value);
+  }
+
+  private async write(key: string, value: string): Promise<void> {
     const path = this.pathOf(key);
     const dir = path.slice(0, path.lastIndexOf('/'));
     const tmp = join(dir, `.kvr-tmp-${this.leaseId.toString(16)}-${++this.tmpSeq}`);
@@ -151,7 +162,6 @@ export class FileDiscovery implements Discovery {
         key,
       });
     }
-    this.own.set(key, value);
   }
 
   async get(key: string): Promise<string | null> {
@@ -290,7 +300,15 @@ export class FileDiscovery implements Discovery {
   }
 
   onLeaseLost(listener: (err: KvrError) => void): void {
-    this.lostListeners.push(listener);
+    this.gaps.onLost(listener);
+  }
+
+  onLeaseRestored(listener: (status: LeaseStatus) => void): void {
+    this.gaps.onRestored(listener);
+  }
+
+  leaseStatus(): LeaseStatus {
+    return this.gaps.status();
   }
 
   abandon(): void {

@@ -14,7 +14,9 @@ import {
   discoveryClosed,
   type Discovery,
   type DiscoveryWatch,
+  heldLease,
   type KvEntry,
+  type LeaseStatus,
   type NamespaceFilter,
 } from './types.js';
 import { WatchChannel, keepAliveMs, randomLeaseId } from './watch.js';
@@ -194,6 +196,12 @@ export class MemDiscovery implements Discovery {
 
   onLeaseLost(_listener: (err: KvrError) => void): void {
     // An in-process lease only ends through close() or abandon(); neither reports a loss.
+  }
+
+  onLeaseRestored(_listener: (status: LeaseStatus) => void): void {}
+
+  leaseStatus(): LeaseStatus {
+    return heldLease();
   }
 
   abandon(): void {

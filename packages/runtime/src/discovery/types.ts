@@ -29,6 +29,31 @@ export interface DiscoveryWatch extends AsyncIterableIterator<WatchEvent> {
   close(): void;
 }
 
+/**
+ * The process lease as this process sees it (issue 18). etcd and file re-acquire a lost lease under
+ * the same id and put every key of this process again; `/health` reports the gap while it lasts.
+ */
+export interface LeaseStatus {
+  /** `held`, or `lost` from the moment the loss is noticed until every key is back. */
+  state: 'held' | 'lost';
+  /** When the current gap began (ms since the epoch; null while held). */
+  lostAt: number | null;
+  /** Why the lease was lost (the current gap, else the last one). */
+  lastError: string | null;
+  /** Gaps that ended with the lease re-acquired and the keys put again. */
+  reacquired: number;
+  /** The last gap that ended: when it began and ended (ms since the epoch) and how many keys came back. */
+  lastGap: { lostAt: number; restoredAt: number; keys: number } | null;
+}
+
+export const heldLease = (): LeaseStatus => ({
+  state: 'held',
+  lostAt: null,
+  lastError: null,
+  reacquired: 0,
+  lastGap: null,
+});
+
 export interface Discovery {
   readonly backend: 'mem' | 'file' | 'etcd';
   /** The process lease id, which is also its `instance_id` / `worker_id` (§1, §6.2). */
@@ -42,8 +67,15 @@ export interface Discovery {
   list(prefix: string, filter?: NamespaceFilter): Promise<KvEntry[]>;
   /** The initial listing as puts, one `synced`, then every change under `prefix`. */
   watch(prefix: string, filter?: NamespaceFilter): DiscoveryWatch;
-  /** Called once if the lease ended without `close()` (e.g. etcd could not be reached for a TTL). */
+  /**
+   * Called each time the lease ended without `close()` (e.g. the process was paused or etcd could
+   * not be reached for a TTL). etcd and file then re-acquire it under the same id and put every key
+   * again (`onLeaseRestored` when done); nothing else has to re-register.
+   */
   onLeaseLost(listener: (err: KvrError) => void): void;
+  /** Called when a lost lease was re-acquired and every key of this process is back. */
+  onLeaseRestored(listener: (status: LeaseStatus) => void): void;
+  leaseStatus(): LeaseStatus;
   /** Stops keep-alive without revoking, as a crashed process would: the keys expire after the TTL. */
   abandon(): void;
   /** Revokes the lease (its keys are deleted at once) and ends this process's watches. */
