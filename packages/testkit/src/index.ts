@@ -1,3 +1,4 @@
 export * from './rng.js';
 export * from './services.js';
 export * from './procs.js';
+export * from './fuzz.js';
