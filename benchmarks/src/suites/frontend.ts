@@ -154,20 +154,27 @@ function promtool(text: string | null): string {
 /** Characters per token of the corpus (Qwen3: 110 000 chars = 34 380 tokens; cl100k is close). */
 const CORPUS_CHARS_PER_TOKEN = 3.2;
 
+interface RealRun {
+  label: string;
+  /** A model directory whose tokenizer the engines' cards carry; null: cl100k. */
+  modelPath: string | null;
+  workload: 'chat' | 'agent';
+  rate: number;
+  sessions: number;
+}
+
 /**
- * The frontend at `rate` req/s (open loop) on ~8k-token chats cut from the real-world corpus: one
- * server per tokenizer (a real one from the engines' cards, and cl100k), same flags as above.
+ * The frontend at a fixed offered rate (open loop) on real-world text: ~8k-token chats tokenized by
+ * a real tokenizer (from the engines' cards) and by cl100k, and agent sessions growing from 20k to
+ * 150k tokens by 2k per turn with tool calls in the history. One server per run, same flags as above.
  */
 async function realTokenizerRuns(
   ctx: Parameters<Suite['run']>[0],
   o: { concurrency: number; seconds: number; warmupS: number; maxTokens: number; sessions: number },
-  rate: number,
+  runs: RealRun[],
 ): Promise<Row[]> {
   const out: Row[] = [];
-  for (const v of [
-    { label: 'Qwen3 tokenizer, corpus text', modelPath: tokenizerPackageDir('qwen3') },
-    { label: 'cl100k, corpus text', modelPath: null },
-  ]) {
+  for (const v of runs) {
     const server = tsNode(
       'server.ts',
       ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
@@ -181,13 +188,14 @@ async function realTokenizerRuns(
     };
     try {
       const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
-      const load = async (opts: typeof o, r?: number): Promise<[LoadResult, ServerStats]> => {
+      const opts = { ...o, sessions: v.sessions, workload: v.workload };
+      const load = async (lo: typeof opts, r?: number): Promise<[LoadResult, ServerStats]> => {
         await stats();
         const c = tsNode('load.ts', [
           frontend,
           model,
           JSON.stringify({
-            ...opts,
+            ...lo,
             ...(r ? { rate: r } : {}),
             corpusFile: CORPUS_FILE,
             charsPerToken: CORPUS_CHARS_PER_TOKEN,
@@ -196,12 +204,13 @@ async function realTokenizerRuns(
         const res = JSON.parse(await firstLine(c)) as LoadResult;
         return [res, await stats()];
       };
+      const label = `frontend at ${v.rate} req/s: ${v.label}`;
       ctx.progress(`warm-up: ${v.label}`, 0, 1);
-      await load({ ...o, seconds: 2, warmupS: 0 });
-      ctx.progress(`frontend at ${rate} req/s: ${v.label}`, 0, 1);
-      const [r, s] = await load(o, rate);
-      ctx.progress(`frontend at ${rate} req/s: ${v.label}`, 1, 1);
-      out.push(...rows(`frontend @${rate}/s, ${v.label}`, r, s).filter((_, i) => i !== 3));
+      await load({ ...opts, seconds: 2, warmupS: 0 });
+      ctx.progress(label, 0, 1);
+      const [r, s] = await load(opts, v.rate);
+      ctx.progress(label, 1, 1);
+      out.push(...rows(`frontend @${v.rate}/s, ${v.label}`, r, s).filter((_, i) => i !== 3));
     } finally {
       server.kill('SIGTERM');
     }
@@ -267,7 +276,25 @@ export const suite: Suite = {
       const [feMax, feMaxS] = await run(frontend, 'kvrouter frontend, closed loop', false);
       const [pxMax, pxMaxS] = await run(proxy, 'plain proxy, closed loop', false);
       const check = promtool(feRate.metrics);
-      const real = await realTokenizerRuns(ctx, o, RATE);
+      const qwen3 = tokenizerPackageDir('qwen3');
+      const real = await realTokenizerRuns(ctx, o, [
+        {
+          label: 'Qwen3 tokenizer, corpus text',
+          modelPath: qwen3,
+          workload: 'chat',
+          rate: RATE,
+          sessions: 64,
+        },
+        { label: 'cl100k, corpus text', modelPath: null, workload: 'chat', rate: RATE, sessions: 64 },
+        // Agent sessions: 20k → 150k-token prompts, +2k per turn, tool calls in the history.
+        {
+          label: 'Qwen3 tokenizer, agent 20k-150k',
+          modelPath: qwen3,
+          workload: 'agent',
+          rate: 50,
+          sessions: 32,
+        },
+      ]);
       return [
         ...rows(`frontend @${RATE}/s`, feRate, feRateS),
         ...rows(`plain proxy @${RATE}/s`, pxRate, pxRateS),

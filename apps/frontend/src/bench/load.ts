@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { SessionWorkload } from './workload.js';
+import { AgentWorkload, SessionWorkload } from './workload.js';
 
 /** node:http with keep-alive: far less client CPU per request than fetch's web streams. */
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
@@ -49,6 +49,8 @@ export interface LoadOptions {
   corpusFile?: string | null;
   /** Characters per token of that text for the model's tokenizer. */
   charsPerToken?: number;
+  /** `agent`: agent sessions growing from 20k to 150k tokens by 2k per turn (default `chat`: ~8k-token chats). */
+  workload?: 'chat' | 'agent';
 }
 
 interface Sample {
@@ -96,13 +98,15 @@ function pct(v: number[]): { p50: number; p90: number; p99: number; max: number 
 }
 
 export async function runLoad(url: string, model: string, o: LoadOptions) {
-  const wl = new SessionWorkload({
-    sessions: o.sessions,
-    turns: 16,
+  const text = {
     seed: 7,
     corpus: o.corpusFile ? fs.readFileSync(o.corpusFile, 'utf8') : null,
     ...(o.charsPerToken ? { charsPerToken: o.charsPerToken } : {}),
-  });
+  };
+  const wl =
+    o.workload === 'agent'
+      ? new AgentWorkload({ sessions: o.sessions, ...text })
+      : new SessionWorkload({ sessions: o.sessions, turns: 16, ...text });
   // Every session's opening turn (a fresh ~8k-token context) first, four at a time and unmeasured:
   // the measured phase then sees the steady mix, where one request in 16 starts a new session.
   for (let i = 0; i < o.sessions; i += 4)

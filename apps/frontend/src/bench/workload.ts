@@ -35,9 +35,16 @@ function words(rng: Xs, tokens: number): string {
   return out.join(' ');
 }
 
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+}
+
 export interface ChatTurn {
   session: number;
-  messages: { role: 'system' | 'user' | 'assistant'; content: string }[];
+  messages: ChatMessage[];
 }
 
 export interface SessionWorkloadOptions {
@@ -92,7 +99,7 @@ export class SessionWorkload {
   }
 
   /** About `tokens` tokens: words, or a corpus slice starting at a seeded offset (wrapping around). */
-  private text(tokens: number): string {
+  text(tokens: number): string {
     const c = this.o.corpus;
     if (!c) return words(this.rng, tokens);
     const n = Math.min(c.length, Math.round(tokens * this.o.charsPerToken));
@@ -109,5 +116,88 @@ export class SessionWorkload {
     st.history.push({ role: 'user', content: this.text(this.o.questionTokens) });
     st.turn++;
     return { session: s, messages: [{ role: 'system', content: st.context }, ...st.history] };
+  }
+}
+
+export interface AgentWorkloadOptions {
+  sessions: number;
+  /** Prompt tokens of a session's first turn (default 20 000). */
+  fromTokens?: number;
+  /** A session starts over once its prompt passes this (default 150 000). */
+  toTokens?: number;
+  /** Tokens each turn adds: a tool call and its result (default 2 000). */
+  stepTokens?: number;
+  seed?: number;
+  corpus?: string | null;
+  charsPerToken?: number;
+}
+
+/**
+ * Agent sessions (coding agents, tool loops): each opens with a ~`fromTokens` system prompt and
+ * task, and every turn appends the assistant's tool call and the tool's result (~`stepTokens`),
+ * until the prompt passes `toTokens` and the session starts over. Sessions start at staggered
+ * points of that growth, so from the first request on, prompts are spread over the whole range.
+ * Sessions are interleaved round robin. Deterministic (seeded).
+ */
+export class AgentWorkload {
+  private readonly text: SessionWorkload;
+  private readonly o: Required<Omit<AgentWorkloadOptions, 'corpus' | 'charsPerToken'>>;
+  private readonly state: { messages: ChatMessage[]; tokens: number; generation: number; calls: number }[] =
+    [];
+  private next = 0;
+
+  constructor(o: AgentWorkloadOptions) {
+    this.o = { fromTokens: 20_000, toTokens: 150_000, stepTokens: 2_000, seed: 1, ...o };
+    this.text = new SessionWorkload({
+      sessions: 0,
+      seed: this.o.seed,
+      corpus: o.corpus ?? null,
+      ...(o.charsPerToken ? { charsPerToken: o.charsPerToken } : {}),
+    });
+    const span = Math.max(1, Math.floor((this.o.toTokens - this.o.fromTokens) / this.o.stepTokens));
+    for (let s = 0; s < o.sessions; s++) {
+      const st = this.fresh(s, 0);
+      for (let k = Math.floor((s * span) / Math.max(1, o.sessions)); k > 0; k--) this.grow(st);
+      this.state.push(st);
+    }
+  }
+
+  private fresh(s: number, generation: number) {
+    const half = Math.round(this.o.fromTokens / 2);
+    return {
+      messages: [
+        { role: 'system', content: `agent ${s}.${generation}: ${this.text.text(half)}` },
+        { role: 'user', content: this.text.text(half) },
+      ] as ChatMessage[],
+      tokens: this.o.fromTokens,
+      generation,
+      calls: 0,
+    };
+  }
+
+  private grow(st: AgentWorkload['state'][number]): void {
+    const id = `call_${st.generation}_${st.calls++}`;
+    st.messages.push({
+      role: 'assistant',
+      content: '',
+      tool_calls: [
+        {
+          id,
+          type: 'function',
+          function: { name: 'read_file', arguments: JSON.stringify({ path: `src/file_${st.calls}.ts` }) },
+        },
+      ],
+    });
+    st.messages.push({ role: 'tool', tool_call_id: id, content: this.text.text(this.o.stepTokens - 50) });
+    st.tokens += this.o.stepTokens;
+  }
+
+  take(): ChatTurn {
+    const s = this.next;
+    this.next = (this.next + 1) % this.state.length;
+    let st = this.state[s]!;
+    if (st.tokens >= this.o.toTokens) st = this.state[s] = this.fresh(s, st.generation + 1);
+    else this.grow(st);
+    return { session: s, messages: [...st.messages] };
   }
 }

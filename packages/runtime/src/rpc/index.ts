@@ -1,5 +1,5 @@
 export * from './types.js';
-export { TCP_MAX_FRAME, NATS_MAX_MESSAGE, type RpcMsg } from './wire.js';
+export { encodeFrame, TCP_MAX_FRAME, NATS_MAX_MESSAGE, type RpcMsg } from './wire.js';
 export { ServerCore, type ServerCoreOptions, type Sink } from './server-core.js';
 export {
   TcpRequestServer,

@@ -1,0 +1,123 @@
+/**
+ * The long-prompt path of one agent request, stage by stage, inline on this thread with a real
+ * model's tokenizer.json and chat template: parse the JSON body, validate it, render the chat
+ * template over the whole history, tokenize (`fastokens`: incremental across turns; `default`:
+ * whole prompt), hash the blocks and chain the sequence hashes, look the chain up in a radix index
+ * that holds the previous turn, and encode the request-plane frame the worker receives. Run by
+ * benchmarks/src/suites/long-prompt.ts:
+ *
+ *   node --conditions=source --import tsx apps/frontend/src/bench/long-prompt.ts <model dir> <corpus dir> [quick]
+ *
+ * Workload: one agent session growing from ~20k to ~150k tokens by ~2k tokens per turn (tool calls
+ * and tool results in the history), block size 16 (index depth ~6k-9k at the end).
+ * Prints one JSON line: per stage, CPU ms per request (median and mean over the turns, and at the
+ * last turn), with the prompt's tokens, body bytes and blocks.
+ */
+import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
+import { RadixIndexer } from '@kvrouter/radix-indexer';
+import { encodeFrame, TCP_MAX_FRAME } from '@kvrouter/runtime';
+import { parseChatRequest } from '../openai/validate.js';
+import { PromptEncoder } from '../tokenizer/encoder.js';
+import { loadTokenizer } from '../tokenizer/load.js';
+import type { TemplateMessage } from '../tokenizer/template.js';
+import { agentTurns, corpusText, cpuMs } from './agent.js';
+
+const [modelDir, corpusDir, quickArg] = process.argv.slice(2);
+if (!modelDir || !corpusDir) throw new Error('usage: long-prompt.ts <model dir> <corpus dir> [quick]');
+const quick = quickArg === 'quick';
+const BS = 16;
+const WORKERS = 8;
+
+const loaded = loadTokenizer({ kind: 'hf', dir: modelDir });
+const text = corpusText(corpusDir, 0x2545f491);
+const turns = agentTurns(text, { fromTokens: 20_000, toTokens: quick ? 40_000 : 150_000, stepTokens: 2_000 });
+
+type Stage = 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'lookup' | 'frame';
+const STAGES: Stage[] = ['parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'];
+
+async function run(mode: 'default' | 'fastokens') {
+  const enc = new PromptEncoder({ tokenizer: loaded.tokenizer, mode });
+  // Other workers hold unrelated chains of the same depth, so the lookup walks a populated table.
+  const index = new RadixIndexer({ initialCapacity: 1 << 18 });
+  const samples: Record<Stage, number[]> = {
+    parse: [],
+    validate: [],
+    render: [],
+    encode: [],
+    hash: [],
+    lookup: [],
+    frame: [],
+  };
+  let last = { tokens: 0, bodyBytes: 0, blocks: 0, matched: 0 };
+  for (const [t, conv] of turns.entries()) {
+    const body = JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true });
+    let raw: unknown;
+    const parse = cpuMs(() => {
+      raw = JSON.parse(body);
+    });
+    let req!: ReturnType<typeof parseChatRequest>;
+    const validate = cpuMs(() => {
+      req = parseChatRequest(raw);
+    });
+    let rendered = '';
+    const render = cpuMs(() => {
+      rendered = loaded.template.render(req.messages as TemplateMessage[], { addGenerationPrompt: true });
+    });
+    const c0 = process.cpuUsage();
+    const ids = await enc.encode(rendered);
+    const c1 = process.cpuUsage(c0);
+    const encode = (c1.user + c1.system) / 1000;
+    let seq!: Uint32Array;
+    const hash = cpuMs(() => {
+      seq = computeSequenceHashes(computeLocalBlockHashes(ids, BS));
+    });
+    let matched = 0;
+    const lookup = cpuMs(() => {
+      matched = index.findMatchesBySeq(seq).scores.size;
+    });
+    const frame = cpuMs(() => {
+      encodeFrame(
+        {
+          t: 'req',
+          id: t,
+          endpoint: 'generate',
+          payload: {
+            request_id: `r${t}`,
+            model: 'm',
+            token_ids: ids,
+            stop_conditions: { max_tokens: 64 },
+            sampling_options: {},
+          },
+        },
+        TCP_MAX_FRAME,
+        'payload',
+      );
+    });
+    // The engine that served this turn now caches its prompt (one Stored event of the whole chain);
+    // another worker caches an unrelated chain of the same length.
+    const local = computeLocalBlockHashes(ids, BS);
+    const n = local.length >> 1;
+    index.applyStoredPairs(BigInt(t % WORKERS), 0, null, seq, local, n);
+    const otherLocal = Uint32Array.from(local, (x, i) => (i & 1 ? x ^ 0x5bd1e995 : x) >>> 0);
+    const other = computeSequenceHashes(otherLocal);
+    index.applyStoredPairs(BigInt((t + 1) % WORKERS), 0, null, other, otherLocal, n);
+    for (const [k, v] of Object.entries({ parse, validate, render, encode, hash, lookup, frame }))
+      samples[k as Stage].push(v);
+    last = { tokens: ids.length, bodyBytes: body.length, blocks: n, matched };
+  }
+  const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
+  const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+  const out: Record<string, unknown> = { turns: turns.length, last };
+  for (const s of STAGES)
+    out[s] = {
+      p50: +med(samples[s]).toFixed(3),
+      mean: +mean(samples[s]).toFixed(3),
+      last: +samples[s][samples[s].length - 1]!.toFixed(3),
+    };
+  return out;
+}
+
+// Warm-up (JIT) on the first turns, then the measured runs.
+await run('fastokens');
+const result = { engine: loaded.engine, fastokens: await run('fastokens'), default: await run('default') };
+process.stdout.write(`${JSON.stringify(result)}\n`);

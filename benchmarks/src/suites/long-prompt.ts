@@ -1,0 +1,69 @@
+/**
+ * `pnpm bench long-prompt`: one agent request's path through the frontend, stage by stage, CPU ms
+ * per request with a real model (Qwen3's tokenizer.json and chat template): JSON body parse,
+ * validation, chat-template render, tokenization (`fastokens` incremental vs `default` whole
+ * prompt), block + sequence hashing (block size 16), radix-index lookup at depth ~6k-9k, and the
+ * request-plane frame encode. The session grows from ~20k to ~150k tokens by ~2k per turn (tool
+ * calls in the history). Runs apps/frontend/src/bench/long-prompt.ts in a child process
+ * (benchmarks never import an app).
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { CORPUS_DIR, FAMILIES, familyDir } from '@kvrouter/tokenizer/testing';
+import type { Row, Suite, SuiteContext } from '../harness.js';
+
+const script = fileURLToPath(new URL('../../../apps/frontend/src/bench/long-prompt.ts', import.meta.url));
+const STAGES = ['parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'] as const;
+
+interface StageFigures {
+  p50: number;
+  mean: number;
+  last: number;
+}
+
+export const suite: Suite = {
+  name: 'long-prompt',
+  description:
+    'one agent request (20k -> 150k tokens, +2k per turn) stage by stage: parse, validate, render, tokenize, hash, index lookup, frame encode (CPU ms per request, Qwen3)',
+  async run(ctx: SuiteContext): Promise<Row[]> {
+    const fam = FAMILIES.find((f) => f.name === 'qwen3')!;
+    ctx.progress('qwen3 agent session', 0, 1);
+    const args = ['--conditions=source', '--import', 'tsx', script, familyDir(fam), CORPUS_DIR];
+    if (ctx.quick) args.push('quick');
+    const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 24 });
+    if (r.status !== 0) throw new Error(`long-prompt.ts failed: ${r.stderr}`);
+    ctx.progress('qwen3 agent session', 1, 1);
+    const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<
+      string,
+      Record<string, StageFigures | number | Record<string, number>>
+    >;
+    const rows: Row[] = [];
+    for (const mode of ['fastokens', 'default']) {
+      const m = res[mode]!;
+      const last = m.last as Record<string, number>;
+      let total = 0;
+      for (const st of STAGES) {
+        const f = m[st] as StageFigures;
+        total += f.p50;
+        rows.push({
+          name: `${mode}: ${st}`,
+          value: f.p50,
+          unit: 'CPU ms p50',
+          extra: { mean: f.mean, 'last turn': f.last },
+        });
+      }
+      rows.push({
+        name: `${mode}: all stages`,
+        value: +total.toFixed(3),
+        unit: 'CPU ms (sum of p50)',
+        extra: {
+          turns: m.turns as number,
+          'last prompt tokens': last.tokens!,
+          'last body bytes': last.bodyBytes!,
+          'last blocks': last.blocks!,
+        },
+      });
+    }
+    return rows;
+  },
+};
