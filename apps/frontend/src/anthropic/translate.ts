@@ -290,7 +290,8 @@ function tools(v: unknown, marks: Marks): unknown[] {
   });
 }
 
-function toolChoice(v: unknown, hasTools: boolean): { choice: unknown; parallel: boolean } {
+function toolChoice(v: unknown, names: readonly string[]): { choice: unknown; parallel: boolean } {
+  const hasTools = names.length > 0;
   const f = 'tool_choice';
   const o = obj(v, f);
   const parallel = present(o.disable_parallel_tool_use)
@@ -300,8 +301,12 @@ function toolChoice(v: unknown, hasTools: boolean): { choice: unknown; parallel:
   if (!hasTools) throw badRequest(f, `${f}: only allowed when tools are given`);
   if (o.type === 'auto') return { choice: 'auto', parallel };
   if (o.type === 'any') return { choice: 'required', parallel };
-  if (o.type === 'tool')
-    return { choice: { type: 'function', function: { name: str(o.name, `${f}.name`) } }, parallel };
+  if (o.type === 'tool') {
+    const name = str(o.name, `${f}.name`);
+    if (!names.includes(name))
+      throw badRequest(`${f}.name`, `${f}.name: ${describe(name)} is not one of the tools`);
+    return { choice: { type: 'function', function: { name } }, parallel };
+  }
   throw badRequest(`${f}.type`, `${f}.type: expected auto, any, tool or none, got ${describe(o.type)}`);
 }
 
@@ -369,7 +374,8 @@ export function parseMessagesRequest(raw: unknown, count = false): MessagesReque
   if (conv.continueFinal) oa.continue_final_message = true;
   if (toolList && toolList.length > 0) oa.tools = toolList;
   if (present(b.tool_choice)) {
-    const tc = toolChoice(b.tool_choice, toolList !== undefined && toolList.length > 0);
+    const names = (toolList ?? []).map((t) => (t as { function: { name: string } }).function.name);
+    const tc = toolChoice(b.tool_choice, names);
     if (toolList && toolList.length > 0) oa.tool_choice = tc.choice;
     if (!tc.parallel) oa.parallel_tool_calls = false;
   }

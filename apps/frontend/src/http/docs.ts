@@ -134,8 +134,40 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
     },
   };
   if (anthropic) {
-    paths[p.anthropic] = { post: notImpl('Anthropic Messages') };
-    paths[`${p.anthropic}/count_tokens`] = { post: notImpl('Anthropic token count') };
+    const msgBody = {
+      type: 'object',
+      required: ['model', 'messages', 'max_tokens'],
+      properties: {
+        model: { type: 'string' },
+        messages: { type: 'array', minItems: 1, items: { type: 'object', required: ['role', 'content'] } },
+        max_tokens: { type: 'integer', minimum: 0, description: '0: prefill only (warms the cache)' },
+        system: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'object' } }] },
+        tools: { type: 'array', items: { type: 'object', required: ['name', 'input_schema'] } },
+        tool_choice: { type: 'object' },
+        thinking: { type: 'object' },
+        stop_sequences: { type: 'array', items: { type: 'string' } },
+        stream: { type: 'boolean' },
+        temperature: { type: 'number', minimum: 0, maximum: 1 },
+        top_p: { type: 'number' },
+        top_k: { type: 'integer' },
+        metadata: { type: 'object', properties: { user_id: { type: 'string' } } },
+        nvext: { $ref: '#/components/schemas/Nvext' },
+      },
+    };
+    paths[p.anthropic] = {
+      post: op(
+        'Anthropic Messages (SSE events when stream is true); errors as {type: "error", error: {type, message}}',
+        msgBody,
+        'message, or SSE message_start … message_stop',
+      ),
+    };
+    paths[`${p.anthropic}/count_tokens`] = {
+      post: op(
+        "Anthropic token count (the model's chat template and tokenizer)",
+        { ...msgBody, required: ['model', 'messages'] },
+        '{"input_tokens": n}',
+      ),
+    };
   }
   return {
     openapi: '3.0.3',
