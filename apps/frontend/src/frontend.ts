@@ -36,6 +36,7 @@ import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
 import { OpenStreams } from './http/streams.js';
 import { ModelRegistry, type Logger } from './models.js';
+import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
 import { InferenceService } from './service.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
@@ -122,6 +123,7 @@ export class Frontend {
     try {
       // Every refusal (and the --aic-* errors) before anything is connected.
       const plan = planRouter(config, 'frontend', { readText: readTextFile });
+      checkRouterServiceFlags(config, plan);
       const backend = config.discoveryBackend;
       const memHub = opts.memHub ?? defaultMemHub();
       const inprocHub = opts.inprocHub ?? defaultInprocHub();
@@ -134,7 +136,10 @@ export class Frontend {
       cleanup.push(() => discovery.close());
       const routerId = discovery.leaseId;
 
-      const needNats = config.requestPlane === 'nats' || (backend !== 'mem' && config.eventPlane === 'nats');
+      const needNats =
+        config.requestPlane === 'nats' ||
+        (backend !== 'mem' && config.eventPlane === 'nats') ||
+        durableKvEventsOn(config, plan);
       let nc: NatsConnection | null = null;
       if (needNats) {
         nc = await connectNats(config.natsServer);
@@ -227,6 +232,9 @@ export class Frontend {
         metrics,
         routerId,
         log,
+        // --router-durable-kv-events, --serve-indexer (router-services.ts).
+        durableKvEvents: durableKvEventsOn(config, plan),
+        attach: routerServices({ config, plan, discovery, nc, routerId, log }),
       });
       cleanup.push(() => registry.close());
       await registry.start();

@@ -17,7 +17,7 @@ import {
   type GroupKey,
   type RouterPlan,
 } from '@kvrouter/router-host';
-import type { Discovery, ModelDeploymentCard, RequestClient, Transport } from '@kvrouter/runtime';
+import type { Discovery, ModelDeploymentCard, ModelType, RequestClient, Transport } from '@kvrouter/runtime';
 import { DisaggState, prefillRouterOptions, type DisaggFlags } from './disagg.js';
 
 export type { Logger };
@@ -48,6 +48,13 @@ export interface ModelRegistryOptions {
   /** Clock in ms (`Date.now` in production). */
   now?: () => number;
   random?: () => number;
+  /**
+   * `--router-durable-kv-events`: indexes are fed by a JetStream consumer (started by `attach`), not
+   * by the event plane, and a worker that leaves is removed from its set's index here.
+   */
+  durableKvEvents?: boolean;
+  /** More wiring per worker set once it is built (durable feed, served index); closed before the set. */
+  attach?: ((set: WorkerSet) => { close(): Promise<void> }) | null;
 }
 
 /** One (namespace, component, endpoint) of one model: the unit a router routes over. */
@@ -60,6 +67,11 @@ export class WorkerSet implements GroupKey {
   readonly mdcsum: string;
   readonly contextLength: number;
   readonly migrationLimit: number;
+  /** The card's `model_type`: what the set's workers serve (chat / completions, embedding, images, videos, prefill). */
+  readonly modelTypes: readonly ModelType[];
+  /** The first card's `display_name` (served and remote indexes are keyed by it, not by `--model-name`). */
+  readonly cardName: string;
+  private readonly attached: { close(): Promise<void> } | null;
 
   constructor(
     readonly model: string,
@@ -77,6 +89,8 @@ export class WorkerSet implements GroupKey {
     this.mdcsum = card.mdcsum;
     this.contextLength = card.context_length;
     this.migrationLimit = card.migration_limit;
+    this.modelTypes = card.model_type;
+    this.cardName = card.display_name;
     this.host = new RouterHost({
       plan: o.plan,
       path: { namespace, component, endpoint },
@@ -106,6 +120,7 @@ export class WorkerSet implements GroupKey {
         },
       },
       ...(role === 'prefill' ? { adjust: prefillRouterOptions } : {}),
+      ...(o.durableKvEvents ? { noEventFeed: true } : {}),
       ...(o.now ? { now: o.now } : {}),
       ...(o.random ? { random: o.random } : {}),
     });
@@ -122,6 +137,7 @@ export class WorkerSet implements GroupKey {
         kv_cache_block_size: this.blockSize,
         migration_limit: card.migration_limit,
       });
+    this.attached = o.attach?.(this) ?? null;
   }
 
   /** The router's own index (null with a remote index or none). */
@@ -135,6 +151,11 @@ export class WorkerSet implements GroupKey {
   get initialized(): boolean {
     if (!this.reachedMin && this.readyCount >= (this.o.minInitialWorkers ?? 0)) this.reachedMin = true;
     return this.reachedMin;
+  }
+
+  /** Whether the set generates text (card type chat or completions): media-only sets take no generate requests. */
+  get generates(): boolean {
+    return this.modelTypes.includes('chat') || this.modelTypes.includes('completions');
   }
 
   /** Workers the router can pick. */
@@ -161,8 +182,9 @@ export class WorkerSet implements GroupKey {
     this.catalog.markDown(this, id);
   }
 
-  close(): Promise<void> {
-    return this.host.close();
+  async close(): Promise<void> {
+    await this.attached?.close();
+    await this.host.close();
   }
 }
 
@@ -187,7 +209,7 @@ export class Model {
     const n = this.sets.length;
     for (let i = 0; i < n; i++) {
       const s = this.sets[(this.rr + i) % n]!;
-      if (s.readyCount > 0) {
+      if (s.readyCount > 0 && s.generates) {
         this.rr = (this.rr + i + 1) % n;
         return s;
       }
@@ -214,6 +236,8 @@ export class ModelRegistry {
         },
         onGone: ({ value: set }, w) => {
           set.host.removeWorker(w.id);
+          // §5.3: in durable mode nothing else tells the index a worker left.
+          if (o.durableKvEvents) set.indexer?.removeWorker(w.id);
           o.metrics.workers.removeWorker(w.id);
           log.info(`worker ${u64ToHex(w.id)} left model ${set.model}`);
         },
@@ -223,9 +247,8 @@ export class ModelRegistry {
         endpoint: GENERATE_ENDPOINT,
         refuseCard: (card, where) => {
           const types = card.model_type;
-          if (types.includes('prefill') || types.includes('chat') || types.includes('completions'))
-            return null;
-          return `discovery: model ${card.display_name} of type [${types.join(', ')}] on ${where} is not served (kvrouter serves chat, completions and prefill workers)`;
+          if (types.length > 0) return null;
+          return `discovery: model ${card.display_name} of type [${types.join(', ')}] on ${where} is not served (kvrouter serves chat, completions, prefill, embedding, images and videos workers)`;
         },
         warn: (m) => log.warn(m),
         error: (m) => log.error(m),
