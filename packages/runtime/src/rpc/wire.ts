@@ -175,6 +175,8 @@ export class FrameDecoder {
   }
 
   private take(n: number): Buffer {
+    // An empty frame (header 0) can arrive with nothing buffered after its header.
+    if (n === 0) return Buffer.alloc(0);
     let out: Buffer;
     const first = this.parts[0]!;
     if (first.length >= n) {
