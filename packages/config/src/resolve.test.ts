@@ -87,7 +87,7 @@ describe('precedence: CLI > env > default, per option', () => {
     expectTypeOf(config.activePrefillTokensThreshold).toEqualTypeOf<bigint | null>();
     expectTypeOf(config.eventPlane).toEqualTypeOf<'nats' | 'zmq'>();
     expectTypeOf(config.routerMode).toEqualTypeOf<
-      'round-robin' | 'random' | 'kv' | 'direct' | 'least-loaded' | 'device-aware-weighted'
+      'round-robin' | 'random' | 'kv' | 'direct' | 'least-loaded' | 'device-aware-weighted' | 'power-of-two'
     >();
   });
 
@@ -458,7 +458,7 @@ const CASES: Array<{ app?: App; argv?: string[]; env?: Env; opts?: ResolveOption
   { argv: ['--active-prefill-tokens-threshold', '-5'], msg: '--active-prefill-tokens-threshold must be >= 0, got -5', flag: '--active-prefill-tokens-threshold' },
   { argv: ['--active-prefill-tokens-threshold-frac', '-0.5'], msg: '--active-prefill-tokens-threshold-frac must be >= 0, got -0.5', flag: '--active-prefill-tokens-threshold-frac' },
   { argv: ['--admission-control', 'always'], msg: "--admission-control must be one of ('token-capacity', 'none'), got 'always'", flag: '--admission-control' },
-  { argv: ['--router-mode', 'fastest'], msg: "argument --router-mode: invalid choice: 'fastest' (choose from 'round-robin', 'random', 'kv', 'direct', 'least-loaded', 'device-aware-weighted')", flag: '--router-mode' },
+  { argv: ['--router-mode', 'fastest'], msg: "argument --router-mode: invalid choice: 'fastest' (choose from 'round-robin', 'random', 'kv', 'direct', 'least-loaded', 'device-aware-weighted', 'power-of-two')", flag: '--router-mode' },
   { argv: ['--tokenizer', 'slow'], msg: "--tokenizer: invalid value 'slow' (choose from ['default', 'fastokens'])", flag: '--tokenizer' },
   { argv: ['--tls-cert-path', '/c.pem'], msg: '--tls-cert-path and --tls-key-path must be provided together', flag: '--tls-key-path' },
   { argv: ['--migration-limit', '4294967296'], msg: '--migration-limit must be between 0 and 4294967295 (0=disabled)', flag: '--migration-limit' },

@@ -1,5 +1,6 @@
 import { KvrError, defaultEventPlane, type DiscoveryBackendKind } from '@kvrouter/protocols';
 import { displayName, flagsFor, negationOf, type App, type FlagSpec, type ResolvedConfig } from './table.js';
+import { applyRoutingPresets } from './presets.js';
 
 /** Where a resolved value came from. `derived` = set by a resolution rule (admission promotion). */
 export type Source = 'cli' | 'env' | 'default' | 'preset' | 'legacy' | 'derived';
@@ -551,6 +552,7 @@ export function resolveConfig<A extends App>(
       warnings.push(`${displayName(spec)} is deprecated; use ${spec.deprecated}`);
 
   if (cfg.loadAware === true) applyLoadAware(cfg, sources, byKey, warnings);
+  applyRoutingPresets(cfg, sources);
   applyLegacyWeight(cfg, sources, warnings);
   promoteAdmission(cfg, sources, byKey, warnings);
   computeDefaults(cfg, env);

@@ -8,8 +8,15 @@
 import type { WorkerWithDpRank } from '@kvrouter/protocols';
 import { bool, finiteNonNeg, invalid, nonNegInt, posInt, unitInterval } from './validate.js';
 
+/** `--router-policy`: `dynamo` = the §8.3 cost; `ttft` = predicted time to first token (`ttft.ts`). */
+export const COST_POLICIES = ['dynamo', 'ttft'] as const;
+export type CostPolicy = (typeof COST_POLICIES)[number];
+
 export interface CostParams {
-  /** Credit per device-cached prefix block, 0..1 (`--router-kv-overlap-score-credit`). */
+  /**
+   * Credit per device-cached prefix block (`--router-kv-overlap-score-credit`, 0..1 on the flag;
+   * the `--agentic` preset sets 2, so the cost model accepts any finite value >= 0).
+   */
   credit: number;
   /** ≥ 0; shrinks device credit on candidates busier in prefill than the least-loaded one. */
   creditDecay: number;
@@ -32,6 +39,17 @@ export interface CostParams {
    * overrides it per request together with the cost fields.
    */
   assumeKvReuse: boolean;
+  /** `--router-policy` (default `dynamo`). */
+  policy?: CostPolicy;
+  /** ttft policy: κ (`--router-ttft-decode-pressure`). */
+  ttftDecodePressure?: number;
+  /** ttft policy: λ (`--router-ttft-work-weight`). */
+  ttftWorkWeight?: number;
+  /**
+   * dynamo policy with predict-on-route (§7.6): the part of a rank's booked prefill that computes
+   * this request's own predicted prefix blocks is not counted against it (bursts of siblings share).
+   */
+  siblingShare?: boolean;
 }
 
 /** §8.4 defaults (no shared cache configured). */
@@ -51,7 +69,7 @@ export const DEFAULT_COST_PARAMS: Readonly<CostParams> = Object.freeze({
 
 /** Throws a KvrError naming the first out-of-range field. */
 export function validateCostParams(p: CostParams): CostParams {
-  unitInterval('credit', p.credit);
+  finiteNonNeg('credit', p.credit);
   finiteNonNeg('creditDecay', p.creditDecay);
   finiteNonNeg('prefillLoadScale', p.prefillLoadScale);
   unitInterval('hostWeight', p.hostWeight);
@@ -62,6 +80,11 @@ export function validateCostParams(p: CostParams): CostParams {
   bool('trackPrefillTokens', p.trackPrefillTokens);
   bool('trackActiveBlocks', p.trackActiveBlocks);
   bool('assumeKvReuse', p.assumeKvReuse);
+  if (p.policy !== undefined && !COST_POLICIES.includes(p.policy))
+    throw invalid('policy', `must be one of ${COST_POLICIES.join(', ')}`, p.policy);
+  if (p.ttftDecodePressure !== undefined) finiteNonNeg('ttftDecodePressure', p.ttftDecodePressure);
+  if (p.ttftWorkWeight !== undefined) finiteNonNeg('ttftWorkWeight', p.ttftWorkWeight);
+  if (p.siblingShare !== undefined) bool('siblingShare', p.siblingShare);
   return p;
 }
 
@@ -155,6 +178,15 @@ export class CandidateBatch {
   activePrefixDepth!: Float64Array;
   /** §13 preferred-taint multiplier; 1 when the request has no preferred taints. */
   taintMultiplier!: Float64Array;
+  /** ttft policy: learned prefill rate of the rank, prompt tokens per ms; 0 = unknown (default rate). */
+  prefillRate!: Float64Array;
+  /** ttft policy: `total_kv_blocks` of the rank (decode pressure); 0 = unknown. */
+  capacityBlocks!: Float64Array;
+  /**
+   * dynamo policy with sibling sharing: prompt tokens of this request's prefix that the rank's
+   * booked, not yet prefilled requests are computing (predicted blocks, §7.6); 0 otherwise.
+   */
+  sharedPendingTokens!: Float64Array;
   /**
    * Optional (slot, generation) of each candidate in `MultiWorkerSequences` (`slotOf` /
    * `slotGen`), so `fillLoads` need not look ranks up; −1 (the reset value) = look up.
@@ -186,6 +218,9 @@ export class CandidateBatch {
       this.activeDecodeBlocks,
       this.activeRequests,
       this.activePrefixDepth,
+      this.prefillRate,
+      this.capacityBlocks,
+      this.sharedPendingTokens,
     ])
       a.fill(0, 0, n);
     this.taintMultiplier.fill(1, 0, n);
@@ -207,6 +242,9 @@ export class CandidateBatch {
       b.activeRequests[i] = r.activeRequests ?? 0;
       b.activePrefixDepth[i] = r.activePrefixDepth ?? 0;
       b.taintMultiplier[i] = r.taintMultiplier ?? 1;
+      b.prefillRate[i] = r.prefillRate ?? 0;
+      b.capacityBlocks[i] = r.capacityBlocks ?? 0;
+      b.sharedPendingTokens[i] = r.sharedPendingTokens ?? 0;
     });
     return b;
   }
@@ -226,6 +264,9 @@ export class CandidateBatch {
     this.activeRequests = grow(this.activeRequests);
     this.activePrefixDepth = grow(this.activePrefixDepth);
     this.taintMultiplier = grow(this.taintMultiplier);
+    this.prefillRate = grow(this.prefillRate);
+    this.capacityBlocks = grow(this.capacityBlocks);
+    this.sharedPendingTokens = grow(this.sharedPendingTokens);
     const slot = new Int32Array(cap).fill(-1);
     const gen = new Uint32Array(cap);
     if (this.loadSlot) {
@@ -249,6 +290,9 @@ export interface CandidateInput {
   activeRequests?: number;
   activePrefixDepth?: number;
   taintMultiplier?: number;
+  prefillRate?: number;
+  capacityBlocks?: number;
+  sharedPendingTokens?: number;
 }
 
 export interface CostRequest {
@@ -345,6 +389,8 @@ export function computeCosts(
   const { credit, creditDecay, prefillLoadScale, hostWeight, diskWeight, sharedMultiplier } = p;
   const arw = p.decodeActiveRequestWeight;
   const trackBlocks = p.trackActiveBlocks;
+  const share = p.siblingShare === true;
+  const pend = c.sharedPendingTokens;
 
   const oEff = out.effectiveOverlap,
     oCached = out.cachedTokens,
@@ -363,7 +409,9 @@ export function computeCosts(
     const hTier = hostWeight * host[i];
     const dTier = diskWeight * disk[i];
     const eff = d + hTier + dTier;
-    const a = apt[i];
+    // Sibling sharing (predict-on-route): the booked prefill that computes this prompt's own
+    // predicted blocks is not held against it; the credit for those blocks then stands.
+    const a = share ? Math.max(0, apt[i] - pend[i]) : apt[i];
     const raw = track ? (a + isl) / bs : 0;
     const decay = useDecay ? 1 / (1 + (creditDecay * ((a - minActive) / bs)) / decayDen) : 1;
     const creditBlocks = credit * decay * d + hTier + dTier + sharedMultiplier * shared[i];

@@ -8,3 +8,4 @@ export * from './queue.js';
 export * from './busy.js';
 export * from './modes.js';
 export { BlockTable, FRAC_UNITS } from './block-table.js';
+export * from './ttft.js';

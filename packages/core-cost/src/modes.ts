@@ -14,6 +14,7 @@ export const ROUTER_MODES = [
   'direct',
   'least-loaded',
   'device-aware-weighted',
+  'power-of-two',
 ] as const;
 export type RouterMode = (typeof ROUTER_MODES)[number];
 
@@ -94,6 +95,27 @@ function leastLoadedWhere(instances: readonly Instance[], rand: Uniform, inGroup
   const load = instances.map(inflightOf);
   const skip = instances.map((x) => !!x.busy || !inGroup(x));
   return argminReservoir(load, instances.length, rand, skip);
+}
+
+/**
+ * `power-of-two` (Dynamo's power-of-two-choices): two distinct free instances drawn uniformly
+ * (two samples, `u1` over all free, `u2` over the rest), the one with fewer in-flight requests;
+ * a tie keeps the first draw. One free instance: that one (both samples still drawn by callers).
+ */
+export function selectPowerOfTwo(instances: readonly Instance[], u1: number, u2: number): number {
+  const free = checkFree(instances);
+  const a = selectRandom(instances, u1);
+  if (free === 1) return a;
+  let k = Math.floor(sample(u2) * (free - 1));
+  let b = -1;
+  for (let i = 0; i < instances.length; i++) {
+    if (instances[i].busy || i === a) continue;
+    if (k-- === 0) {
+      b = i;
+      break;
+    }
+  }
+  return inflightOf(instances[b]) < inflightOf(instances[a]) ? b : a;
 }
 
 /**

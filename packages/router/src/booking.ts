@@ -4,7 +4,7 @@
  * gate's verdict; every booking ends through exactly one of `free`, expiry, or `forget` (its
  * worker or rank left).
  */
-import type { MultiWorkerSequences } from '@kvrouter/core-cost';
+import { DEFAULT_DECODE_PRESSURE, type MultiWorkerSequences, type PrefillRate } from '@kvrouter/core-cost';
 import { pairsToU64s, type SequenceHash, type WorkerWithDpRank, invalidArgument } from '@kvrouter/protocols';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
@@ -21,6 +21,10 @@ interface Live {
   booked: boolean;
   /** `close` action: send `close_session` to this worker once the request ends. */
   closeSession: { sessionId: string; worker: WorkerWithDpRank } | null;
+  /** ttft policy: the rank's rate learner, the booked prefill tokens and when (null: not learning). */
+  rate: PrefillRate | null;
+  prefillTokens: number;
+  bookedAt: number;
 }
 
 export interface BookingContext {
@@ -31,6 +35,8 @@ export interface BookingContext {
   /** Something is tracked: the maintenance tick (expiry backstop) must run. */
   armMaintenance(): void;
   sendClose(sessionId: string, worker: WorkerWithDpRank): void;
+  /** ttft policy: the rate learner of a rank (`AdmissionGate.rateOf`); absent = no learning. */
+  rateOf?(r: RankEntry): PrefillRate;
 }
 
 export class Bookings {
@@ -97,7 +103,16 @@ export class Bookings {
         expectedPrefillMs: expectedMs,
       });
     }
-    this.live.set(it.id, { worker: r.worker, entry: r.owner, booked, closeSession: null });
+    const learn = booked && params.policy === 'ttft' && params.trackPrefillTokens && c.rateOf !== undefined;
+    this.live.set(it.id, {
+      worker: r.worker,
+      entry: r.owner,
+      booked,
+      closeSession: null,
+      rate: learn ? c.rateOf!(r) : null,
+      prefillTokens: it.isl - Math.min(cachedTokens, it.isl),
+      bookedAt: now,
+    });
     r.owner.inflight++;
     c.armMaintenance();
     c.overlap.record(r.worker, p);
@@ -106,7 +121,15 @@ export class Bookings {
 
   /** Non-kv modes and pins to unknown workers: a live entry (and in-flight count) without load. */
   bookUnloaded(requestId: string, worker: WorkerWithDpRank, entry: WorkerEntry | undefined): void {
-    this.live.set(requestId, { worker, entry, booked: false, closeSession: null });
+    this.live.set(requestId, {
+      worker,
+      entry,
+      booked: false,
+      closeSession: null,
+      rate: null,
+      prefillTokens: 0,
+      bookedAt: 0,
+    });
     if (entry) entry.inflight++;
   }
 
@@ -119,7 +142,17 @@ export class Bookings {
   markPrefillCompleted(requestId: string): boolean {
     const e = this.live.get(requestId);
     if (!e?.booked) return false;
-    const ok = this.c.seqs.markPrefillCompleted(requestId, this.c.o.clock.now());
+    const now = this.c.o.clock.now();
+    if (e.rate !== null) {
+      // Bare prefill speed: the observed one times the decode pressure at this moment.
+      const cap = e.entry?.totalKvBlocks ?? 0;
+      const decode = this.c.seqs.rank(e.worker)?.activeDecodeBlocks ?? 0;
+      const kappa = this.c.o.params.ttftDecodePressure ?? DEFAULT_DECODE_PRESSURE;
+      const pressure = cap > 0 ? 1 + kappa * Math.min(1, decode / cap) : 1;
+      e.rate.observe(e.prefillTokens, e.bookedAt, now, pressure);
+      e.rate = null;
+    }
+    const ok = this.c.seqs.markPrefillCompleted(requestId, now);
     if (ok) this.c.replica.publish(requestId, e.worker, 'MarkPrefillCompleted');
     return ok;
   }

@@ -23,6 +23,10 @@ describe('routerParamsFromConfig', () => {
       trackPrefillTokens: true,
       trackActiveBlocks: true,
       assumeKvReuse: true,
+      policy: 'dynamo',
+      ttftDecodePressure: 0.25,
+      ttftWorkWeight: 0.5,
+      siblingShare: false,
     });
     expect([
       p.policy.queueThreshold,
@@ -104,5 +108,81 @@ describe('routerParamsFromConfig', () => {
     });
     router.addWorker({ workerId: 1 });
     expect((await router.route({ requestId: 'a', tokens: new Uint32Array(32) })).booked).toBe(true);
+  });
+});
+
+describe('issue-19 knobs: presets, --router-policy, --router-policy-config', () => {
+  const files: Record<string, string> = {};
+  const read = (p: string) => files[p] ?? null;
+  const withFile = (argv: string[], env: Record<string, string> = {}) =>
+    routerParamsFromConfig(resolveConfig('frontend', argv, env).config, read);
+
+  it("--agentic is Dynamo's preset: kv, credit 2, scale 4, 64 blocks per active request; explicit flags win", () => {
+    const a = params(['--agentic']);
+    expect([a.policy.mode, a.policy.cost!.credit, a.policy.cost!.prefillLoadScale]).toEqual(['kv', 2, 4]);
+    expect(a.policy.cost!.decodeActiveRequestWeight).toBe(64);
+    const own = params(['--agentic', '--router-prefill-load-scale', '8']);
+    expect(own.policy.cost!.prefillLoadScale).toBe(8);
+    expect(own.policy.cost!.credit).toBe(2);
+    // --load-aware forces credit 0 and wins over the filling preset.
+    expect(params(['--agentic', '--load-aware']).policy.cost!.credit).toBe(0);
+  });
+
+  it('--ttft-aware and --router-policy ttft select the TTFT cost; power-of-two is a mode', () => {
+    const t = params(['--ttft-aware']);
+    expect([t.policy.mode, t.policy.cost!.policy]).toEqual(['kv', 'ttft']);
+    const f = params(['--router-mode', 'kv', '--router-policy', 'ttft', '--router-ttft-work-weight', '0']);
+    expect([f.policy.cost!.policy, f.policy.cost!.ttftWorkWeight]).toEqual(['ttft', 0]);
+    expect(params(['--router-mode', 'power-of-two']).policy.mode).toBe('power-of-two');
+    expect(() => params(['--router-policy', 'fast'])).toThrow(
+      "argument --router-policy: invalid choice: 'fast' (choose from 'dynamo', 'ttft')",
+    );
+  });
+
+  it('a YAML policy file sets the same knobs as the flags and wins over them', () => {
+    files['/p.yaml'] = [
+      'router-mode: kv',
+      'router-prefill-load-scale: 32',
+      'router_temperature: 0.5',
+      'router-policy: ttft',
+      'router-queue-threshold: None',
+      '',
+    ].join('\n');
+    const p = withFile(['--router-prefill-load-scale', '2', '--router-policy-config', '/p.yaml']);
+    expect([p.policy.mode, p.policy.cost!.prefillLoadScale, p.policy.cost!.temperature]).toEqual([
+      'kv',
+      32,
+      0.5,
+    ]);
+    expect([p.policy.cost!.policy, p.policy.queueThreshold]).toEqual(['ttft', null]);
+    files['/p.json'] = '{"router-kv-overlap-score-credit": 0}';
+    const j = withFile(['--router-mode', 'kv'], { DYN_ROUTER_POLICY_CONFIG: '/p.json' });
+    expect([j.policy.cost!.credit, j.index.kind]).toEqual([0, 'none']);
+  });
+
+  it('a bad policy file stops startup naming the flag, the key and the allowed values', () => {
+    const err = (text: string | null) => {
+      if (text !== null) files['/bad.yaml'] = text;
+      else delete files['/bad.yaml'];
+      try {
+        withFile(['--router-policy-config', '/bad.yaml']);
+      } catch (e) {
+        return [(e as { flag?: string }).flag, (e as Error).message];
+      }
+      return null;
+    };
+    expect(err('router-prefill-load-scale: -1')).toEqual([
+      '--router-policy-config',
+      "--router-policy-config /bad.yaml: key 'router-prefill-load-scale': --router-prefill-load-scale must be a finite number >= 0, got -1.0",
+    ]);
+    expect(err('router-mode: fastest')![1]).toContain(
+      "key 'router-mode': argument --router-mode: invalid choice",
+    );
+    expect(err('http-port: 9')![1]).toMatch(/unknown key 'http-port' \(allowed: .*router-prefill-load-scale/);
+    expect(err('- 1\n- 2')![1]).toBe(
+      '--router-policy-config /bad.yaml: must be a mapping of knob names to values',
+    );
+    expect(err(null)![1]).toBe('--router-policy-config /bad.yaml: cannot read: no such file');
+    expect(err('a: [')![1]).toMatch(/^--router-policy-config \/bad.yaml: not valid YAML\/JSON: /);
   });
 });

@@ -10,8 +10,14 @@
 import {
   CandidateBatch,
   CostBreakdown,
+  DEFAULT_DECODE_PRESSURE,
+  DEFAULT_PREFILL_TOKENS_PER_MS,
+  DEFAULT_TTFT_WORK_WEIGHT,
+  PrefillRate,
   allWorkersBusy,
   computeCosts,
+  computeTtftCosts,
+  pickTtft,
   noEligibleWorkers,
   pickIndex,
   pinnedWorkerBusy,
@@ -48,6 +54,8 @@ export class AdmissionGate {
   private epoch = 0;
   private thresholds: BusyThresholds;
   private busyOn: boolean;
+  /** ttft policy: learned prefill rate per rank (rank key), fed by `Bookings.markPrefillCompleted`. */
+  readonly rates = new Map<string, PrefillRate>();
   private readonly verdict: Admission = {
     n: 0,
     idx: 0,
@@ -130,8 +138,35 @@ export class AdmissionGate {
 
     const out = this.out;
     const params = p.intent.params;
-    computeCosts(b, { isl: p.intent.isl, blockSize: this.o.blockSize }, params, out);
-    const idx = pinRank ? 0 : pickIndex(out.cost, n, params.temperature, this.o.random);
+    const req = { isl: p.intent.isl, blockSize: this.o.blockSize };
+    const ttft = params.policy === 'ttft';
+    if (ttft) {
+      for (let i = 0; i < n; i++) {
+        b.prefillRate[i] = this.rateOf(cand[i]).rate;
+        b.capacityBlocks[i] = cand[i].owner.totalKvBlocks ?? 0;
+      }
+      computeTtftCosts(
+        b,
+        req,
+        {
+          decodePressure: params.ttftDecodePressure ?? DEFAULT_DECODE_PRESSURE,
+          workWeight: params.ttftWorkWeight ?? DEFAULT_TTFT_WORK_WEIGHT,
+          defaultRate: DEFAULT_PREFILL_TOKENS_PER_MS,
+        },
+        params.trackPrefillTokens,
+        params.hostWeight,
+        params.diskWeight,
+        out,
+      );
+    } else {
+      if (params.siblingShare) this.fillSharedPending(p, n);
+      computeCosts(b, req, params, out);
+    }
+    const idx = pinRank
+      ? 0
+      : ttft && params.temperature === 0
+        ? pickTtft(out.cost, out.cachedTokens, n, this.o.random)
+        : pickIndex(out.cost, n, params.temperature, this.o.random);
     const v = this.verdict;
     v.n = n;
     v.idx = idx;
@@ -141,6 +176,51 @@ export class AdmissionGate {
     v.cached = out.cachedTokens[idx];
     v.busyFiltered = busyFiltered;
     return v;
+  }
+
+  /**
+   * The rank's learned prefill rate; created on first use, seeded from the AIC predictor (time of
+   * one full token budget from scratch) when there is one, else `DEFAULT_PREFILL_TOKENS_PER_MS`.
+   */
+  rateOf(r: RankEntry): PrefillRate {
+    let rate = this.rates.get(r.key);
+    if (rate === undefined) {
+      let seed = DEFAULT_PREFILL_TOKENS_PER_MS;
+      const predictor = this.o.predictor;
+      const mnbt = r.owner.maxNumBatchedTokens;
+      if (predictor) {
+        try {
+          const ms = predictor({ worker: r.worker, isl: mnbt, prefixTokens: 0 });
+          if (ms !== null && ms > 0 && Number.isFinite(ms)) seed = mnbt / ms;
+        } catch (e) {
+          this.report(e, 'prefill rate seed');
+        }
+      }
+      rate = new PrefillRate(seed, mnbt);
+      this.rates.set(r.key, rate);
+    }
+    return rate;
+  }
+
+  /**
+   * Sibling sharing (dynamo policy with predict-on-route): per candidate, the prompt tokens of
+   * this request that only the side index predicts (blocks routed there, not yet reported stored:
+   * a sibling's prefill still computing them), capped by the rank's booked prefill.
+   */
+  private fillSharedPending(p: Pending, n: number): void {
+    const b = this.batch;
+    const pend = b.sharedPendingTokens;
+    pend.fill(0, 0, n);
+    const predicted = this.overlap.predictedOnly(p.prompt.seq);
+    if (!predicted || predicted.size === 0) return;
+    const byKey = this.workers.byKey;
+    const epoch = this.epoch;
+    const bs = this.o.blockSize;
+    predicted.forEach((v, key) => {
+      const r = byKey.get(key);
+      if (r !== undefined && r.candEpoch === epoch)
+        pend[r.candIndex] = Math.min(b.activePrefillTokens[r.candIndex], v * bs);
+    });
   }
 
   /** Best device overlap among the last verdict's candidates (a parked request's wspt key, §10). */

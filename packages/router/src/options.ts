@@ -124,6 +124,8 @@ export function resolveOptions(opts: KvRouterOptions): ResolvedOptions {
   const pttl = policy.predictedTtlSecs;
   if (pttl != null && !(typeof pttl === 'number' && pttl > 0 && Number.isFinite(pttl)))
     throw invalid('predictedTtlSecs', 'must be > 0', pttl);
+  // Predict-on-route (§7.6) makes bursts of siblings share unless the policy says otherwise.
+  if (params.siblingShare === undefined && pttl != null) params.siblingShare = true;
   const predictor = deps.prefillDurationPredictor ?? null;
   return {
     blockSize: bs,

@@ -23,6 +23,9 @@ export class OverlapSource {
   /** The primary when it answers asynchronously (remote index). */
   private readonly prefetcher: PrefetchingIndexer | null;
   private recordPrimary = true;
+  /** The last `find` with a side index: both answers (for `predictedOnly`). */
+  private last: { seq: Uint32Array; primary: Map<string, number> | null; side: Map<string, number> } | null =
+    null;
   private localBuf = new Uint32Array(2048);
   private seqBuf = new Uint32Array(2048);
 
@@ -109,11 +112,32 @@ export class OverlapSource {
     const a = this.primary ? this.primary.findMatchesBySeq(seq).scores : null;
     if (!this.side) return a;
     const b = this.side.findMatchesBySeq(seq).scores;
+    this.last = { seq, primary: a, side: b };
     if (!a || a.size === 0) return b;
     if (b.size === 0) return a;
     const m = new Map(a);
     for (const [k, v] of b) if (v > (m.get(k) ?? 0)) m.set(k, v);
     return m;
+  }
+
+  /**
+   * Per rank, the blocks of `seq` only the side index predicts (side − primary, when > 0): routed
+   * there by this router and not yet reported stored. Reuses the last `find` of the same hashes.
+   * Null without a side index.
+   */
+  predictedOnly(seq: Uint32Array): Map<string, number> | null {
+    if (!this.side) return null;
+    let l = this.last;
+    if (l === null || l.seq !== seq) {
+      this.find(seq);
+      l = this.last!;
+    }
+    const out = new Map<string, number>();
+    l.side.forEach((v, k) => {
+      const d = v - (l.primary?.get(k) ?? 0);
+      if (d > 0) out.set(k, d);
+    });
+    return out;
   }
 
   /** §7.5 / §7.6: approximate and side indexes learn from a booked decision. */

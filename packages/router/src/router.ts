@@ -121,6 +121,7 @@ export class KvRouter {
       replica: this.replica,
       armMaintenance,
       sendClose: (id, w) => this.sessions.sendClose(id, w),
+      rateOf: (r) => this.gate.rateOf(r),
     });
     this.simple = new SimpleModes(o, this.workers, this.gate, this.bookings, this.explain);
     this.queue =

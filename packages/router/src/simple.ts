@@ -1,5 +1,5 @@
 /**
- * The non-KV modes (§8.8): round-robin, random, least-loaded, device-aware-weighted and direct,
+ * The non-KV modes (§8.8): round-robin, random, least-loaded, device-aware-weighted, power-of-two and direct,
  * over the same worker set, filters and busy verdicts; and a pin to a worker the router does not
  * know (§15), sent direct without booking. No load is booked; the live entry keeps the in-flight
  * count.
@@ -10,6 +10,7 @@ import {
   pinnedWorkerBusy,
   selectDeviceAwareWeighted,
   selectLeastLoaded,
+  selectPowerOfTwo,
   selectRandom,
   type Instance,
 } from '@kvrouter/core-cost';
@@ -66,6 +67,10 @@ export class SimpleModes {
         case 'least-loaded':
           i = selectLeastLoaded(inst, o.random);
           reason = 'least_loaded';
+          break;
+        case 'power-of-two':
+          i = selectPowerOfTwo(inst, o.random(), o.random());
+          reason = 'power_of_two';
           break;
         case 'device-aware-weighted':
           i = selectDeviceAwareWeighted(inst, o.random, o.cudaToCpuRatio);

@@ -191,6 +191,7 @@ export type ReasonCode =
   | 'random'
   | 'least_loaded'
   | 'device_aware_weighted'
+  | 'power_of_two'
   | 'direct';
 
 /** Every §8.3 term of one candidate plus the load snapshot it was scored with. */

@@ -80,7 +80,7 @@ export function planRouter(
   host: RouterHostKind,
   o: PlanOptions = {},
 ): RouterPlan {
-  let params = routerParamsFromConfig(config);
+  let params = routerParamsFromConfig(config, o.readText);
   checkRouterParams(params, host);
   // Only kv mode reads overlaps: the other modes keep no index and subscribe to no KV events.
   if ((params.policy.mode ?? 'kv') !== 'kv' && params.index.kind !== 'none')
