@@ -31,7 +31,8 @@ import {
 } from '@kvrouter/runtime';
 import { SimFleet, type SimWorkerOptions } from '@kvrouter/sim-worker';
 import { dashboardDecisionLog, frontendDashboard } from './dashboard/index.js';
-import { createApp } from './http/app.js';
+import { createApp, healthChecks } from './http/app.js';
+import { KserveServer } from './kserve/server.js';
 import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
 import { OpenStreams } from './http/streams.js';
@@ -82,6 +83,8 @@ export class Frontend {
   private readonly sockets = new Set<Socket>();
   /** SSE responses in progress: cut with an error event when the shutdown grace period ends. */
   private readonly streams = new OpenStreams();
+  /** `--kserve-grpc-server` (its bound ports), else null. */
+  kserve: KserveServer | null = null;
 
   private constructor(
     readonly config: FrontendConfig,
@@ -291,12 +294,50 @@ export class Frontend {
       });
 
       const ref: { fe: Frontend | null } = { fe: null };
+      // One exposition and one set of health probes for the HTTP port and the gRPC metrics port.
+      const metricsText = async () => {
+        metrics.index?.syncFrom(registry.appliedCounts());
+        truth.report();
+        metrics.memory.sync();
+        return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
+      };
+      const probes = () =>
+        probeHealth({
+          discovery,
+          // NATS matters to routing when it carries requests, or KV events in kv mode.
+          nats: config.requestPlane === 'nats' || config.routerMode === 'kv' ? nc : null,
+          natsRole: config.requestPlane === 'nats' ? 'request plane' : 'KV event plane',
+        });
+      const healthy = () => ref.fe !== null && !ref.fe.closing;
+      // --kserve-grpc-server: KServe v2 gRPC beside HTTP over the same service (kserve/server.ts).
+      let kserve: KserveServer | null = null;
+      if (config.kserveGrpcServer) {
+        const k = (kserve = await KserveServer.start({
+          ...{ service, registry, host: config.httpHost, port: config.kserveGrpcPort },
+          metricsPort: config.grpcMetricsPort,
+          tls:
+            config.tlsCertPath && config.tlsKeyPath
+              ? { cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) }
+              : null,
+          ...{ metrics: metricsText, health: () => healthChecks({ probes, healthy, registry }) },
+          accepting: healthy,
+          onInflight: (d) => ref.fe?.onInflight(d),
+          paths: pathsFromConfig(config),
+          log,
+        }));
+        cleanup.push(() => k.close());
+        log.info(
+          `KServe v2 gRPC on ${config.httpHost}:${k.port}; its metrics on http://${config.httpHost}:${k.metricsPort}${config.httpSvcMetricsPath}`,
+        );
+      }
       let server: http.Server | https.Server | null = null;
       if (!opts.noHttp) {
         const dashboard = frontendDashboard(config.dashboard, dash.tap, registry, metrics);
         if (dashboard) cleanup.push(() => dashboard.close());
         const app = createApp({
-          streams: { add: (res, abort) => ref.fe?.streams.add(res, abort) ?? (() => undefined) },
+          streams: {
+            add: (res, abort, errorFrame) => ref.fe?.streams.add(res, abort, errorFrame) ?? (() => undefined),
+          },
           dashboard,
           service,
           registry,
@@ -304,18 +345,9 @@ export class Frontend {
           bodyLimitMb: config.httpBodyLimitMb,
           enableAnthropicApi: config.enableAnthropicApi,
           responsesStore: { size: config.responsesStoreSize, ttlSecs: config.responsesStoreTtlSecs },
-          metrics: async () => {
-            metrics.index?.syncFrom(registry.appliedCounts());
-            return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
-          },
-          healthy: () => ref.fe !== null && !ref.fe.closing,
-          probes: () =>
-            probeHealth({
-              discovery,
-              // NATS matters to routing when it carries requests, or KV events in kv mode.
-              nats: config.requestPlane === 'nats' || config.routerMode === 'kv' ? nc : null,
-              natsRole: config.requestPlane === 'nats' ? 'request plane' : 'KV event plane',
-            }),
+          metrics: metricsText,
+          healthy,
+          probes,
           onInflight: (d) => ref.fe?.onInflight(d),
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           lora: loraCatalog(discovery, log, cleanup),
@@ -342,6 +374,7 @@ export class Frontend {
         });
       }
       ref.fe = new Frontend(config, discovery, registry, service, metrics, fleet, server, cleanup, log);
+      ref.fe.kserve = kserve;
       return ref.fe;
     } catch (e) {
       await cleanup.close();

@@ -214,8 +214,9 @@ export const FLAGS = [
   { key: 'systemPort', env: ['DYN_SYSTEM_PORT'], type: 'u16', nullable: true, default: null, defaultText: 'unset (off)', group: 'Infrastructure', apps: ['router'], help: 'Metrics/health port of the standalone router.' },
 
   // ---- KServe gRPC
-  { key: 'kserveGrpcServer', flag: '--kserve-grpc-server', env: ['DYN_KSERVE_GRPC_SERVER'], type: 'bool', default: false, group: 'KServe gRPC', apps: F, help: 'Start a KServe v2 inference gRPC server beside HTTP (port 8787).' },
-  { key: 'grpcMetricsPort', flag: '--grpc-metrics-port', env: ['DYN_GRPC_METRICS_PORT'], type: 'u16', default: 8788, group: 'KServe gRPC', apps: F, help: 'HTTP /metrics port of the gRPC service; used only with the gRPC server.' },
+  { key: 'kserveGrpcServer', flag: '--kserve-grpc-server', env: ['DYN_KSERVE_GRPC_SERVER'], type: 'bool', default: false, group: 'KServe gRPC', apps: F, help: 'Start a KServe v2 inference gRPC server (text generation over the same router) beside HTTP, on --kserve-grpc-port.' },
+  { key: 'grpcMetricsPort', flag: '--grpc-metrics-port', env: ['DYN_GRPC_METRICS_PORT'], type: 'u16', default: 8788, group: 'KServe gRPC', apps: F, help: 'HTTP port of the gRPC service serving /metrics (the same registry as the HTTP port), /health and /live; used only with --kserve-grpc-server.' },
+  { key: 'kserveGrpcPort', flag: '--kserve-grpc-port', env: ['KVR_KSERVE_GRPC_PORT'], type: 'u16', default: 8787, group: 'KServe gRPC', apps: F, help: 'kvrouter addition: gRPC listen port of --kserve-grpc-server (on --http-host; 0 = OS-assigned). Dynamo serves gRPC on --http-port instead of HTTP; kvrouter keeps both.' },
 
   // ---- Monitoring
   { key: 'metricsPrefix', flag: '--metrics-prefix', env: ['DYN_METRICS_PREFIX'], type: 'string', default: 'dynamo_frontend', pattern: { re: '^[a-zA-Z_:][a-zA-Z0-9_:]*$', msg: '{flag} must match [a-zA-Z_:][a-zA-Z0-9_:]*, got {v}' }, group: 'Monitoring', apps: F, help: 'Prefix of the frontend request metrics (PROTOCOL §16).' },

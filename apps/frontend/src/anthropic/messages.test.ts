@@ -423,6 +423,37 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
     }
   });
 
+  it('a stream still running at the end of the shutdown grace period ends with an Anthropic error event', async () => {
+    // A slow engine: 5,000 tokens take far longer than the 0.3 s grace period.
+    const slow = await startFrontend(['--enable-anthropic-api', '--mocker-workers', '1'], {
+      embedded: { engine: { speedupRatio: 0.5 } },
+    });
+    const c = new Anthropic({ baseURL: slow.url, apiKey: 'unused', maxRetries: 0 });
+    const events: string[] = [];
+    const run = (async () => {
+      const s = await c.messages.create({
+        model: MODEL,
+        max_tokens: 5000,
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      try {
+        for await (const e of s) events.push(e.type);
+      } catch (e) {
+        return e;
+      }
+      return null;
+    })();
+    await eventually(() => events.includes('content_block_delta'), 5000, 'a streaming delta');
+    await slow.close(0.3);
+    const err = (await run) as InstanceType<typeof Anthropic.APIError> | null;
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect(err!.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
+    expect(err!.message).toMatch(/shutting down/);
+    expect(events[0]).toBe('message_start');
+    expect(events).not.toContain('message_stop');
+  });
+
   it('every booking ended', async () => {
     await eventually(() => routerIdle(fe), 5000, 'an idle router');
   });

@@ -65,6 +65,18 @@ function workersCheck(registry: ModelRegistry): string {
   return without.length === 0 ? 'ok' : `no ready worker for model ${without.sort().join(', ')}`;
 }
 
+/** The checks of `/health` (and of KServe `ServerReady`): the probes, shutdown, workers; healthy = all `ok`. */
+export async function healthChecks(
+  d: Pick<AppDeps, 'probes' | 'healthy' | 'registry'>,
+): Promise<Record<string, string>> {
+  const probed = d.probes ? await d.probes() : null;
+  return {
+    ...probed?.checks,
+    shutting_down: d.healthy() ? 'ok' : 'the frontend is shutting down',
+    workers: workersCheck(d.registry),
+  };
+}
+
 export function createApp(d: AppDeps): RequestListener {
   const app = express();
   app.disable('x-powered-by');
@@ -117,12 +129,7 @@ export function createApp(d: AppDeps): RequestListener {
     res.json({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' });
   });
   app.get(p.health, async (_req, res) => {
-    const probed = d.probes ? await d.probes() : null;
-    const checks: Record<string, string> = {
-      ...probed?.checks,
-      shutting_down: d.healthy() ? 'ok' : 'the frontend is shutting down',
-      workers: workersCheck(d.registry),
-    };
+    const checks = await healthChecks(d);
     const reasons = Object.values(checks).filter((r) => r !== 'ok');
     const healthy = reasons.length === 0;
     const sets = d.registry.allSets();
