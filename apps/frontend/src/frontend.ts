@@ -39,6 +39,7 @@ import { OpenStreams } from './http/streams.js';
 import { ModelRegistry, type Logger } from './models.js';
 import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
 import { InferenceService } from './service.js';
+import { TruthWatch } from './truth.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
 import { startModelTokenizers } from './tokenizer/per-model.js';
@@ -293,6 +294,9 @@ export class Frontend {
         log,
       });
 
+      // Truth-checked routing (issue 19): reports per model, logged and exported.
+      const truth = new TruthWatch({ registry, metrics: metrics.truth, log });
+      cleanup.push(() => truth.close());
       const ref: { fe: Frontend | null } = { fe: null };
       // One exposition and one set of health probes for the HTTP port and the gRPC metrics port.
       const metricsText = async () => {
@@ -348,6 +352,7 @@ export class Frontend {
           metrics: metricsText,
           healthy,
           probes,
+          routing: () => truth.report(),
           onInflight: (d) => ref.fe?.onInflight(d),
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           lora: loraCatalog(discovery, log, cleanup),

@@ -35,7 +35,7 @@ import { ReplicaSync } from './replica.js';
 import { SessionControl } from './session-rpc.js';
 import type { SessionBinding } from './sessions.js';
 import { SimpleModes } from './simple.js';
-import { TruthMonitor } from './truth.js';
+import { TruthMonitor, type TruthReport } from './truth.js';
 import type { KvRouterOptions, RouteRequest, RouterPhase, RoutingDecision } from './types.js';
 import { normalizeWorkerConfig, WorkerSet, type WorkerConfig } from './workers.js';
 
@@ -293,6 +293,11 @@ export class KvRouter {
     const t = this.truth;
     if (t === null || d.queryOnly || d.indexOverlapBlocks === undefined) return;
     t.observe(d.workerId, d.indexOverlapBlocks * this.blockSize, reportedTokens, isl, this.o.clock.now());
+  }
+
+  /** The truth check's report now (applies its time rule first); null without a truth check. */
+  truthReport(): TruthReport | null {
+    return this.truth?.evaluate(this.o.clock.now()) ?? null;
   }
 
   /** First token (§9.2 step 2). False if the request holds no booking. */

@@ -42,6 +42,8 @@ export interface AppDeps {
    * absent: none. `/health` adds `shutting_down` and `workers` (at least one ready worker per model).
    */
   probes?: (() => Promise<HealthReport>) | null;
+  /** `/health` detail `routing`: the truth-checked routing report per model (issue 19); absent: none. */
+  routing?: (() => unknown) | null;
   /** `/dashboard` and its event stream (`--dashboard`; null when off). */
   dashboard?: { middleware: (req: IncomingMessage, res: ServerResponse, next: () => void) => void } | null;
   /** Number of in-flight HTTP requests changes (graceful shutdown waits for zero). */
@@ -138,6 +140,7 @@ export function createApp(d: AppDeps): RequestListener {
       reasons,
       checks,
       models: d.registry.list().map((m) => m.id),
+      ...(d.routing ? { routing: d.routing() } : {}),
       instances: sets.flatMap((s) =>
         [...s.workers.values()]
           .filter((w) => w.routed)
