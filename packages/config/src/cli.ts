@@ -4,7 +4,8 @@
  * is injected because this package is pure (no node:fs, ARCHITECTURE rule 2).
  */
 import { buildProgram, type ProgramInfo } from './program.js';
-import { ConfigError, dumpConfigJson, resolveConfig, type Resolution } from './resolve.js';
+import { dumpConfigJson } from './dump.js';
+import { ConfigError, resolveConfig, type Resolution } from './resolve.js';
 import type { App } from './table.js';
 
 export { buildProgram, type ProgramInfo } from './program.js';

@@ -3,7 +3,6 @@ export {
   ConfigError,
   checkValue,
   cliSpellings,
-  dumpConfigJson,
   effectiveBusyThresholds,
   formatFloat,
   mapLegacyOverlapWeight,
@@ -12,6 +11,7 @@ export {
   type ResolveOptions,
   type Source,
 } from './resolve.js';
+export { dumpConfigJson } from './dump.js';
 export {
   GENERATED_MARKER,
   defaultLabel,

@@ -114,7 +114,7 @@ describe('parseAppConfig', () => {
     expect(warnings).toEqual(['--router-ttl is obsolete; use --router-ttl-secs']);
     expect(h.files).toHaveLength(1);
     expect(h.files[0][0]).toBe('/tmp/cfg.json');
-    expect(JSON.parse(h.files[0][1])).toMatchObject({ routerTtlSecs: 30, dumpConfigTo: '/tmp/cfg.json' });
+    expect(JSON.parse(h.files[0][1])).toMatchObject({ router_ttl_secs: 30, dump_config_to: '/tmp/cfg.json' });
   });
 
   it('default warning sink writes warning: lines to stderr', () => {

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   ConfigError,
-  dumpConfigJson,
   effectiveBusyThresholds,
   mapLegacyOverlapWeight,
   resolveConfig,
@@ -554,25 +553,5 @@ describe('validation messages (docs/configuration.md "Validation", exact text)',
     ]).config;
     expect([c.routerPrefillLoadModel, c.aicMoeEpSize, c.serveIndexer]).toEqual(['aic', 4, true]);
     expect(fe(['--tls-cert-path', '/c', '--tls-key-path', '/k']).config.tlsKeyPath).toBe('/k');
-  });
-});
-
-describe('dumpConfigJson', () => {
-  it('writes u64 values as exact digits and round-trips everything else', () => {
-    const { config } = fe([
-      '--router-snapshot-threshold',
-      '18446744073709551615',
-      '--router-queue-threshold',
-      'None',
-    ]);
-    const text = dumpConfigJson(config);
-    expect(text).toContain('"routerSnapshotThreshold": 18446744073709551615,');
-    expect(text).toContain('"routerMaxTreeSize": 1048576,');
-    expect(text).toContain('"etcdEndpoints": [\n    "http://localhost:2379"\n  ],');
-    const back = JSON.parse(text) as Record<string, unknown>;
-    expect(back.routerQueueThreshold).toBeNull();
-    expect(back.httpPort).toBe(8000);
-    expect(back.routerMode).toBe('round-robin');
-    expect(Object.keys(back)).toEqual(Object.keys(config));
   });
 });

@@ -590,26 +590,3 @@ export function effectiveBusyThresholds(
     activePrefillTokensThresholdFrac: on ? config.activePrefillTokensThresholdFrac : null,
   };
 }
-
-function jsonOf(v: unknown, indent: string): string {
-  if (v === null || v === undefined) return 'null';
-  if (typeof v === 'bigint') return v.toString();
-  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : 'null';
-  if (typeof v === 'string' || typeof v === 'boolean') return JSON.stringify(v);
-  const inner = indent + '  ';
-  if (Array.isArray(v)) {
-    if (v.length === 0) return '[]';
-    return `[\n${v.map((x) => inner + jsonOf(x, inner)).join(',\n')}\n${indent}]`;
-  }
-  const entries = Object.entries(v as Record<string, unknown>);
-  if (entries.length === 0) return '{}';
-  return `{\n${entries.map(([k, x]) => `${inner}${JSON.stringify(k)}: ${jsonOf(x, inner)}`).join(',\n')}\n${indent}}`;
-}
-
-/**
- * `--dump-config-to` content: the resolved config as pretty JSON, u64 values as plain digits
- * (exact, no quotes). Writing the file is the app's job (this package does no I/O).
- */
-export function dumpConfigJson(config: ResolvedConfig<App> | Readonly<Record<string, unknown>>): string {
-  return jsonOf(config, '') + '\n';
-}

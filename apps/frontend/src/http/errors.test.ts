@@ -431,8 +431,8 @@ describe('config', () => {
       },
     );
     const dumped = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
-    expect(dumped.routerMode).toBe('kv');
-    expect(dumped.httpPort).toBe(8000);
+    expect(dumped.router_mode).toBe('kv');
+    expect(dumped.http_port).toBe(8000);
   });
 
   it('--decision-log writes sampled routing decisions as JSON lines (sample 1 = every one)', async () => {
