@@ -89,6 +89,17 @@ describe('parseNvext', () => {
     ).toBe(1);
   });
 
+  it('rejects a session_id over 1024 characters (the router holds ids; issue 17)', () => {
+    expect(
+      parseNvext({ session_control: { session_id: 'x'.repeat(1024) } }).session_control?.session_id,
+    ).toHaveLength(1024);
+    expectInvalid(
+      () => parseNvext({ session_control: { session_id: 'x'.repeat(1025) } }),
+      'nvext.session_control.session_id must be at most 1024 characters',
+      'nvext.session_control.session_id',
+    );
+  });
+
   it.each(['delete', 'OPEN', 3])('rejects session action %s with the docs/configuration.md message', (a) => {
     expectInvalid(
       () => parseNvext({ session_control: { session_id: 's', action: a } }),

@@ -25,6 +25,8 @@ export interface AgentHints {
 export type SessionAction = 'open' | 'close' | 'bind';
 export const SESSION_ACTIONS: readonly SessionAction[] = ['open', 'close', 'bind'];
 export const DEFAULT_SESSION_TIMEOUT_S = 300;
+/** Longest `session_id` accepted (issue 17: ids are held by the router's session table). */
+const MAX_SESSION_ID_CHARS = 1024;
 
 export interface SessionControl {
   session_id: string;
@@ -153,6 +155,8 @@ function sessionControl(v: unknown): SessionControl {
   if (!isObj(v)) throw bad(f, `${f} must be an object`);
   if (typeof v.session_id !== 'string' || v.session_id.length === 0)
     throw bad(`${f}.session_id`, `${f}.session_id must be a non-empty string`);
+  if (v.session_id.length > MAX_SESSION_ID_CHARS)
+    throw bad(`${f}.session_id`, `${f}.session_id must be at most ${MAX_SESSION_ID_CHARS} characters`);
   const s: SessionControl = { session_id: v.session_id, timeout: DEFAULT_SESSION_TIMEOUT_S };
   if (present(v.action)) {
     if (!SESSION_ACTIONS.includes(v.action as SessionAction))

@@ -347,6 +347,16 @@ export class KvRouter {
     this.maintTimer = { handle };
   }
 
+  /** Sticky-session bindings held (at most `MAX_SESSION_BINDINGS`, issue 17). */
+  get sessionCount(): number {
+    return this.sessions.bindings.size;
+  }
+
+  /** Bindings dropped to stay within `MAX_SESSION_BINDINGS`. */
+  get sessionsEvicted(): number {
+    return this.sessions.bindings.evicted;
+  }
+
   /** Current binding of a session, without refreshing it. */
   sessionBinding(sessionId: string): SessionBinding | undefined {
     return this.sessions.bindings.peek(sessionId);

@@ -141,3 +141,47 @@ describe('sticky sessions', () => {
     expect(router.sessionBinding('s')).toBeUndefined();
   });
 });
+
+describe('bounded session table (issue 17)', () => {
+  it('holds at most maxBindings: a new id evicts the binding refreshed longest ago', async () => {
+    const { StickySessions, MAX_SESSION_BINDINGS } = await import('./sessions.js');
+    expect(MAX_SESSION_BINDINGS).toBe(100_000);
+    const s = new StickySessions(3);
+    const wk = w(1);
+    s.bind('a', wk, 1000, false, 0);
+    s.bind('b', wk, 1000, false, 1);
+    s.bind('c', wk, 1000, false, 2);
+    // Refreshing `a` makes `b` the oldest.
+    expect(s.lookup('a', 3).binding?.sessionId).toBe('a');
+    s.bind('d', wk, 1000, false, 4);
+    expect([s.size, s.evicted, s.peek('b'), !!s.peek('a'), !!s.peek('c'), !!s.peek('d')]).toEqual([
+      3,
+      1,
+      undefined,
+      true,
+      true,
+      true,
+    ]);
+    // Re-binding a held id evicts nothing.
+    s.bind('c', wk, 1000, false, 5);
+    expect([s.size, s.evicted]).toEqual([3, 1]);
+    // 10,000 made-up ids later the table still holds 3.
+    for (let i = 0; i < 10_000; i++) s.bind(`made-up-${i}`, wk, 1000, false, 6 + i);
+    expect([s.size, s.evicted]).toEqual([3, 10_001]);
+    expect(() => new StickySessions(0)).toThrow(/maxBindings/);
+  });
+
+  it('a router binding more sessions than the limit keeps MAX_SESSION_BINDINGS of them', async () => {
+    const { MAX_SESSION_BINDINGS } = await import('./sessions.js');
+    const { router } = setup();
+    const n = MAX_SESSION_BINDINGS + 50;
+    for (let i = 0; i < n; i++) {
+      await router.route({ requestId: `r${i}`, tokens: toks(1, 16), nvext: sc(`s${i}`, 'bind') });
+      router.free(`r${i}`);
+    }
+    expect(router.sessionCount).toBe(MAX_SESSION_BINDINGS);
+    expect(router.sessionsEvicted).toBe(50);
+    expect(router.sessionBinding('s0')).toBeUndefined();
+    expect(router.sessionBinding(`s${n - 1}`)).toBeDefined();
+  });
+});
