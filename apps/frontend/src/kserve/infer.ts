@@ -220,21 +220,19 @@ export function inferResponse(
   finishReason: string,
   parameters: ModelInferResponse['parameters'] = {},
 ): ModelInferResponse {
-  const outputs: ModelInferResponse['outputs'] = [];
-  const want = (n: string) => o.outputs.size === 0 || o.outputs.has(n);
-  if (want(TEXT_OUTPUT))
-    outputs.push({
-      name: TEXT_OUTPUT,
+  // One BYTES element per output (one choice), as Dynamo.
+  const outputs = (
+    [
+      [TEXT_OUTPUT, text],
+      [FINISH_REASON_OUTPUT, finishReason],
+    ] as const
+  )
+    .filter(([name]) => o.outputs.size === 0 || o.outputs.has(name))
+    .map(([name, value]) => ({
+      name,
       datatype: 'BYTES',
       shape: [1],
-      contents: { bytes_contents: [Buffer.from(text, 'utf8')] },
-    });
-  if (want(FINISH_REASON_OUTPUT))
-    outputs.push({
-      name: FINISH_REASON_OUTPUT,
-      datatype: 'BYTES',
-      shape: [1],
-      contents: { bytes_contents: [Buffer.from(finishReason, 'utf8')] },
-    });
+      contents: { bytes_contents: [Buffer.from(value, 'utf8')] },
+    }));
   return { model_name: o.model, model_version: MODEL_VERSION, id: o.id, parameters, outputs };
 }
