@@ -28,7 +28,7 @@ function typeOf(status: number): string {
   return status >= 500 ? 'api_error' : 'invalid_request_error';
 }
 
-export function toAnthropicError(err: unknown): {
+function toAnthropicError(err: unknown): {
   status: number;
   body: AnthropicErrorBody;
   field: string | null;

@@ -15,7 +15,7 @@
 import { parseNvext } from '@kvrouter/protocols';
 import { badRequest } from '../errors.js';
 import type { ChatMessage, ChatRequest, ContentPart } from '../openai/validate.js';
-import { parseChatRequest } from '../openai/validate.js';
+import { bool, describe, int, isObj, num, parseChatRequest, present, str } from '../openai/validate.js';
 
 /** Where the last `cache_control` breakpoint sits (Anthropic's prefix order: tools, system, messages). */
 type Breakpoint =
@@ -43,41 +43,6 @@ export interface MessagesRequest {
 const U32_MAX = 0xffffffff;
 const MAX_BREAKPOINTS = 4;
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-
-const isObj = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-const present = (v: unknown): boolean => v !== undefined && v !== null;
-
-function describe(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  if (typeof v === 'string') return v.length > 40 ? `a string "${v.slice(0, 40)}…"` : `"${v}"`;
-  if (typeof v === 'object') return 'an object';
-  return String(v as number | boolean | bigint | undefined);
-}
-
-function str(v: unknown, field: string): string {
-  if (typeof v !== 'string') throw badRequest(field, `${field}: expected a string, got ${describe(v)}`);
-  return v;
-}
-
-function num(v: unknown, field: string, lo: number, hi: number): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi)
-    throw badRequest(field, `${field}: expected a number between ${lo} and ${hi}, got ${describe(v)}`);
-  return v;
-}
-
-function int(v: unknown, field: string, lo: number, hi: number): number {
-  const n = typeof v === 'bigint' && v >= BigInt(lo) && v <= BigInt(hi) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi)
-    throw badRequest(field, `${field}: expected an integer between ${lo} and ${hi}, got ${describe(v)}`);
-  return n;
-}
-
-function bool(v: unknown, field: string): boolean {
-  if (typeof v !== 'boolean') throw badRequest(field, `${field}: expected a boolean, got ${describe(v)}`);
-  return v;
-}
 
 function arr(v: unknown, field: string): unknown[] {
   if (!Array.isArray(v)) throw badRequest(field, `${field}: expected an array, got ${describe(v)}`);
@@ -266,7 +231,12 @@ function convert(system: unknown, messages: unknown[], marks: Marks | null): Con
   return { messages: out, continueFinal: last?.role === 'assistant' };
 }
 
-function tools(v: unknown, marks: Marks): unknown[] {
+interface FunctionTool {
+  type: 'function';
+  function: { name: string; parameters: Record<string, unknown>; description?: string };
+}
+
+function tools(v: unknown, marks: Marks): FunctionTool[] {
   return arr(v, 'tools').map((t, i) => {
     const f = `tools.${i}`;
     const o = obj(t, f);
@@ -284,7 +254,7 @@ function tools(v: unknown, marks: Marks): unknown[] {
     if (!present(o.input_schema)) throw badRequest(`${f}.input_schema`, `${f}.input_schema: required`);
     const schema = obj(o.input_schema, `${f}.input_schema`);
     marks.check(o, f, { at: 'tools' });
-    const fn: Record<string, unknown> = { name, parameters: schema };
+    const fn: FunctionTool['function'] = { name, parameters: schema };
     if (present(o.description)) fn.description = str(o.description, `${f}.description`);
     return { type: 'function', function: fn };
   });
@@ -374,7 +344,7 @@ export function parseMessagesRequest(raw: unknown, count = false): MessagesReque
   if (conv.continueFinal) oa.continue_final_message = true;
   if (toolList && toolList.length > 0) oa.tools = toolList;
   if (present(b.tool_choice)) {
-    const names = (toolList ?? []).map((t) => (t as { function: { name: string } }).function.name);
+    const names = (toolList ?? []).map((t) => t.function.name);
     const tc = toolChoice(b.tool_choice, names);
     if (toolList && toolList.length > 0) oa.tool_choice = tc.choice;
     if (!tc.parallel) oa.parallel_tool_calls = false;

@@ -138,11 +138,12 @@ export type InferenceRequest = ChatRequest | CompletionRequest;
 
 const U32_MAX = 0xffffffff;
 
-const isObj = (v: unknown): v is Record<string, unknown> =>
+/** Field checkers shared by the request validators (chat, Anthropic Messages): each 400 names its field. */
+export const isObj = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
-const present = (v: unknown): boolean => v !== undefined && v !== null;
+export const present = (v: unknown): boolean => v !== undefined && v !== null;
 
-function describe(v: unknown): string {
+export function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'string') return v.length > 40 ? `a string "${v.slice(0, 40)}…"` : `"${v}"`;
@@ -151,25 +152,25 @@ function describe(v: unknown): string {
   return String(v as number | boolean | undefined);
 }
 
-function num(v: unknown, field: string, lo: number, hi: number): number {
+export function num(v: unknown, field: string, lo: number, hi: number): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi)
     throw badRequest(field, `${field}: expected a number between ${lo} and ${hi}, got ${describe(v)}`);
   return v;
 }
 
-function int(v: unknown, field: string, lo: number, hi: number): number {
+export function int(v: unknown, field: string, lo: number, hi: number): number {
   const n = typeof v === 'bigint' && v >= BigInt(lo) && v <= BigInt(hi) ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi)
     throw badRequest(field, `${field}: expected an integer between ${lo} and ${hi}, got ${describe(v)}`);
   return n;
 }
 
-function bool(v: unknown, field: string): boolean {
+export function bool(v: unknown, field: string): boolean {
   if (typeof v !== 'boolean') throw badRequest(field, `${field}: expected a boolean, got ${describe(v)}`);
   return v;
 }
 
-function str(v: unknown, field: string): string {
+export function str(v: unknown, field: string): string {
   if (typeof v !== 'string') throw badRequest(field, `${field}: expected a string, got ${describe(v)}`);
   return v;
 }
