@@ -34,10 +34,6 @@ export function modelNotFound(model: string): KvrError {
   return new KvrError('model_not_found', `The model \`${shown}\` does not exist.`, 404, { field: 'model' });
 }
 
-export function notImplemented(path: string): KvrError {
-  return new KvrError('not_implemented', `${path} is not implemented by kvrouter yet`, 501);
-}
-
 /** Status and OpenAI body of any thrown value. */
 export function toOpenAiError(err: unknown): { status: number; body: OpenAiErrorBody } {
   if (err instanceof KvrError) {

@@ -199,6 +199,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
       staggerMs: plan.staggerMs,
       card: { runtimeConfig, extra: cardFiles },
       disagg,
+      media: plan.media,
       onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
       onError: (e) => io.log(`kv events: ${errText(e)}`),
     });

@@ -13,7 +13,7 @@ import {
   type InflateRaw,
   type TimingModel,
 } from '@kvrouter/engine-sim';
-import { autoStaggerMs } from '@kvrouter/sim-worker';
+import { autoStaggerMs, type SimMediaOptions } from '@kvrouter/sim-worker';
 import { disaggPlan, type DisaggPlan } from './disagg.js';
 
 export type MockerConfig = ResolvedConfig<'mocker'>;
@@ -39,6 +39,8 @@ export interface MockerPlan {
   vllmZmq: ZmqPortsPlan | null;
   /** `--disaggregation-mode prefill|decode` (null = aggregated); see `disagg.ts`. */
   disagg: DisaggPlan | null;
+  /** `--model-type embedding|images|videos` (null = chat: text generation only). */
+  media: SimMediaOptions | null;
   /** Where pass times come from; `timingModelOf` builds the engine's model (it reads files). */
   timing: TimingPlan;
   /** Startup continues; the app logs each one. */
@@ -104,9 +106,20 @@ export function planFromConfig(c: MockerConfig): MockerPlan {
     vllmZmq,
     kvCacheTrace: c.mockerKvCacheTrace,
     disagg,
+    media: mediaPlan(c),
     timing,
     warnings,
   };
+}
+
+function mediaPlan(c: MockerConfig): SimMediaOptions | null {
+  if (c.mockerModelType === 'chat') return null;
+  if (c.disaggregationMode !== 'agg')
+    throw new MockerConfigError(
+      `--model-type ${c.mockerModelType} cannot be combined with --disaggregation-mode ${c.disaggregationMode} (only text generation is disaggregated)`,
+      '--model-type',
+    );
+  return { kinds: [c.mockerModelType], embeddingDim: c.embeddingDim };
 }
 
 export type TimingPlan =

@@ -7,3 +7,4 @@ export * from './nvext.js';
 export * from './generate.js';
 export * from './kernel/index.js';
 export { renderErrorsDoc } from './error-doc.js';
+export * from './media.js';

@@ -61,6 +61,8 @@ export interface ModelCardFields {
   model_input: ModelInput;
   lora: unknown;
   runtime_config: ModelRuntimeConfig;
+  /** Cards of type `embedding`: the length of the vectors the worker returns (absent: not declared). */
+  embedding_dim?: number;
 }
 
 export interface ModelDeploymentCard extends ModelCardFields {
@@ -158,6 +160,9 @@ function cardFrom(v: unknown, f: Fail): ModelCardFields & Obj {
       o.model_input === undefined ? 'tokens' : oneOf(o.model_input, 'model_input', f, MODEL_INPUTS),
     lora: o.lora ?? null,
     runtime_config: runtimeConfigFrom(o.runtime_config, f),
+    ...(o.embedding_dim !== undefined && o.embedding_dim !== null
+      ? { embedding_dim: int(o.embedding_dim, 'embedding_dim', f, 1, U32) }
+      : {}),
   };
 }
 

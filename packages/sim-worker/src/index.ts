@@ -20,3 +20,11 @@ export { VllmRelay, type KvEventRelay, type VllmRelayOptions } from './vllm-rela
 export * from './disagg.js';
 export * from './bootstrap.js';
 export { applyExtras, withExtras, scriptedOutput, syntheticLogprob } from './extras.js';
+export {
+  DEFAULT_EMBEDDING_DIM,
+  PNG_SIGNATURE,
+  embedVector,
+  serveMedia,
+  type MediaKind,
+  type SimMediaOptions,
+} from './media.js';

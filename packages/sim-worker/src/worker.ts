@@ -32,6 +32,7 @@ import {
 import { EngineDriver, type DriverStats } from './driver.js';
 import { BootstrapServer } from './bootstrap.js';
 import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
+import { DEFAULT_EMBEDDING_DIM, serveMedia, type SimMediaOptions } from './media.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
 import type { KvEventRelay } from './vllm-relay.js';
 
@@ -76,6 +77,11 @@ export interface SimWorkerOptions {
   card?: SimCardOptions;
   /** `--disaggregation-mode` and the KV transfer model (`disagg.ts`); default aggregated. */
   disagg?: SimDisaggOptions | null;
+  /**
+   * `--model-type embedding|images|videos` (`media.ts`): the media endpoints are served beside
+   * `generate`, and the card's `model_type` is these kinds (unless `card.modelType` says otherwise).
+   */
+  media?: SimMediaOptions | null;
   deviceType?: DeviceType;
   /**
    * Engine KV events go through this relay (e.g. `VllmRelay`: vLLM ZMQ out and back in) instead of
@@ -190,6 +196,8 @@ export class SimWorker {
           kvTransferDomain: c.runtimeConfig?.kv_transfer_domain,
         }),
       );
+      const media = o.media && o.media.kinds.length > 0 ? o.media : null;
+      if (media) serveMedia(server, media);
       const registration = new WorkerRegistration({
         discovery: d,
         namespace: o.namespace,
@@ -206,9 +214,14 @@ export class SimWorker {
           ...(c.migrationLimit !== undefined ? { migration_limit: c.migrationLimit } : {}),
           ...(c.modelType !== undefined
             ? { model_type: c.modelType }
-            : dis?.mode === 'prefill'
-              ? { model_type: ['prefill' as const] }
-              : {}),
+            : media
+              ? { model_type: [...media.kinds] }
+              : dis?.mode === 'prefill'
+                ? { model_type: ['prefill' as const] }
+                : {}),
+          ...(media?.kinds.includes('embedding')
+            ? { embedding_dim: media.embeddingDim ?? DEFAULT_EMBEDDING_DIM }
+            : {}),
           runtime_config: {
             ...c.runtimeConfig,
             ...(bootstrap ? { disaggregated_endpoint: { host: bootstrap.host, port: bootstrap.port } } : {}),

@@ -1,16 +1,17 @@
-/** Embeddings, image and video generation APIs. */
+/** Embeddings, image and video generation APIs (`embeddings.ts`, `generate.ts`, worker choice in `pick.ts`). */
 import type { Express, Request, Response } from 'express';
-import { notImplemented } from '../errors.js';
 import type { ApiContext } from '../http/apis.js';
-import { sendError } from '../http/util.js';
+import { embeddingsHandler } from './embeddings.js';
+import { imagesHandler, videosHandler } from './generate.js';
+import { MediaPicker } from './pick.js';
 
 export function registerMedia(app: Express, ctx: ApiContext): void {
-  const notYet = (req: Request, res: Response) => sendError(res, notImplemented(req.path));
-  for (const path of [
-    ctx.deps.paths.embeddings,
-    '/v1/images/generations',
-    '/v1/videos/generations',
-    '/v1/videos/generations/stream',
-  ])
-    app.post(path, notYet);
+  const picker = new MediaPicker(ctx.deps.registry);
+  const via =
+    (h: (req: Request, res: Response, body: unknown) => Promise<void>) => (req: Request, res: Response) =>
+      h(req, res, req.body);
+  app.post(ctx.deps.paths.embeddings, ctx.text, via(embeddingsHandler(ctx.deps, picker)));
+  app.post('/v1/images/generations', ctx.text, via(imagesHandler(ctx.deps, picker)));
+  app.post('/v1/videos/generations', ctx.text, via(videosHandler(ctx.deps, picker, false)));
+  app.post('/v1/videos/generations/stream', ctx.text, via(videosHandler(ctx.deps, picker, true)));
 }

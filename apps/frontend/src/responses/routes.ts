@@ -108,7 +108,7 @@ function outputAsChat(b: ResponseBuilder): ChatBodyMessage[] {
   return [m];
 }
 
-export function responsesHandler(
+function responsesHandler(
   d: AppDeps,
   store: ResponseStore,
 ): (req: IncomingMessage, res: ServerResponse, bodyText: unknown) => Promise<void> {

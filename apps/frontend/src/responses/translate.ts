@@ -93,7 +93,7 @@ function content(v: unknown, field: string): string | Obj[] {
 }
 
 /** `input` items → chat messages; consecutive `function_call` items form one assistant turn. */
-export function inputMessages(v: unknown): ChatBodyMessage[] {
+function inputMessages(v: unknown): ChatBodyMessage[] {
   if (typeof v === 'string') return [{ role: 'user', content: v }];
   if (!Array.isArray(v))
     throw badRequest('input', `input: expected a string or an array of input items, got ${describe(v)}`);

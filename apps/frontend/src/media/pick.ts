@@ -1,0 +1,69 @@
+/**
+ * Which worker serves a media request: round robin over the ready workers of the model's worker
+ * sets whose card declares the capability (`model_type` embedding / images / videos). No KV
+ * scoring: these requests leave no reusable KV cache behind (docs/protocol.md "HTTP endpoints").
+ *
+ * Refusals: an unknown model is 404 `model_not_found`; a model whose workers lack the capability is
+ * 400 naming `model` for embeddings (the model exists, the request asks it for something else) and
+ * 404 for images / videos (the issue's contract); 501 `not_implemented` only when no worker of the
+ * fleet declares the capability at all.
+ */
+import { KvrError } from '@kvrouter/protocols';
+import type { ModelDeploymentCard, Transport } from '@kvrouter/runtime';
+import { badRequest, modelNotFound } from '../errors.js';
+import type { ModelRegistry, WorkerSet } from '../models.js';
+
+export type Capability = 'embedding' | 'images' | 'videos';
+
+const WHAT: Record<Capability, string> = {
+  embedding: 'embeddings',
+  images: 'image generation',
+  videos: 'video generation',
+};
+
+export interface MediaTarget {
+  set: WorkerSet;
+  workerId: bigint;
+  transport: Transport;
+  card: ModelDeploymentCard;
+}
+
+export class MediaPicker {
+  private rr = 0;
+
+  constructor(private readonly registry: ModelRegistry) {}
+
+  pick(model: string, cap: Capability): MediaTarget {
+    const m = this.registry.models.get(model);
+    const ready = (s: WorkerSet) => s.readyCount > 0;
+    if (!m || !m.sets.some(ready)) {
+      if (cap !== 'embedding' && !this.registry.allSets().some((s) => ready(s) && s.modelTypes.includes(cap)))
+        throw new KvrError(
+          'not_implemented',
+          `no worker serves ${WHAT[cap]}: no registered model card declares model_type ${cap}`,
+          501,
+        );
+      throw modelNotFound(model);
+    }
+    const sets = m.sets.filter((s) => ready(s) && s.modelTypes.includes(cap));
+    if (sets.length === 0) {
+      const types = [...new Set(m.sets.flatMap((s) => s.modelTypes))].join(', ');
+      const msg = `model: ${model} does not serve ${WHAT[cap]} (its workers' cards declare model_type [${types}])`;
+      if (cap === 'embedding') throw badRequest('model', msg);
+      throw new KvrError('model_not_found', msg, 404, { field: 'model' });
+    }
+    const candidates: MediaTarget[] = [];
+    for (const set of sets)
+      for (const w of set.workers.values())
+        if (w.routed && !w.down && w.transport && w.card)
+          candidates.push({ set, workerId: w.id, transport: w.transport, card: w.card });
+    if (candidates.length === 0)
+      throw new KvrError(
+        'no_eligible_workers',
+        `no ready worker serves ${WHAT[cap]} for model ${model}`,
+        503,
+      );
+    this.rr = (this.rr + 1) % candidates.length;
+    return candidates[this.rr]!;
+  }
+}
