@@ -1,5 +1,5 @@
 export * from './types.js';
-export { RadixIndexer, type RadixIndexerOptions } from './indexer.js';
+export { MAX_BLOCKS_PER_WORKER, RadixIndexer, type RadixIndexerOptions } from './indexer.js';
 export type { MatchResult } from './match.js';
 export * as layout from './layout.js';
 export { ApproxIndexer, type ApproxOptions } from './approximate.js';

@@ -2,6 +2,7 @@ import {
   KvrError,
   chainHashInto,
   computeSequenceHashes,
+  invalidArgument,
   u64sToPairs,
   type RouterEvent,
   type StorageTier,
@@ -23,6 +24,12 @@ export interface RadixIndexerOptions {
   maxSlots?: number;
   /** Largest Stored/Removed batch accepted; larger events are rejected whole as invalid. */
   maxBlocksPerEvent?: number;
+  /**
+   * Blocks one (worker, dp_rank) may hold (default `MAX_BLOCKS_PER_WORKER`; issue 17). A Stored event
+   * that would cross it first drops everything that rank holds, as a Cleared would (counted in
+   * `overflowedBlocks`), so an engine whose removals never arrive cannot grow the index without bound.
+   */
+  maxBlocksPerWorker?: number;
   /** Only events of this tier are indexed (default `device`); others are counted and skipped. */
   tier?: StorageTier;
   onApplied?: AppliedHook;
@@ -35,6 +42,12 @@ export interface RadixIndexerOptions {
 }
 
 const DEFAULT_MAX_BLOCKS = 65_536;
+/**
+ * Default bound of blocks per (worker, dp_rank): 4,194,304 (2^22), above any engine's KV cache
+ * (an 8xH200 node at block size 16 holds ~1M device blocks); ~60 bytes each (README, "Memory per
+ * (block, worker) pair"), so at most ~250 MB per rank. docs/memory.md.
+ */
+export const MAX_BLOCKS_PER_WORKER = 1 << 22;
 const STATUSES: readonly ApplyStatus[] = ['ok', 'parent_block_not_found', 'block_not_found', 'invalid_block'];
 const KINDS: readonly EventKind[] = ['stored', 'removed', 'cleared'];
 const { lo, hi } = u64Parts;
@@ -53,6 +66,10 @@ export class RadixIndexer implements KvIndexer {
   /** Applied-event counters indexed by STATUSES × KINDS (no allocation per event). */
   private readonly counts = new Float64Array(STATUSES.length * KINDS.length);
   private readonly maxBlocks: number;
+  readonly maxBlocksPerWorker: number;
+  /** Blocks dropped by the per-worker bound, and how many times it was hit. */
+  overflowedBlocks = 0;
+  overflows = 0;
   private readonly tier: StorageTier;
   private readonly onApplied: AppliedHook | undefined;
   // Scratch, reused: no allocation per event or per query.
@@ -73,6 +90,9 @@ export class RadixIndexer implements KvIndexer {
     this.slots = opts.slots ?? new SlotRegistry(holderWords(maxSlots));
     this.treeSize = opts.treeSize ?? new Int32Array(maxSlots * TREE_SIZE_STRIDE);
     this.maxBlocks = opts.maxBlocksPerEvent ?? DEFAULT_MAX_BLOCKS;
+    this.maxBlocksPerWorker = opts.maxBlocksPerWorker ?? MAX_BLOCKS_PER_WORKER;
+    if (!Number.isSafeInteger(this.maxBlocksPerWorker) || this.maxBlocksPerWorker < 1)
+      throw invalidArgument('maxBlocksPerWorker', 'must be an integer >= 1', this.maxBlocksPerWorker);
     this.tier = opts.tier ?? 'device';
     this.onApplied = opts.onApplied;
     this.active = new Int32Array(this.table.hw);
@@ -133,6 +153,14 @@ export class RadixIndexer implements KvIndexer {
   ): ApplyStatus {
     let pLo = 0;
     let pHi = 0;
+    if (n > this.maxBlocksPerWorker) return this.count('invalid_block', 'stored');
+    if (slot >= 0 && this.treeSize[slot * TREE_SIZE_STRIDE]! + n > this.maxBlocksPerWorker) {
+      // The bound (issue 17): drop the rank's blocks as a Cleared would; its next events rebuild
+      // it. A chain continuing from a dropped parent then has no parent, like after a Cleared.
+      this.overflowedBlocks += this.treeSize[slot * TREE_SIZE_STRIDE]!;
+      this.overflows++;
+      this.clearSlots(new Set([slot]), false);
+    }
     if (hasParent) {
       const px = slot < 0 ? undefined : this.ext.get(slot);
       const off = px ? px.find(pExtLo, pExtHi) : -1;
