@@ -5,6 +5,9 @@
  * `vllm_xargs.mock_output_token_ids` (passed through like on chat completions). Expected prompt
  * lengths are worked out from the ChatML rendering with the vocabulary package directly.
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -456,5 +459,67 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
 
   it('every booking ended', async () => {
     await eventually(() => routerIdle(fe), 5000, 'an idle router');
+  });
+});
+
+describe('cache_control as a routing hint', () => {
+  it('a request with a breakpoint gets full overlap credit where --router-kv-overlap-score-credit is 0.25', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'kvr-anthropic-'));
+    const file = path.join(dir, 'decisions.jsonl');
+    const hinted = await startFrontend(
+      [
+        ...[
+          '--router-mode',
+          'kv',
+          '--router-event-threads',
+          '1',
+          '--enable-anthropic-api',
+          '--mocker-workers',
+          '2',
+        ],
+        ...['--router-kv-overlap-score-credit', '0.25', '--decision-log', file, '--decision-log-sample', '1'],
+      ],
+      { log },
+    );
+    try {
+      const c = new Anthropic({ baseURL: hinted.url, apiKey: 'unused', maxRetries: 0 });
+      const system = fresh('Hint');
+      const ask = (bp: boolean) =>
+        c.messages.create({
+          model: MODEL,
+          max_tokens: 1,
+          system: [
+            { type: 'text', text: system, ...(bp ? { cache_control: { type: 'ephemeral' as const } } : {}) },
+          ],
+          messages: [{ role: 'user', content: 'q' }],
+        });
+      type Cand = { effective_overlap: number; credit_blocks: number };
+      /** The logged decision of a response: its candidate that holds the most of the prompt. */
+      const best = (id: string): Cand | undefined => {
+        const rid = id.slice(4).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+        const line = readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((l) => l.includes(rid))[0];
+        if (!line) return undefined;
+        const cands = (JSON.parse(line) as { candidates: Cand[] }).candidates;
+        return cands.reduce((a, b) => (b.effective_overlap > a.effective_overlap ? b : a));
+      };
+      await ask(false);
+      // Once the first request's blocks are in the index, the repeat sees them on one worker.
+      let plain = best((await ask(false)).id);
+      for (let i = 0; i < 40 && !(plain && plain.effective_overlap > 0); i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        plain = best((await ask(false)).id);
+      }
+      expect(plain!.effective_overlap).toBeGreaterThan(0);
+      // §8.3: credit = overlap_score_credit × device overlap (no decay by default).
+      expect(plain!.credit_blocks).toBe(0.25 * plain!.effective_overlap);
+      const withBp = best((await ask(true)).id)!;
+      expect(withBp.effective_overlap).toBe(plain!.effective_overlap);
+      expect(withBp.credit_blocks).toBe(withBp.effective_overlap);
+    } finally {
+      await hinted.close(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
