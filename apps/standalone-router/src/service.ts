@@ -171,6 +171,13 @@ export class StandaloneRouter {
     const params = plan.params;
     const { namespace: ns, component: comp } = path;
     this.cleanup.push(() => discovery.close());
+    // Discovery grants a lost lease again under the same id and puts every key back (issue 18).
+    discovery.onLeaseLost((e) => log.warn(`${e.message}; re-registering`));
+    discovery.onLeaseRestored((st) =>
+      log.info(
+        `discovery lease ${u64ToHex(this.routerId)} re-acquired after ${st.lastGap!.restoredAt - st.lastGap!.lostAt} ms; ${st.lastGap!.keys} keys registered again`,
+      ),
+    );
     const eventPlaneKind = config.eventPlane; // computed by the config table (--event-plane auto)
     let nc: NatsConnection | null = null;
     if (config.requestPlane === 'nats' || eventPlaneKind === 'nats') {
@@ -279,6 +286,13 @@ export class StandaloneRouter {
     if (this.served) {
       const served = this.served;
       serveIndexHandlers(server, served);
+      // Announced once the index caught up with the workers seen at startup (issue 18): a frontend
+      // never waits on this router's rebuild (it routes with the other instances, or on load alone).
+      const known = [...(catalog.allGroups()[0]?.workers.values() ?? [])]
+        .filter((w) => w.routed)
+        .map((w) => w.id);
+      if (!(await host.rebuilt(known)))
+        log.warn(`index rebuild of ${known.length} workers not finished within 5 s; serving it anyway`);
       await registerServedIndex(discovery, path, server, served.approximate);
       log.info(
         `serving the ${served.approximate ? 'approximate' : 'event-driven'} index on ${ns}/${comp}/${KV_INDEXER_QUERY_ENDPOINT}`,
@@ -381,6 +395,8 @@ export class StandaloneRouter {
         endpoint: `dyn://${this.path.namespace}.${this.path.component}.${this.path.endpoint}`,
         workers: this.catalog.readyCount,
         models: this.catalog.modelNames,
+        // The discovery lease: `state` lost while a gap lasts, `reacquired` / `last_gap` after (issue 18).
+        lease: h.lease ?? null,
       },
     };
   }

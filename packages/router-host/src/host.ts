@@ -182,6 +182,26 @@ export class RouterHost {
     return this.feed?.subscriber.cursor(workerId, dpRank) ?? null;
   }
 
+  /**
+   * Resolves true once the index holds what `workers` had when this was called: each one's first
+   * recovery from its local indexer (ring-buffer events or tree dump) done and applied; false after
+   * `maxMs` without that. A served index registers after it (issue 18), so no query waits on the
+   * rebuild of a restarted router. Without an event feed there is nothing to wait for.
+   */
+  async rebuilt(workers: readonly bigint[], maxMs = 5000): Promise<boolean> {
+    const sub = this.feed?.subscriber;
+    if (!sub) return true;
+    const end = Date.now() + maxMs;
+    const caughtUp = (): boolean =>
+      sub.pendingRecoveries === 0 && workers.every((id) => sub.cursor(id, 0)?.phase === 'none');
+    while (!caughtUp()) {
+      if (Date.now() > end) return false;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await this.index?.flush();
+    return true;
+  }
+
   /** Null until the first card (its block size) built it. */
   get router(): KvRouter | null {
     return this.router_;
