@@ -37,6 +37,7 @@ import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
 import { OpenStreams } from './http/streams.js';
 import { ModelRegistry, type Logger } from './models.js';
+import { checkChatProcessor } from './flags.js';
 import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
 import { InferenceService } from './service.js';
 import { TruthWatch } from './truth.js';
@@ -128,6 +129,7 @@ export class Frontend {
       // Every refusal (and the --aic-* errors) before anything is connected.
       const plan = planRouter(config, 'frontend', { readText: readTextFile });
       checkRouterServiceFlags(config, plan);
+      checkChatProcessor(config);
       const backend = config.discoveryBackend;
       const memHub = opts.memHub ?? defaultMemHub();
       const inprocHub = opts.inprocHub ?? defaultInprocHub();
@@ -292,6 +294,7 @@ export class Frontend {
         migrationLimit: config.migrationLimit,
         migrationMaxSeqLen: config.migrationMaxSeqLen,
         log,
+        debugPerf: config.dynDebugPerf,
       });
 
       // Truth-checked routing (issue 19): reports per model, logged and exported.

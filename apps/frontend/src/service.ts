@@ -5,7 +5,7 @@
  * lifecycle calls (first token → MarkPrefillCompleted, end / error / disconnect → Free).
  */
 import { randomUUID } from 'node:crypto';
-import { KvrError, isQueryOnly, type WorkerWithDpRank } from '@kvrouter/protocols';
+import { KvrError, isQueryOnly, u64ToHex, type WorkerWithDpRank } from '@kvrouter/protocols';
 import {
   RequestLifecycleMetrics,
   errorTypeOf,
@@ -21,6 +21,7 @@ import { badRequest, modelNotFound } from './errors.js';
 import type { Logger, ModelRegistry, WorkerSet } from './models.js';
 import { detokenizerFor, engineFields, mmHashesFor, stopExtras } from './openai/engine.js';
 import type { InferenceRequest } from './openai/validate.js';
+import { speculativePrefill, withSpeculativePrefill } from './speculative.js';
 import { DecodeStream } from './tokenizer/detok.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
 import type { ModelTokenizers } from './tokenizer/per-model.js';
@@ -52,6 +53,8 @@ export interface ServiceOptions {
   /** `--migration-max-seq-len` (null = no limit). */
   migrationMaxSeqLen: number | null;
   log: Logger;
+  /** `--dyn-debug-perf`: one info line per request with its stage times (`perfLine`). */
+  debugPerf?: boolean;
 }
 
 export interface RequestContext {
@@ -105,6 +108,8 @@ export class Completion {
   readonly queryOnly: boolean;
   readonly deltas: AsyncGenerator<Delta, void, undefined>;
   private started = false;
+  /** Arrival → routing decided (ms), for `--dyn-debug-perf`. */
+  private routedMs: number | null = null;
 
   constructor(
     readonly req: InferenceRequest,
@@ -132,7 +137,11 @@ export class Completion {
       migrations: 0,
     };
     this.queryOnly = isQueryOnly(req.nvext);
-    this.deltas = this.run();
+    // nvext.agent_hints.speculative_prefill (chat): the finished turn warms the next one (speculative.ts).
+    this.deltas =
+      req.kind === 'chat' && req.nvext.agent_hints?.speculative_prefill === true && !this.queryOnly
+        ? withSpeculativePrefill(this.run(), (text) => void speculativePrefill(svc.o, this, text))
+        : this.run();
   }
 
   /** Response `nvext` per `extra_fields` (and always for query-only requests), or undefined. */
@@ -223,6 +232,7 @@ export class Completion {
         const routedAt = performance.now();
         if (migrations === 0) {
           this.timing.route_ms = ms3(routedAt - tRoute);
+          this.routedMs = ms3(routedAt - this.t0);
           svc.o.metrics.frontend.observeStage('route', (routedAt - tRoute) / 1000);
           this.decision = d;
           this.cachedTokens = d.cachedTokens;
@@ -369,8 +379,44 @@ export class Completion {
       else if (signal.aborted) tracker.disconnected();
       else if (error) tracker.end(errorTypeOf(error));
       else tracker.disconnected();
+      if (svc.o.debugPerf)
+        svc.o.log.info(
+          perfLine(this, this.ctx.endpoint, this.routedMs, {
+            outcome:
+              finished ??
+              (this.queryOnly
+                ? 'query_only'
+                : signal.aborted
+                  ? 'disconnected'
+                  : error
+                    ? ((error as KvrError).code ?? 'error')
+                    : 'disconnected'),
+          }),
+        );
     }
   }
+}
+
+/**
+ * `--dyn-debug-perf`: the request's stages as offsets from its arrival, in ms —
+ * received → tokenized (template + tokenizer) → routed (decision) → first token → done.
+ */
+export function perfLine(
+  c: Completion,
+  endpoint: string,
+  routedMs: number | null,
+  o: { outcome: string },
+): string {
+  const t = c.timing;
+  const at = (v: number | null) => (v === null ? '-' : `${v} ms`);
+  const w = c.worker;
+  return (
+    `debug-perf request ${c.id} (${endpoint}, model ${c.model}): received 0 ms → tokenized ${at(t.preprocess_ms)} → ` +
+    `routed ${at(routedMs)} → first token ${at(t.ttft_ms)} → done ${at(t.total_ms)}; ` +
+    `route ${t.route_ms} ms, ${c.promptTokens} prompt tokens, ${c.completionTokens} output tokens, ` +
+    `overlap ${c.decision?.overlapBlocks ?? 0} blocks, worker ${w ? u64ToHex(w.worker_id) : '-'}, ` +
+    `migrations ${t.migrations}, outcome ${o.outcome}`
+  );
 }
 
 function firstStop(text: string, stops: readonly string[]): number {
