@@ -261,6 +261,16 @@ describe('obsolete aliases and deprecations', () => {
     ).not.toContain('--router-reset-states has no effect without --router-durable-kv-events (ignored)');
   });
 
+  it('the gRPC port flags without --kserve-grpc-server warn (ignored)', () => {
+    expect(fe(['--kserve-grpc-port', '9001'], { DYN_GRPC_METRICS_PORT: '9002' }).warnings).toEqual([
+      '--kserve-grpc-port has no effect without --kserve-grpc-server (ignored)',
+      '--grpc-metrics-port has no effect without --kserve-grpc-server (ignored)',
+    ]);
+    expect(
+      fe(['--kserve-grpc-server', '--kserve-grpc-port', '9001', '--grpc-metrics-port', '9002']).warnings,
+    ).toEqual([]);
+  });
+
   it('KV block size 1 warns', () => {
     expect(fe(['--kv-cache-block-size', '1']).warnings).toEqual([
       'KV block size 1: every token is a block; index and event volume will be very high',

@@ -498,6 +498,12 @@ function lateWarnings(cfg: Cfg, sources: Record<string, Source>, warnings: strin
       if (explicit(sources[k]))
         warnings.push(`${f} has no effect without --router-durable-kv-events (ignored)`);
   }
+  if ('kserveGrpcServer' in cfg && cfg.kserveGrpcServer !== true)
+    for (const [k, f] of [
+      ['kserveGrpcPort', '--kserve-grpc-port'],
+      ['grpcMetricsPort', '--grpc-metrics-port'],
+    ] as const)
+      if (explicit(sources[k])) warnings.push(`${f} has no effect without --kserve-grpc-server (ignored)`);
   for (const k of ['kvCacheBlockSize', 'blockSize'])
     if (cfg[k] === 1)
       warnings.push('KV block size 1: every token is a block; index and event volume will be very high');
