@@ -41,6 +41,7 @@ import { checkChatProcessor } from './flags.js';
 import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
 import { InferenceService } from './service.js';
 import { TruthWatch } from './truth.js';
+import { registerMemoryTables } from './memory.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
 import { startModelTokenizers } from './tokenizer/per-model.js';
@@ -300,6 +301,8 @@ export class Frontend {
       // Truth-checked routing (issue 19): reports per model, logged and exported.
       const truth = new TruthWatch({ registry, metrics: metrics.truth, log });
       cleanup.push(() => truth.close());
+      // Bounded memory (issue 17): every cache's size and limit on /metrics (docs/memory.md).
+      registerMemoryTables({ metrics, registry, encoder, tokenizers });
       const ref: { fe: Frontend | null } = { fe: null };
       // One exposition and one set of health probes for the HTTP port and the gRPC metrics port.
       const metricsText = async () => {
@@ -356,6 +359,7 @@ export class Frontend {
           healthy,
           probes,
           routing: () => truth.report(),
+          tables: metrics.memory,
           onInflight: (d) => ref.fe?.onInflight(d),
           parsers: { toolCallParser: config.dynToolCallParser, reasoningParser: config.dynReasoningParser },
           lora: loraCatalog(discovery, log, cleanup),

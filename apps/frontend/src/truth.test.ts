@@ -4,7 +4,7 @@
  * log; a frontend whose index hears every event reaches EXACT. Real frontend (HTTP, official
  * `openai` client), real simulated engines reporting `cached_tokens`, the frontend's event plane.
  */
-import { AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InprocEventBus } from '@kvrouter/kv-events';

@@ -11,6 +11,7 @@ export {
   SESSION_REAP_INTERVAL_MS,
   SESSION_OPEN_GRACE_S,
   SESSION_CAPACITY_OF_STR_LEN,
+  MAX_SESSION_BINDINGS,
   type SessionBinding,
   type SessionRpcPayload,
 } from './sessions.js';

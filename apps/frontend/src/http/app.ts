@@ -42,6 +42,8 @@ export interface AppDeps {
    * absent: none. `/health` adds `shutting_down` and `workers` (at least one ready worker per model).
    */
   probes?: (() => Promise<HealthReport>) | null;
+  /** Bounded tables report their size and limit here (`dynamo_frontend_table_*`, issue 17); absent: not reported. */
+  tables?: { register(table: string, read: () => { entries: number; limit: number } | null): void } | null;
   /** `/health` detail `routing`: the truth-checked routing report per model (issue 19); absent: none. */
   routing?: (() => unknown) | null;
   /** `/dashboard` and its event stream (`--dashboard`; null when off). */

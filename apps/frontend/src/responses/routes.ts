@@ -239,6 +239,7 @@ function responsesHandler(
 export function registerResponses(app: Express, ctx: ApiContext): void {
   const cfg = ctx.deps.responsesStore ?? DEFAULT_STORE;
   const store = new ResponseStore(cfg.size, cfg.ttlSecs);
+  ctx.deps.tables?.register('responses_store', () => ({ entries: store.count, limit: cfg.size }));
   const h = responsesHandler(ctx.deps, store);
   const path = ctx.deps.paths.responses;
   app.post(path, ctx.text, (req, res) => h(req, res, req.body));

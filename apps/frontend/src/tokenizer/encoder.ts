@@ -261,6 +261,11 @@ export class PromptEncoder {
     return this.cache.size;
   }
 
+  /** The bound of `cacheTokensHeld` (`--tokenizer-prefix-cache-tokens`). */
+  get cacheTokenLimit(): number {
+    return this.cacheTokens;
+  }
+
   /** Ids held by the prefix entries. */
   get cacheTokensHeld(): number {
     return this.cachedTokens;

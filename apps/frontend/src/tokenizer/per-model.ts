@@ -268,6 +268,13 @@ export class ModelTokenizers {
     return e.ready;
   }
 
+  /** Every loaded encoder, the fallback's included, once each (bounded-memory metrics, issue 17). */
+  encoders(): PromptEncoder[] {
+    const out = new Set<PromptEncoder>([this.o.fallback.encoder]);
+    for (const e of this.models.values()) if (e.value) out.add(e.value.encoder);
+    return [...out];
+  }
+
   /** The model's tokenizer if loaded (no waiting), else the fallback. */
   peek(model: string): ModelTokenizer {
     return this.models.get(model)?.value ?? this.fallbackTokenizer();

@@ -1,0 +1,102 @@
+/**
+ * Bounded memory of the frontend (issue 17): every table of docs/memory.md is on /metrics with its
+ * limit; the client-driven ones are driven past their limit over HTTP and hold. (The session table
+ * and the index are driven past their limits in packages/router and packages/radix-indexer.)
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_MODEL_LABELS } from '@kvrouter/metrics';
+import { MAX_BLOCKS_PER_WORKER } from '@kvrouter/radix-indexer';
+import { MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import { parityModelDir } from '@kvrouter/testkit/parity';
+import type { Frontend } from './frontend.js';
+import { TABLES } from './memory.js';
+import { startFrontend } from './test-helpers.js';
+
+const MODEL = 'qwen3';
+let fe: Frontend;
+let client: OpenAI;
+
+beforeAll(async () => {
+  fe = await startFrontend([
+    ...['--model-path', parityModelDir('qwen3'), '--model-name', MODEL],
+    ...['--router-mode', 'kv', '--mocker-workers', '2'],
+    ...['--tokenizer', 'fastokens', '--tokenizer-prefix-cache-tokens', '300'],
+    ...['--responses-store-size', '3'],
+  ]);
+  client = new OpenAI({ baseURL: `${fe.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+afterAll(() => fe?.close(0));
+
+async function table(name: string): Promise<{ entries: number; limit: number; evicted?: number }> {
+  const text = await (await fetch(`${fe.url}/metrics`)).text();
+  const val = (family: string): number | undefined => {
+    const line = text.split('\n').find((l) => l.startsWith(`${family}{table="${name}"} `));
+    return line === undefined ? undefined : Number(line.split(' ')[1]);
+  };
+  const entries = val('dynamo_frontend_table_entries');
+  const limit = val('dynamo_frontend_table_limit');
+  if (entries === undefined || limit === undefined) throw new Error(`table ${name} is not on /metrics`);
+  const evicted = val('dynamo_frontend_table_evicted_total');
+  return { entries, limit, ...(evicted === undefined ? {} : { evicted }) };
+}
+
+/** `i`-th distinct prompt of about 60 tokens (no shared pieces beyond the template). */
+const prompt = (i: number) =>
+  `Document ${i}: ${Array.from({ length: 12 }, (_, k) => `word${i * 97 + k}x`).join(' ')} end ${i}.`;
+
+describe('bounded tables on /metrics', () => {
+  it('the prompt-prefix cache holds at most --tokenizer-prefix-cache-tokens ids', async () => {
+    for (let i = 0; i < 30; i++)
+      await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: prompt(i) }],
+        max_tokens: 1,
+      });
+    const t = await table(TABLES.prefixCache);
+    expect(t.limit).toBe(300);
+    // 30 prompts of ~60 ids each would be ~1,800 ids unbounded.
+    expect(t.entries).toBeGreaterThan(0);
+    expect(t.entries).toBeLessThanOrEqual(300);
+  });
+
+  it('the responses store keeps --responses-store-size responses', async () => {
+    for (let i = 0; i < 6; i++)
+      await client.responses.create({ model: MODEL, input: `question ${i}`, max_output_tokens: 1 });
+    expect(await table(TABLES.responses)).toMatchObject({ entries: 3, limit: 3 });
+  });
+
+  it('400 made-up model names (past MAX_MODEL_LABELS) add one model label', async () => {
+    const before = (await table(TABLES.modelLabels)).entries;
+    for (let b = 0; b < 400; b += 50)
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          fetch(`${fe.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: `made-up-${b + i}`, messages: [{ role: 'user', content: 'hi' }] }),
+          }).then((r) => r.arrayBuffer()),
+        ),
+      );
+    const t = await table(TABLES.modelLabels);
+    expect(t.limit).toBe(MAX_MODEL_LABELS);
+    expect(t.entries).toBeLessThanOrEqual(before + 1);
+  });
+
+  it('the index and the session table report their bounds', async () => {
+    const ix = await table(TABLES.index);
+    expect(ix.entries).toBeGreaterThan(0); // the prompts above were stored on the workers
+    expect(ix.limit % MAX_BLOCKS_PER_WORKER).toBe(0);
+    expect(ix.limit).toBeGreaterThanOrEqual(2 * MAX_BLOCKS_PER_WORKER);
+    const sess = await table(TABLES.sessions);
+    expect(sess.limit).toBe(MAX_SESSION_BINDINGS); // one router (one worker set)
+    await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'bind me' }],
+      max_tokens: 1,
+      // @ts-expect-error nvext is kvrouter's extension
+      nvext: { session_control: { session_id: 'memory-test', action: 'bind', timeout: 60 } },
+    });
+    expect(await table(TABLES.sessions)).toMatchObject({ entries: 1, evicted: 0 });
+  });
+});

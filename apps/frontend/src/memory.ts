@@ -1,0 +1,69 @@
+/**
+ * Bounded memory (issue 17): the frontend's caches and tables, each with its limit, reported as
+ * `dynamo_frontend_table_{entries,limit,evicted_total}{table}` (docs/memory.md is the inventory).
+ * Read at every `/metrics` scrape; nothing here runs per request.
+ */
+import { MAX_MODEL_LABELS, type FrontendMetricSet } from '@kvrouter/metrics';
+import { MAX_BLOCKS_PER_WORKER, RadixIndexer } from '@kvrouter/radix-indexer';
+import { MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import type { ModelRegistry } from './models.js';
+import type { PromptEncoder } from './tokenizer/encoder.js';
+import type { ModelTokenizers } from './tokenizer/per-model.js';
+
+/** The `table` label values (fixed; docs/memory.md). */
+export const TABLES = Object.freeze({
+  index: 'kv_index_blocks',
+  sessions: 'router_session_bindings',
+  prefixCache: 'tokenizer_prefix_cache_tokens',
+  modelLabels: 'metric_model_labels',
+  responses: 'responses_store',
+});
+
+export interface MemoryTablesOptions {
+  metrics: FrontendMetricSet;
+  registry: ModelRegistry;
+  encoder: PromptEncoder;
+  tokenizers: ModelTokenizers | null;
+}
+
+export function registerMemoryTables(o: MemoryTablesOptions): void {
+  const m = o.metrics.memory;
+  const routers = () => o.registry.allSets().map((s) => s.router);
+  m.register(TABLES.index, () => {
+    let entries = 0;
+    let ranks = 0;
+    let evicted = 0;
+    for (const s of o.registry.allSets()) {
+      const ix = s.indexer;
+      if (!ix) continue;
+      for (const v of ix.treeSizes().values()) {
+        entries += v;
+        ranks++;
+      }
+      if (ix instanceof RadixIndexer) evicted += ix.overflowedBlocks;
+    }
+    return { entries, limit: ranks * MAX_BLOCKS_PER_WORKER, evicted };
+  });
+  m.register(TABLES.sessions, () => {
+    const rs = routers();
+    return {
+      entries: rs.reduce((n, r) => n + r.sessionCount, 0),
+      limit: rs.length * MAX_SESSION_BINDINGS,
+      evicted: rs.reduce((n, r) => n + r.sessionsEvicted, 0),
+    };
+  });
+  m.register(TABLES.prefixCache, () => {
+    const encs = o.tokenizers ? o.tokenizers.encoders() : [o.encoder];
+    return {
+      entries: encs.reduce((n, e) => n + e.cacheTokensHeld, 0),
+      limit: encs.reduce((n, e) => n + e.cacheTokenLimit, 0),
+    };
+  });
+  // The `model` label values of the frontend request families (client-supplied names count under
+  // `__unknown__` unless served; MAX_MODEL_LABELS per lifecycle as a backstop).
+  m.register(TABLES.modelLabels, () => {
+    let entries = 0;
+    for (const _ of o.metrics.frontend.inflightRequests.all()) entries++;
+    return { entries, limit: MAX_MODEL_LABELS };
+  });
+}
