@@ -95,8 +95,20 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
       nvext: { $ref: '#/components/schemas/Nvext' },
     },
   };
-  const notImpl = (s: string) =>
-    op(`${s} (answers 501 until implemented)`, { type: 'object' }, 'not returned');
+  const videoBody = {
+    type: 'object',
+    required: ['model', 'prompt'],
+    properties: {
+      model: { type: 'string' },
+      prompt: { type: 'string' },
+      size: { type: 'string', description: 'WxH (default 832x480)' },
+      seconds: { type: 'integer', minimum: 1, maximum: 60 },
+      response_format: { type: 'string', enum: ['url', 'b64_json'] },
+      output_format: { type: 'string', enum: ['mp4'] },
+      stream: { type: 'boolean' },
+      nvext: { type: 'object', properties: { fps: { type: 'integer' } } },
+    },
+  };
   const paths: Record<string, unknown> = {
     [p.chat]: {
       post: op(
@@ -107,11 +119,86 @@ export function openApiSpec(p: Paths, anthropic: boolean): Record<string, unknow
     },
     [p.completions]: { post: op('OpenAI text completions', cmpBody, 'text_completion or SSE chunks') },
     [p.models]: { get: op('Models with at least one ready worker', null, 'model list') },
-    [p.embeddings]: { post: notImpl('Embeddings') },
-    [p.responses]: { post: notImpl('Responses API') },
-    '/v1/images/generations': { post: notImpl('Image generation') },
-    '/v1/videos/generations': { post: notImpl('Video generation') },
-    '/v1/videos/generations/stream': { post: notImpl('Video generation, streamed') },
+    [p.embeddings]: {
+      post: op(
+        'Embeddings from workers whose card model_type includes embedding (400 on a model without them)',
+        {
+          type: 'object',
+          required: ['model', 'input'],
+          properties: {
+            model: { type: 'string' },
+            input: {
+              oneOf: [
+                { type: 'string' },
+                { type: 'array', items: { type: 'string' } },
+                { type: 'array', items: { type: 'integer' } },
+                { type: 'array', items: { type: 'array', items: { type: 'integer' } } },
+              ],
+            },
+            encoding_format: { type: 'string', enum: ['float', 'base64'] },
+            dimensions: { type: 'integer', minimum: 1, description: 'first n components, renormalised' },
+          },
+        },
+        'list of embeddings with usage.prompt_tokens',
+      ),
+    },
+    [p.responses]: {
+      post: op(
+        'OpenAI Responses API on the chat pipeline (SSE events when stream is true; previous_response_id from the in-memory store)',
+        {
+          type: 'object',
+          required: ['model', 'input'],
+          properties: {
+            model: { type: 'string' },
+            input: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'object' } }] },
+            instructions: { type: 'string' },
+            tools: { type: 'array', items: { type: 'object', required: ['type', 'name'] } },
+            tool_choice: {},
+            reasoning: { type: 'object', properties: { effort: { type: 'string' } } },
+            max_output_tokens: { type: 'integer', minimum: 1 },
+            temperature: { type: 'number' },
+            previous_response_id: { type: 'string' },
+            store: { type: 'boolean' },
+            stream: { type: 'boolean' },
+          },
+        },
+        'response object, or SSE response.created … response.completed',
+      ),
+    },
+    [`${p.responses}/{id}`]: {
+      get: op('A stored response (404 when unknown, expired or not stored)', null, 'response object'),
+    },
+    '/v1/images/generations': {
+      post: op(
+        'Image generation on workers whose card model_type includes images (404 without; 501 when no worker has them)',
+        {
+          type: 'object',
+          required: ['model', 'prompt'],
+          properties: {
+            model: { type: 'string' },
+            prompt: { type: 'string' },
+            n: { type: 'integer', minimum: 1, maximum: 10 },
+            size: { type: 'string', description: 'WxH (default 1024x1024)' },
+            response_format: { type: 'string', enum: ['url', 'b64_json'], description: 'url: a data: URL' },
+          },
+        },
+        '{created, data: [{b64_json | url}]}',
+      ),
+    },
+    '/v1/videos/generations': {
+      post: op(
+        'Video generation on workers whose card model_type includes videos',
+        videoBody,
+        'NvVideosResponse',
+      ),
+    },
+    '/v1/videos/generations/stream': {
+      post: op(
+        'Video generation, streamed',
+        videoBody,
+        'SSE NvVideosResponse chunks (progress), then [DONE]',
+      ),
+    },
     [p.health]: { get: op('200 once discovery is connected, else 503', null, '{"status": "healthy"}') },
     [p.live]: { get: op('200 while the process serves', null, '{"status": "live"}') },
     [p.metrics]: { get: op('Prometheus text exposition', null, 'metrics text') },

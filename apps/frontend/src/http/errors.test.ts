@@ -231,15 +231,14 @@ describe('bad input', () => {
 });
 
 describe('routes', () => {
-  it('unsupported endpoints answer 501 in OpenAI error form; unknown routes 404', async () => {
-    for (const p of [
-      '/v1/embeddings',
-      '/v1/responses',
-      '/v1/images/generations',
-      '/v1/videos/generations',
-      '/v1/videos/generations/stream',
-    ]) {
-      const r = await post(p, { model: MODEL, input: 'x' });
+  it('media routes without a capable worker: 400 embeddings on a chat model, 501 images / videos; unknown routes 404', async () => {
+    // The embedded fleet only chats: asked to embed, the model is the wrong kind (400 naming model).
+    const e = await post('/v1/embeddings', { model: MODEL, input: 'x' });
+    expect(e.status).toBe(400);
+    expect((e.json as unknown as ErrBody).error.param).toBe('model');
+    // No worker of the fleet declares images or videos: 501 in OpenAI error form.
+    for (const p of ['/v1/images/generations', '/v1/videos/generations', '/v1/videos/generations/stream']) {
+      const r = await post(p, { model: MODEL, prompt: 'x' });
       expect(r.status, p).toBe(501);
       expect((r.json as unknown as ErrBody).error.type).toBe('not_implemented_error');
     }

@@ -3,10 +3,10 @@
  * sets whose card declares the capability (`model_type` embedding / images / videos). No KV
  * scoring: these requests leave no reusable KV cache behind (docs/protocol.md "HTTP endpoints").
  *
- * Refusals: an unknown model is 404 `model_not_found`; a model whose workers lack the capability is
- * 400 naming `model` for embeddings (the model exists, the request asks it for something else) and
- * 404 for images / videos (the issue's contract); 501 `not_implemented` only when no worker of the
- * fleet declares the capability at all.
+ * Refusals: images / videos when no worker of the fleet declares the capability at all are 501
+ * `not_implemented` (whatever the model); otherwise an unknown model is 404 `model_not_found`, and a
+ * model whose workers lack the capability is 404 for images / videos (the issue's contract) and 400
+ * naming `model` for embeddings (the model exists, the request asks it for something else).
  */
 import { KvrError } from '@kvrouter/protocols';
 import type { ModelDeploymentCard, Transport } from '@kvrouter/runtime';
@@ -36,15 +36,13 @@ export class MediaPicker {
   pick(model: string, cap: Capability): MediaTarget {
     const m = this.registry.models.get(model);
     const ready = (s: WorkerSet) => s.readyCount > 0;
-    if (!m || !m.sets.some(ready)) {
-      if (cap !== 'embedding' && !this.registry.allSets().some((s) => ready(s) && s.modelTypes.includes(cap)))
-        throw new KvrError(
-          'not_implemented',
-          `no worker serves ${WHAT[cap]}: no registered model card declares model_type ${cap}`,
-          501,
-        );
-      throw modelNotFound(model);
-    }
+    if (cap !== 'embedding' && !this.registry.allSets().some((s) => ready(s) && s.modelTypes.includes(cap)))
+      throw new KvrError(
+        'not_implemented',
+        `no worker serves ${WHAT[cap]}: no registered model card declares model_type ${cap}`,
+        501,
+      );
+    if (!m || !m.sets.some(ready)) throw modelNotFound(model);
     const sets = m.sets.filter((s) => ready(s) && s.modelTypes.includes(cap));
     if (sets.length === 0) {
       const types = [...new Set(m.sets.flatMap((s) => s.modelTypes))].join(', ');
