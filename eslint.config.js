@@ -132,6 +132,8 @@ function kindOfExport(dir, subpath) {
 }
 /** Tests and test support: `*.test.ts`, anything under `test/`, `test-*.ts` fixtures. */
 const isTestFile = (rel) => /\.test\.ts$|\/test\/|\/test-[\w-]+\.ts$/.test(rel);
+/** An app's benchmark processes (`apps/<app>/src/bench/`, run by benchmarks/): they may use testkit's workloads. */
+const isBenchFile = (rel) => /^apps\/[^/]+\/src\/bench\//.test(rel);
 
 /** Import boundaries per package kind, package names only across packages, testkit only from tests. */
 const boundaries = {
@@ -142,7 +144,7 @@ const boundaries = {
     if (!dir) return {};
     const self = partOf(dir, relFile);
     const name = WS.byDir.get(dir);
-    const test = isTestFile(relFile);
+    const test = isTestFile(relFile) || isBenchFile(relFile);
     function check(node, spec) {
       if (typeof spec !== 'string') return;
       if (!self) {

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { freePort } from './services.js';
 
 export const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -148,6 +149,39 @@ export async function startRouterProcess(
   });
   const info = JSON.parse(line) as { router_id: string; system_url: string; transport: { tcp: string } };
   return { ...p, routerId: BigInt(info.router_id), systemUrl: info.system_url, transport: info.transport };
+}
+
+export interface FrontendProc extends Proc {
+  url: string;
+}
+
+/** The frontend (apps/frontend) as a process on a free port, kv discovery over etcd, events over NATS. */
+export async function startFrontendProcess(
+  infra: Infra,
+  ns: string,
+  extra: string[] = [],
+): Promise<FrontendProc> {
+  const port = await freePort();
+  const p = start(
+    'apps/frontend/src/main.ts',
+    [
+      ...['--http-host', '127.0.0.1', '--http-port', String(port), '--namespace', ns],
+      ...['--discovery-backend', 'etcd', '--event-plane', 'nats', '--router-event-threads', '1'],
+      ...extra,
+    ],
+    infra,
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await eventually(
+    async () => {
+      if (p.child.exitCode !== null)
+        throw new Error(`frontend exited with ${p.child.exitCode}: ${p.stderr()}`);
+      return (await fetch(`${url}/live`)).ok;
+    },
+    60_000,
+    'the frontend to serve /live',
+  );
+  return { ...p, url };
 }
 
 export async function eventually<T>(

@@ -1,5 +1,5 @@
 /**
- * Benchmark workload: multi-turn chat sessions whose prompts are about `promptTokens` long. Each
+ * Benchmark and soak workloads: multi-turn chat sessions whose prompts are about `promptTokens` long. Each
  * session opens with its own long context; each turn appends a short user question and the
  * previous answer, the way chat clients resend the whole conversation. Deterministic (seeded).
  *
@@ -8,6 +8,7 @@
  * packages/testkit/fixtures/corpus/mixed.txt), cut at seeded offsets; token counts are then
  * estimated at `charsPerToken` characters per token.
  */
+import { Rng } from './rng.js';
 const WORDS = (
   'the of and to in is was that for on are with as his they be at one have this from or had by hot word but what some we ' +
   'can out other were all there when up use your how said an each she which do their time if will way about many then them ' +
@@ -15,23 +16,10 @@ const WORDS = (
   'my over know water than call first who may down side been now find any new work part take get place made live where after'
 ).split(' ');
 
-/** xorshift32: a few lines, no dependency, identical on every run. */
-class Xs {
-  constructor(private s: number) {}
-  next(): number {
-    let x = this.s;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.s = x >>> 0;
-    return this.s;
-  }
-}
-
 /** About `tokens` cl100k tokens of text (common English words are one token each, with their space). */
-function words(rng: Xs, tokens: number): string {
+function words(rng: Rng, tokens: number): string {
   const out: string[] = [];
-  for (let i = 0; i < tokens; i++) out.push(WORDS[rng.next() % WORDS.length]!);
+  for (let i = 0; i < tokens; i++) out.push(WORDS[rng.u32() % WORDS.length]!);
   return out.join(' ');
 }
 
@@ -66,7 +54,7 @@ export interface SessionWorkloadOptions {
 
 /** An endless, deterministic sequence of turns, sessions interleaved round robin. */
 export class SessionWorkload {
-  private readonly rng: Xs;
+  private readonly rng: Rng;
   private readonly state: {
     context: string;
     history: ChatTurn['messages'];
@@ -87,7 +75,7 @@ export class SessionWorkload {
       charsPerToken: 3.6,
       ...o,
     };
-    this.rng = new Xs(this.o.seed || 1);
+    this.rng = new Rng(this.o.seed);
     for (let s = 0; s < this.o.sessions; s++) this.state.push(this.fresh(s, 0));
   }
 
@@ -103,7 +91,7 @@ export class SessionWorkload {
     const c = this.o.corpus;
     if (!c) return words(this.rng, tokens);
     const n = Math.min(c.length, Math.round(tokens * this.o.charsPerToken));
-    const at = this.rng.next() % c.length;
+    const at = this.rng.u32() % c.length;
     return at + n <= c.length ? c.slice(at, at + n) : c.slice(at) + c.slice(0, at + n - c.length);
   }
 

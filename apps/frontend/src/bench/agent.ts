@@ -9,6 +9,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { Rng } from '@kvrouter/testkit';
 import type { TemplateMessage } from '../tokenizer/template.js';
 
 /** CPU milliseconds (user + system) of `fn` on this process. */
@@ -17,18 +18,6 @@ export function cpuMs(fn: () => void): number {
   fn();
   const c = process.cpuUsage(c0);
   return (c.user + c.system) / 1000;
-}
-
-/** Deterministic xorshift32 in [0, 1). */
-export function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
 }
 
 /** Text source: `text(tokens)` = ~`tokens` tokens (~3.5 characters each) of corpus slices from seeded places. */
@@ -43,8 +32,8 @@ export function corpusText(corpusDir: string, seed: number): CorpusText {
     .filter((f) => f.endsWith('.txt') && !f.startsWith('own-chat'))
     .sort()
     .map((f) => fs.readFileSync(path.join(corpusDir, f), 'utf8'));
-  const rnd = rng(seed);
-  const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+  const rng = new Rng(seed);
+  const int = (lo: number, hi: number) => rng.int(lo, hi);
   return {
     int,
     text(tokens: number): string {

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { AgentWorkload, SessionWorkload } from './workload.js';
+import { AgentWorkload, SessionWorkload } from '@kvrouter/testkit';
 
 /** node:http with keep-alive: far less client CPU per request than fetch's web streams. */
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });

@@ -1,0 +1,471 @@
+/**
+ * `pnpm soak [--minutes 20] [--rate 12] [--seed 1]`: a fleet deployed as an operator would run it —
+ * real nats-server (JetStream) and etcd, two mocker processes of 4 workers each, the standalone
+ * router with `--serve-indexer`, and two frontends with `--router-replica-sync` (one keeps its own
+ * index from KV events, one queries the standalone router's with `--use-remote-indexer`) — under
+ * mixed traffic for the whole duration, with faults injected on a schedule:
+ * kill -9 of a mocker process (then restarted), a nats-server restart, an etcd restart, a 15 s
+ * SIGSTOP of the standalone router and of a frontend, a slow client, and a burst at 3x the rate.
+ *
+ * Traffic: multi-turn chat sessions (~1.5k-token prompts), 70 % streaming, 5 % of streams dropped by
+ * their client after the first chunk, 2 % of requests cancelled at a random moment, spread over
+ * both frontends. After the run, traffic stops and the fleet drains.
+ *
+ * Reports (progress line every 10 s, then a summary; benchmarks/results/soak.json + soak.svg):
+ * requests sent / answered / failed by cause, lost requests (sent, never answered: must be 0),
+ * in-flight, queued and booked load left on each frontend after the drain (must be 0), per fault
+ * the client-visible failures in the 60 s after it and the time until the engines' prompt hit rate
+ * (usage.prompt_tokens_details.cached_tokens / prompt_tokens over 10 s windows) is back to 90 % of
+ * its level before the fault, and RSS of every process over time (slope after warm-up, MB/min).
+ */
+import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  SessionWorkload,
+  Rng,
+  startEtcd,
+  startFrontendProcess,
+  startMocker,
+  startNats,
+  startRouterProcess,
+  eventually,
+  type FrontendProc,
+  type Proc,
+  type RouterProc,
+  type ServiceHandle,
+} from '@kvrouter/testkit';
+import { timeSeriesSvg, type Marker } from './chart.js';
+import { send, type Answer } from './traffic.js';
+
+const arg = (name: string, dflt: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return dflt;
+  const v = Number(process.argv[i + 1]);
+  if (!Number.isFinite(v) || v <= 0) {
+    console.error(`soak: --${name} must be a positive number, got ${process.argv[i + 1]}`);
+    process.exit(2);
+  }
+  return v;
+};
+const MINUTES = arg('minutes', 20);
+const RATE = arg('rate', 12);
+const SEED = arg('seed', 1);
+const NS = 'soak';
+const MODEL = 'mock-model';
+const DURATION = MINUTES * 60;
+const WARMUP = Math.min(120, DURATION * 0.1);
+const WINDOW = 10;
+
+const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'results');
+const log = (m: string) => process.stdout.write(`${m}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.now() / 1000;
+
+// ---------------------------------------------------------------- fleet
+let nats: ServiceHandle;
+let etcd: ServiceHandle;
+const mockers: Proc[] = [];
+let router: RouterProc;
+const frontends: FrontendProc[] = [];
+const infra = () => ({ etcd: etcd.url, nats: nats.url });
+const MOCKER_ARGS = ['--speedup-ratio', '5', '--num-gpu-blocks-override', '2048'];
+
+async function startFleet(): Promise<void> {
+  [nats, etcd] = await Promise.all([startNats({ jetstream: true }), startEtcd()]);
+  for (let i = 0; i < 2; i++) mockers.push(startMocker(infra(), NS, 4, MOCKER_ARGS));
+  router = await startRouterProcess(infra(), NS, ['--serve-indexer', '--router-replica-sync']);
+  const common = ['--router-mode', 'kv', '--router-replica-sync'];
+  frontends.push(await startFrontendProcess(infra(), NS, common));
+  frontends.push(await startFrontendProcess(infra(), NS, [...common, '--use-remote-indexer']));
+  // Every worker routable from both frontends.
+  for (const fe of frontends)
+    await eventually(
+      async () => {
+        const h = (await (await fetch(`${fe.url}/health`)).json()) as { instances?: unknown[] };
+        return (h.instances?.length ?? 0) >= 8;
+      },
+      90_000,
+      `8 workers on ${fe.url}`,
+    );
+}
+
+async function stopFleet(): Promise<void> {
+  for (const p of [...frontends, router, ...mockers]) await p?.kill('SIGKILL');
+  await Promise.all([nats?.stop(), etcd?.stop()]);
+}
+
+/** Resident set size of a process in MB (null once it is gone). */
+function rssMb(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+// ---------------------------------------------------------------- traffic
+interface Record_ {
+  t: number;
+  fe: number;
+  answer: Answer | null;
+}
+const records: Record_[] = [];
+const pending = new Set<Promise<void>>();
+const rng = new Rng(SEED);
+const workload = new SessionWorkload({ sessions: 48, promptTokens: 1500, turns: 8, seed: SEED });
+let rateFactor = 1;
+let sending = true;
+
+function sendOne(k: number, extra: { slowBytesPerSec?: number; maxTokens?: number } = {}): void {
+  const fe = k % frontends.length;
+  const stream = rng.bool(0.7);
+  const rec: Record_ = { t: now() - t0, fe, answer: null };
+  records.push(rec);
+  const p = send({
+    url: frontends[fe]!.url,
+    model: MODEL,
+    messages: workload.take().messages,
+    stream: stream || extra.slowBytesPerSec !== undefined,
+    maxTokens: extra.maxTokens ?? 16 + rng.int(0, 48),
+    disconnect: stream && rng.bool(0.05),
+    cancelAfterMs: rng.bool(0.02) ? rng.int(0, 400) : null,
+    deadlineMs: 180_000,
+    ...(extra.slowBytesPerSec ? { slowBytesPerSec: extra.slowBytesPerSec } : {}),
+  }).then((a) => {
+    rec.answer = a;
+  });
+  pending.add(p);
+  void p.finally(() => pending.delete(p));
+}
+
+async function trafficLoop(): Promise<void> {
+  let k = 0;
+  let next = now();
+  while (sending) {
+    next += 1 / (RATE * rateFactor);
+    const wait = next - now();
+    if (wait > 0.002) await sleep(wait * 1000);
+    if (!sending) break;
+    sendOne(k++);
+  }
+}
+
+// ---------------------------------------------------------------- faults
+interface Fault {
+  at: number;
+  name: string;
+  run: () => Promise<void>;
+  /** Filled in when it ran. */
+  startedAt?: number;
+  endedAt?: number;
+  error?: string;
+}
+
+const faults: Fault[] = [
+  {
+    at: 0.14,
+    name: 'kill -9 mocker (4 workers), restart after 5 s',
+    run: async () => {
+      await mockers[1]!.kill('SIGKILL');
+      await sleep(5000);
+      mockers[1] = startMocker(infra(), NS, 4, MOCKER_ARGS);
+    },
+  },
+  {
+    at: 0.24,
+    name: 'nats-server restart (down 2 s)',
+    run: async () => {
+      const port = nats.port;
+      await nats.stop();
+      await sleep(2000);
+      nats = await startNats({ jetstream: true, port });
+    },
+  },
+  {
+    at: 0.34,
+    name: 'etcd restart (kill -9, down 2 s)',
+    run: async () => {
+      const old = etcd;
+      const exited = new Promise<void>((r) => old.proc.once('exit', () => r()));
+      old.proc.kill('SIGKILL');
+      await exited;
+      await sleep(2000);
+      etcd = await startEtcd({ restartOf: old });
+    },
+  },
+  {
+    at: 0.44,
+    name: 'SIGSTOP standalone router 15 s',
+    run: async () => {
+      router.child.kill('SIGSTOP');
+      await sleep(15_000);
+      router.child.kill('SIGCONT');
+    },
+  },
+  {
+    at: 0.54,
+    name: 'SIGSTOP frontend B 15 s',
+    run: async () => {
+      frontends[1]!.child.kill('SIGSTOP');
+      await sleep(15_000);
+      frontends[1]!.child.kill('SIGCONT');
+    },
+  },
+  {
+    at: 0.64,
+    name: 'slow client (4 streams read at 400 B/s)',
+    run: async () => {
+      for (let i = 0; i < 4; i++) sendOne(i, { slowBytesPerSec: 400, maxTokens: 120 });
+      await sleep(30_000);
+    },
+  },
+  {
+    at: 0.76,
+    name: 'burst at 3x the rate for 20 s',
+    run: async () => {
+      rateFactor = 3;
+      await sleep(20_000);
+      rateFactor = 1;
+    },
+  },
+];
+
+// ---------------------------------------------------------------- samples
+interface Sample {
+  t: number;
+  rss: Record<string, number | null>;
+}
+const samples: Sample[] = [];
+function sample(): void {
+  samples.push({
+    t: now() - t0,
+    rss: {
+      'frontend A': rssMb(frontends[0]?.child.pid),
+      'frontend B': rssMb(frontends[1]?.child.pid),
+      'standalone router': rssMb(router?.child.pid),
+      'mocker 1': rssMb(mockers[0]?.child.pid),
+    },
+  });
+}
+
+/** Gauges that must read 0 once the fleet is idle: in-flight and queued requests, booked load. */
+const IDLE_GAUGES =
+  /^(dynamo_frontend_(inflight_requests|queued_requests|worker_active_decode_blocks|worker_active_prefill_tokens|router_queue_pending_requests))(\{|\s)/;
+
+async function leftovers(url: string): Promise<{ total: Record<string, number>; nonzero: string[] }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const total: Record<string, number> = {};
+  const nonzero: string[] = [];
+  for (const line of text.split('\n')) {
+    const m = IDLE_GAUGES.exec(line);
+    if (!m) continue;
+    const v = Number(line.slice(line.lastIndexOf(' ') + 1));
+    total[m[1]!] = (total[m[1]!] ?? 0) + v;
+    if (v !== 0) nonzero.push(line);
+  }
+  return { total, nonzero };
+}
+
+/** Least-squares slope of (t, y) in units per minute. */
+function slopePerMin(pts: [number, number][]): number | null {
+  if (pts.length < 3) return null;
+  const n = pts.length;
+  const mx = pts.reduce((a, p) => a + p[0], 0) / n;
+  const my = pts.reduce((a, p) => a + p[1], 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of pts) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den > 0 ? (num / den) * 60 : null;
+}
+
+// ---------------------------------------------------------------- run
+let t0 = now();
+log(`soak: ${MINUTES} min at ${RATE} req/s, seed ${SEED}; starting the fleet…`);
+await startFleet();
+log(`soak: fleet up (2 frontends ${frontends.map((f) => f.url).join(', ')}, 8 workers, standalone router)`);
+t0 = now();
+const traffic = trafficLoop();
+const sampler = setInterval(sample, 2000);
+const progress = setInterval(() => {
+  const t = now() - t0;
+  const done = records.filter((r) => r.answer).length;
+  const failed = records.filter((r) => r.answer?.outcome.startsWith('failed')).length;
+  const width = 30;
+  const bar = '#'.repeat(Math.round((width * Math.min(t, DURATION)) / DURATION)).padEnd(width, '.');
+  log(
+    `  [${bar}] ${Math.round(t)}/${DURATION} s  sent ${records.length}  ended ${done}  failed ${failed}  in flight ${pending.size}`,
+  );
+}, 10_000);
+try {
+  for (const f of faults) {
+    const wait = f.at * DURATION - (now() - t0);
+    if (wait > 0) await sleep(wait * 1000);
+    f.startedAt = now() - t0;
+    log(`  fault at ${Math.round(f.startedAt)} s: ${f.name}`);
+    try {
+      await f.run();
+    } catch (e) {
+      f.error = e instanceof Error ? e.message : String(e);
+      log(`  fault failed: ${f.error}`);
+    }
+    f.endedAt = now() - t0;
+  }
+  const rest = DURATION - (now() - t0);
+  if (rest > 0) await sleep(rest * 1000);
+  sending = false;
+  await traffic;
+  log(`soak: traffic stopped at ${Math.round(now() - t0)} s; draining ${pending.size} in flight…`);
+  await Promise.all([...pending]);
+  await sleep(5000);
+} finally {
+  clearInterval(progress);
+  clearInterval(sampler);
+}
+
+// ---------------------------------------------------------------- summary
+const outcomes: Record<string, number> = {};
+for (const r of records) {
+  const o = r.answer?.outcome ?? 'lost';
+  outcomes[o] = (outcomes[o] ?? 0) + 1;
+}
+const left = await Promise.all(
+  frontends.map((f) => leftovers(f.url).catch((e: Error) => ({ error: e.message }))),
+);
+const tEnd = now() - t0;
+
+/** Engine hit rate (cached / prompt tokens) of the ok answers that arrived in [a, b). */
+function hitRate(a: number, b: number): number | null {
+  let p = 0;
+  let c = 0;
+  for (const r of records)
+    if (r.answer?.outcome === 'ok' && r.t >= a && r.t < b) {
+      p += r.answer.promptTokens;
+      c += r.answer.cachedTokens;
+    }
+  return p > 0 ? c / p : null;
+}
+const windows: [number, number | null, number, number][] = [];
+for (let t = 0; t < tEnd; t += WINDOW) {
+  const rs = records.filter((r) => r.t >= t && r.t < t + WINDOW);
+  windows.push([
+    t,
+    hitRate(t, t + WINDOW),
+    rs.filter((r) => r.answer?.outcome === 'ok').length / WINDOW,
+    rs.filter((r) => !r.answer || r.answer.outcome.startsWith('failed') || r.answer.outcome === 'lost')
+      .length / WINDOW,
+  ]);
+}
+const perFault = faults.map((f) => {
+  const s = f.startedAt ?? 0;
+  const before = hitRate(Math.max(WARMUP, s - 60), s);
+  let recoveredAfter: number | null = null;
+  if (before !== null)
+    for (const [t, h] of windows)
+      if (t >= s && h !== null && h >= 0.9 * before) {
+        recoveredAfter = Math.max(0, t + WINDOW - s);
+        break;
+      }
+  const failures: Record<string, number> = {};
+  for (const r of records)
+    if (r.t >= s && r.t < s + 60 && (r.answer === null || r.answer.outcome.startsWith('failed'))) {
+      const o = r.answer?.outcome ?? 'lost';
+      failures[o] = (failures[o] ?? 0) + 1;
+    }
+  return {
+    fault: f.name,
+    at_s: Math.round(s),
+    lasted_s: Math.round((f.endedAt ?? s) - s),
+    ...(f.error ? { injection_error: f.error } : {}),
+    client_failures_within_60s: failures,
+    hit_rate_before: before === null ? null : +before.toFixed(3),
+    hit_rate_recovered_after_s: recoveredAfter,
+  };
+});
+const rss: Record<
+  string,
+  { start_mb: number | null; end_mb: number | null; slope_mb_per_min: number | null }
+> = {};
+for (const name of Object.keys(samples[0]?.rss ?? {})) {
+  const pts = samples
+    .filter((s) => s.t >= WARMUP && s.rss[name] !== null)
+    .map((s) => [s.t, s.rss[name]!] as [number, number]);
+  const slope = slopePerMin(pts);
+  rss[name] = {
+    start_mb: pts[0] ? +pts[0][1].toFixed(1) : null,
+    end_mb: pts.length ? +pts[pts.length - 1]![1].toFixed(1) : null,
+    slope_mb_per_min: slope === null ? null : +slope.toFixed(2),
+  };
+}
+const summary = {
+  minutes: MINUTES,
+  rate: RATE,
+  seed: SEED,
+  sent: records.length,
+  answered: outcomes.ok ?? 0,
+  disconnected_on_purpose: outcomes.disconnected ?? 0,
+  cancelled_on_purpose: outcomes.cancelled ?? 0,
+  lost: outcomes.lost ?? 0,
+  failed_by_cause: Object.fromEntries(Object.entries(outcomes).filter(([k]) => k.startsWith('failed'))),
+  left_after_drain: { 'frontend A': left[0], 'frontend B (remote index)': left[1] },
+  faults: perFault,
+  rss_after_warmup: rss,
+  windows: windows.map(([t, h, ok, bad]) => ({ t, hit_rate: h, ok_per_s: ok, failed_per_s: bad })),
+};
+mkdirSync(resultsDir, { recursive: true });
+writeFileSync(join(resultsDir, 'soak.json'), `${JSON.stringify(summary, null, 2)}\n`);
+const markers: Marker[] = faults
+  .filter((f) => f.startedAt !== undefined)
+  .map((f, i) => ({ t: f.startedAt!, label: `F${i + 1}` }));
+writeFileSync(
+  join(resultsDir, 'soak.svg'),
+  timeSeriesSvg(
+    `kvrouter soak: ${MINUTES} min, ${RATE} req/s, 2 frontends, 8 workers, standalone router (F1..F${markers.length}: faults)`,
+    [
+      {
+        title: 'answers and failures per second',
+        unit: 'req/s',
+        series: [
+          { label: 'answered', points: windows.map(([t, , ok]) => [t, ok]) },
+          { label: 'failed or lost', points: windows.map(([t, , , bad]) => [t, bad]) },
+        ],
+      },
+      {
+        title: 'engine prompt hit rate',
+        unit: 'cached / prompt tokens',
+        series: [{ label: 'hit rate', points: windows.map(([t, h]) => [t, h]) }],
+      },
+      {
+        title: 'resident memory',
+        unit: 'MB',
+        series: Object.keys(samples[0]?.rss ?? {}).map((name) => ({
+          label: name,
+          points: samples.map((s) => [s.t, s.rss[name] ?? null] as [number, number | null]),
+        })),
+      },
+    ],
+    markers,
+    tEnd,
+  ),
+);
+log('\nsoak summary');
+log(`  sent ${summary.sent}, answered ${summary.answered}, lost ${summary.lost}`);
+log(
+  `  disconnected on purpose ${summary.disconnected_on_purpose}, cancelled on purpose ${summary.cancelled_on_purpose}`,
+);
+log(`  failed by cause: ${JSON.stringify(summary.failed_by_cause)}`);
+log(`  left after drain: ${JSON.stringify(summary.left_after_drain)}`);
+for (const [i, f] of perFault.entries())
+  log(
+    `  F${i + 1} ${f.fault} @${f.at_s}s: failures ${JSON.stringify(f.client_failures_within_60s)}, hit rate ${f.hit_rate_before} recovered after ${f.hit_rate_recovered_after_s ?? '-'} s`,
+  );
+for (const [name, r] of Object.entries(rss))
+  log(`  RSS ${name}: ${r.start_mb} → ${r.end_mb} MB, slope ${r.slope_mb_per_min} MB/min`);
+log(`  results/soak.json, results/soak.svg`);
+await stopFleet();
+process.exit(summary.lost === 0 ? 0 : 1);
