@@ -10,7 +10,7 @@ import {
   computeSequenceHashes,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
-import { ApproxIndexer, type KvIndexer } from '@kvrouter/radix-indexer';
+import { ApproxIndexer, MAX_BLOCKS_PER_WORKER, type KvIndexer } from '@kvrouter/radix-indexer';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
 import type { PrefetchingIndexer, RouteRequest, RouterDeps, RoutingRecorder } from './types.js';
@@ -40,7 +40,8 @@ export class OverlapSource {
     this.side =
       deps.sideIndexer ??
       (pttl != null
-        ? new ApproxIndexer({ ttlSecs: pttl, maxTreeSize: Number.MAX_SAFE_INTEGER, now: () => clock.now() })
+        ? // Bounded (issue 17): TTL first; the size bound only stops a flood (docs/memory.md).
+          new ApproxIndexer({ ttlSecs: pttl, maxTreeSize: MAX_BLOCKS_PER_WORKER, now: () => clock.now() })
         : null);
     const p = this.primary as Partial<PrefetchingIndexer> | null;
     this.prefetcher = p && typeof p.prefetch === 'function' ? (p as PrefetchingIndexer) : null;
