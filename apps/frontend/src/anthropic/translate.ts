@@ -254,9 +254,12 @@ function tools(v: unknown, marks: Marks): FunctionTool[] {
     if (!present(o.input_schema)) throw badRequest(`${f}.input_schema`, `${f}.input_schema: required`);
     const schema = obj(o.input_schema, `${f}.input_schema`);
     marks.check(o, f, { at: 'tools' });
-    const fn: FunctionTool['function'] = { name, parameters: schema };
-    if (present(o.description)) fn.description = str(o.description, `${f}.description`);
-    return { type: 'function', function: fn };
+    // OpenAI's key order (templates print the tools as JSON).
+    const description = present(o.description) ? str(o.description, `${f}.description`) : undefined;
+    return {
+      type: 'function',
+      function: { name, ...(description !== undefined ? { description } : {}), parameters: schema },
+    };
   });
 }
 
