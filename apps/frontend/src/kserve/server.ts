@@ -333,8 +333,13 @@ export class KserveServer {
       ended
         ? Promise.resolve()
         : new Promise<void>((resolve) => {
-            if (call.write(m)) resolve();
-            else call.once('drain', () => resolve());
+            if (call.write(m)) return resolve();
+            // A full buffer: wait for it to drain, or for the call to end (then nothing drains).
+            const done = () => {
+              for (const ev of ['drain', 'cancelled', 'close', 'error']) call.off(ev, done);
+              resolve();
+            };
+            for (const ev of ['drain', 'cancelled', 'close', 'error']) call.on(ev, done);
           });
     call.on('cancelled', () => {
       ended = true;
@@ -343,8 +348,9 @@ export class KserveServer {
     call.on('data', (req: ModelInferRequest) => {
       if (ended) return;
       active++;
+      let cancel: (() => void) | null = null;
       void this.track(
-        (f) => cancels.add(f),
+        (f) => cancels.add((cancel = f)),
         async (signal) => {
           let sent = 0;
           try {
@@ -361,6 +367,7 @@ export class KserveServer {
           }
         },
       ).finally(() => {
+        if (cancel) cancels.delete(cancel);
         active--;
         if (clientDone && active === 0) finish();
       });
