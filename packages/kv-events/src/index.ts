@@ -82,7 +82,9 @@ export { VllmZmqIngest, type VllmIngestOptions, type VllmIngestStats } from './v
 export {
   CoalescingLoadPublisher,
   LoadChannel,
+  ReplicaLiveChannel,
   ReplicaSync,
+  type LiveRequestList,
   type MessageSubscription,
   type SubscribeHooks,
 } from './sync.js';

@@ -3,8 +3,10 @@
  * deliver (`applyReplicaEvent`, load ingestion); nothing here keeps routing state.
  */
 import {
+  ACTIVE_SEQUENCES_TOPIC,
   ActiveLoadCodec,
   ActiveSequenceEventCodec,
+  activeSequencesSubject,
   DecodeError,
   type ActiveLoad,
   type ActiveSequenceEvent,
@@ -97,6 +99,71 @@ export class ReplicaSync {
       this.plane.subscribe(this.topic, { onDecodeFailure: hooks.onDecodeFailure }),
       (b) => ActiveSequenceEventCodec.decodeMsgpack(b),
       (ev) => (ev.router_id as bigint) !== this.routerId,
+      apply,
+      hooks,
+    );
+  }
+}
+
+/** A router's live request ids (replica reconciliation, issue 18). */
+export interface LiveRequestList {
+  router_id: bigint;
+  request_ids: string[];
+}
+
+/** The reconciliation topic beside §5.4's: `{component subject}.active_sequences_events_live`. */
+export const activeSequencesLiveTopic = (ns: string, component: string): EventTopic => ({
+  subject: `${activeSequencesSubject(ns, component)}_live`,
+  namespace: ns,
+  component,
+  topic: `${ACTIVE_SEQUENCES_TOPIC}_live`,
+});
+
+const utf8 = new TextEncoder();
+const fromUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function decodeLiveList(b: Uint8Array): LiveRequestList {
+  const o = JSON.parse(fromUtf8.decode(b)) as { router_id?: unknown; request_ids?: unknown };
+  if (typeof o?.router_id !== 'string' || !/^\d{1,20}$/.test(o.router_id))
+    throw new DecodeError('router_id must be a decimal u64 string', { field: 'router_id' });
+  if (!Array.isArray(o.request_ids) || o.request_ids.some((r) => typeof r !== 'string'))
+    throw new DecodeError('request_ids must be an array of strings', { field: 'request_ids' });
+  return { router_id: checkU64(BigInt(o.router_id), 'router_id'), request_ids: o.request_ids as string[] };
+}
+
+/**
+ * Replica reconciliation lists (a kvrouter addition beside §5.4's events, issue 18): every few
+ * seconds each router publishes which of its requests are still live, so its peers free bookings
+ * whose `Free` the event plane lost. JSON `{"router_id": "<decimal u64>", "request_ids": [...]}`;
+ * routers that do not speak it (Dynamo's) never see it, on a topic of its own.
+ */
+export class ReplicaLiveChannel {
+  readonly topic: EventTopic;
+  readonly routerId: bigint;
+
+  constructor(
+    private readonly plane: EventPlane,
+    namespace: string,
+    workerComponent: string,
+    routerId: bigint,
+  ) {
+    this.topic = activeSequencesLiveTopic(namespace, workerComponent);
+    this.routerId = checkU64(routerId, 'routerId');
+  }
+
+  publish(list: LiveRequestList): void {
+    this.plane.publish(
+      this.topic,
+      utf8.encode(JSON.stringify({ router_id: list.router_id.toString(), request_ids: list.request_ids })),
+    );
+  }
+
+  /** Other routers' lists (this router's own are dropped). */
+  subscribe(apply: (list: LiveRequestList) => void, hooks: SubscribeHooks = {}): MessageSubscription {
+    return pump(
+      this.plane.subscribe(this.topic, { onDecodeFailure: hooks.onDecodeFailure }),
+      decodeLiveList,
+      (l) => l.router_id !== this.routerId,
       apply,
       hooks,
     );

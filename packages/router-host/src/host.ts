@@ -8,6 +8,7 @@
 import {
   KvEventSubscriber,
   LoadChannel,
+  ReplicaLiveChannel,
   ReplicaSync,
   discoveryTransportResolver,
   kvEventsTopic,
@@ -36,6 +37,11 @@ import {
 } from './assembly/index.js';
 import { Closers, routerClock } from './lifecycle.js';
 import { createRemoteIndex } from './remote-index.js';
+
+/** How often a router with replica sync publishes its live request ids (issue 18). */
+export const LIVE_LIST_EVERY_MS = 2000;
+/** A peer whose lists stopped this long ago has its bookings freed. */
+export const LIVE_LIST_SILENT_MS = 10_000;
 
 export interface GroupPath {
   namespace: string;
@@ -174,6 +180,28 @@ export class RouterHost {
     if (this.replica) {
       const rs = this.replica.subscribe((ev) => this.router_?.applyReplicaEvent(ev));
       this.closers.push(() => rs.close());
+      // Reconciliation (issue 18): frees lost on the event plane (a NATS restart) do not leave
+      // peer bookings behind until the request expiry.
+      const live = new ReplicaLiveChannel(plane, path.namespace, path.component, o.routerId);
+      const ls = live.subscribe((l) => {
+        const freed = this.router_?.applyReplicaLiveList(l) ?? 0;
+        if (freed > 0)
+          log.warn(
+            `replica sync: freed ${freed} bookings of router ${l.router_id.toString(16)} it no longer lists (their frees were lost)`,
+          );
+      });
+      this.closers.push(() => ls.close());
+      const timer = setInterval(() => {
+        const r = this.router_;
+        if (!r) return;
+        const list = r.replicaLiveList();
+        if (list) live.publish(list);
+        const gone = r.expireSilentReplicas(LIVE_LIST_SILENT_MS);
+        if (gone > 0)
+          log.warn(`replica sync: freed ${gone} bookings of routers silent for ${LIVE_LIST_SILENT_MS} ms`);
+      }, LIVE_LIST_EVERY_MS);
+      timer.unref();
+      this.closers.push(() => clearInterval(timer));
     }
   }
 

@@ -52,6 +52,11 @@ export class Bookings {
     return this.live.has(requestId);
   }
 
+  /** Request ids of the live bookings (replica reconciliation lists them). */
+  ids(): IterableIterator<string> {
+    return this.live.keys();
+  }
+
   /**
    * kv mode: AddRequest on the chosen rank (§9.2) with its replica-sync event (§5.4), the live
    * entry, the in-flight count, and what the approximate / side indexes learn (§7.5, §7.6).

@@ -1,6 +1,14 @@
 /**
  * Replica sync (§5.4): this router's booking events out (`publishActiveSequenceEvent`) and other
  * routers' events applied to the load model. Events are checked whole before the tracker changes.
+ *
+ * Reconciliation (issue 18, a kvrouter addition beside the §5.4 events): a `Free` lost on the event
+ * plane (a NATS restart, a dropped connection) would leave a peer's booking in this tracker until
+ * the request expiry. So each router tells its peers every few seconds which of its requests are
+ * still live (`liveList`); a peer booking that is not on its router's latest list, and was booked
+ * before the list could have included it, is freed (`applyLive`). A router whose lists stop
+ * (crashed, or cut off) has its bookings freed once its lists are `silentMs` late; routers that
+ * never sent a list (e.g. Dynamo's) are left to the expiry as before.
  */
 import type { MultiWorkerSequences } from '@kvrouter/core-cost';
 import {
@@ -22,6 +30,24 @@ export interface ReplicaContext {
   armMaintenance(): void;
   /** The tracker changed: parked requests may go now. */
   drain(): void;
+  /** Request ids this router decided and has not seen freed. */
+  ownIds(): Iterable<string>;
+}
+
+/** What a router says of itself in reconciliation: its request ids still live. */
+export interface ReplicaLiveList {
+  router_id: bigint;
+  request_ids: string[];
+}
+
+/** A peer booking younger than this is kept even when absent from its router's list (the list may predate it). */
+export const LIVE_GRACE_MS = 1000;
+
+interface Peer {
+  /** Request id -> when this router booked it (ms). */
+  readonly bookings: Map<string, number>;
+  /** When its last list arrived (null: never sent one). */
+  lastListAt: number | null;
 }
 
 /** What an own booking publishes (§5.4 `AddRequest`). */
@@ -38,7 +64,72 @@ export interface AddRequestFacts {
 }
 
 export class ReplicaSync {
+  private readonly peers = new Map<bigint, Peer>();
+
   constructor(private readonly c: ReplicaContext) {}
+
+  private peer(routerId: bigint): Peer {
+    let p = this.peers.get(routerId);
+    if (!p) this.peers.set(routerId, (p = { bookings: new Map(), lastListAt: null }));
+    return p;
+  }
+
+  /** This router's list for its peers (null without a router id). */
+  liveList(): ReplicaLiveList | null {
+    const id = this.c.o.routerId;
+    return id === null ? null : { router_id: id, request_ids: [...this.c.ownIds()] };
+  }
+
+  /**
+   * A peer's list: its bookings here that are not on it (and older than `LIVE_GRACE_MS`) are freed.
+   * Returns how many were freed.
+   */
+  applyLive(list: ReplicaLiveList): number {
+    if (!list || typeof list.router_id !== 'bigint')
+      throw invalidArgument('router_id', 'must be a u64 bigint');
+    if (!Array.isArray(list.request_ids) || list.request_ids.some((r) => typeof r !== 'string'))
+      throw invalidArgument('request_ids', 'must be an array of strings');
+    if (list.router_id === this.c.o.routerId) return 0;
+    const now = this.c.o.clock.now();
+    const p = this.peer(list.router_id);
+    p.lastListAt = now;
+    const live = new Set(list.request_ids);
+    let freed = 0;
+    for (const [id, at] of p.bookings) {
+      if (live.has(id) || now - at < LIVE_GRACE_MS) continue;
+      p.bookings.delete(id);
+      if (!this.c.owns(id) && this.c.seqs.free(id, now)) freed++;
+    }
+    if (freed > 0) this.c.drain();
+    return freed;
+  }
+
+  /**
+   * Frees the bookings of peers whose lists stopped `silentMs` ago (and forgets peers with nothing
+   * booked). Returns how many bookings were freed.
+   */
+  expireSilent(silentMs: number): number {
+    const now = this.c.o.clock.now();
+    let freed = 0;
+    for (const [rid, p] of this.peers) {
+      for (const id of p.bookings.keys()) if (!this.c.seqs.has(id)) p.bookings.delete(id);
+      if (p.lastListAt !== null && now - p.lastListAt > silentMs) {
+        for (const id of p.bookings.keys()) if (!this.c.owns(id) && this.c.seqs.free(id, now)) freed++;
+        p.bookings.clear();
+      }
+      if (p.bookings.size === 0 && (p.lastListAt === null || now - p.lastListAt > silentMs))
+        this.peers.delete(rid);
+    }
+    if (freed > 0) this.c.drain();
+    return freed;
+  }
+
+  /** Peer bookings tracked for reconciliation (tests, diagnostics). */
+  get peerBookings(): number {
+    let n = 0;
+    for (const p of this.peers.values()) n += p.bookings.size;
+    return n;
+  }
 
   /** Replica sync is on (a publisher is configured). */
   get publishing(): boolean {
@@ -104,8 +195,10 @@ export class ReplicaSync {
     const seqs = c.seqs;
     let changed: boolean;
     const data = ev.data;
-    if (data === 'Free') changed = seqs.free(ev.request_id, now);
-    else if (data === 'MarkPrefillCompleted') changed = seqs.markPrefillCompleted(ev.request_id, now);
+    if (data === 'Free') {
+      changed = seqs.free(ev.request_id, now);
+      this.peers.get(ev.router_id)?.bookings.delete(ev.request_id);
+    } else if (data === 'MarkPrefillCompleted') changed = seqs.markPrefillCompleted(ev.request_id, now);
     else if (data && typeof data === 'object' && 'AddRequest' in data) {
       const a = data.AddRequest;
       const hint = a.prefill_load_hint;
@@ -133,7 +226,10 @@ export class ReplicaSync {
         },
         now,
       );
-      if (changed) c.armMaintenance();
+      if (changed) {
+        this.peer(ev.router_id).bookings.set(ev.request_id, now);
+        c.armMaintenance();
+      }
     } else throw invalidArgument('data', 'must be AddRequest, Free or MarkPrefillCompleted');
     if (changed) c.drain();
     return changed;

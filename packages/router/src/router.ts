@@ -31,7 +31,7 @@ import {
 } from './options.js';
 import { OverlapSource } from './overlap.js';
 import { QueueDriver } from './queue-driver.js';
-import { ReplicaSync } from './replica.js';
+import { ReplicaSync, type ReplicaLiveList } from './replica.js';
 import { SessionControl } from './session-rpc.js';
 import type { SessionBinding } from './sessions.js';
 import { SimpleModes } from './simple.js';
@@ -113,6 +113,7 @@ export class KvRouter {
       owns: (id) => this.bookings.has(id),
       armMaintenance,
       drain,
+      ownIds: () => this.bookings.ids(),
     });
     this.bookings = new Bookings({
       o,
@@ -431,6 +432,26 @@ export class KvRouter {
   /** Applies another router's booking event; own events (same router_id) are ignored. True if state changed. */
   applyReplicaEvent(ev: ActiveSequenceEvent): boolean {
     return this.replica.apply(ev);
+  }
+
+  /** Replica reconciliation (issue 18): this router's live request ids for its peers. */
+  replicaLiveList(): ReplicaLiveList | null {
+    return this.replica.liveList();
+  }
+
+  /** A peer's live list: its bookings missing from it are freed; returns how many. */
+  applyReplicaLiveList(list: ReplicaLiveList): number {
+    return this.replica.applyLive(list);
+  }
+
+  /** Frees the bookings of peers whose live lists stopped `silentMs` ago; returns how many. */
+  expireSilentReplicas(silentMs: number): number {
+    return this.replica.expireSilent(silentMs);
+  }
+
+  /** Peer bookings tracked for reconciliation. */
+  get replicaPeerBookings(): number {
+    return this.replica.peerBookings;
   }
 
   /** Stops the timers and fails every parked request (`router_closed`, 503). */

@@ -1,0 +1,124 @@
+/**
+ * Issue 18, replica bookings across a NATS restart: etcd + nats-server, a mocker process with two
+ * workers, two frontends (in this process) with `--router-replica-sync`. nats-server is stopped
+ * while A holds live bookings; during the outage A frees two of them (their `Free` events never
+ * reach B) and B holds a phantom of A that A never had. nats-server comes back on the same port:
+ * within 5 s B's view of A is exactly A's live booking (reconciled by A's live lists), and
+ * the live one was never dropped.
+ */
+import type { RouterId, WorkerId } from '@kvrouter/protocols';
+import {
+  eventually,
+  startEtcd,
+  startMocker,
+  startNats,
+  type Proc,
+  type ServiceHandle,
+} from '@kvrouter/testkit';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Frontend } from './frontend.js';
+import type { WorkerSet } from './models.js';
+import { startFrontend } from './test-helpers.js';
+
+const NS = 'fehealreplica';
+let etcd: ServiceHandle;
+let nats: ServiceHandle;
+let mocker: Proc;
+let a: Frontend;
+let b: Frontend;
+
+beforeAll(async () => {
+  [etcd, nats] = await Promise.all([startEtcd(), startNats({ jetstream: false })]);
+  mocker = startMocker({ etcd: etcd.url, nats: nats.url }, NS, 2);
+  const argv = [
+    '--discovery-backend',
+    'etcd',
+    '--event-plane',
+    'nats',
+    '--namespace',
+    NS,
+    '--router-mode',
+    'kv',
+    '--router-replica-sync',
+    '--router-event-threads',
+    '1',
+  ];
+  const env = { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url };
+  [a, b] = await Promise.all([startFrontend(argv, { env }), startFrontend(argv, { env })]);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([a?.close(0), b?.close(0)]);
+  await mocker?.kill();
+  await Promise.all([etcd?.stop(), nats?.stop()]);
+});
+
+const ready = (fe: Frontend): Promise<WorkerSet> =>
+  eventually(
+    async () => {
+      const s = fe.registry.allSets()[0];
+      return s && s.readyCount === 2 ? s : null;
+    },
+    30_000,
+    'both workers routable',
+  );
+
+/** 64 tokens = 4 blocks of 16; families share no block. */
+const prompt = (f: number): Uint32Array => Uint32Array.from({ length: 64 }, (_, i) => f * 1000 + i + 1);
+
+it('bookings whose frees were lost in a NATS restart are gone from the peer within 5 s of reconnection', async () => {
+  const [sa, sb] = await Promise.all([ready(a), ready(b)]);
+  const w = { worker_id: sa.router.workerIds()[0]! as WorkerId, dp_rank: 0 };
+  for (const id of ['live-1', 'live-2', 'live-3']) {
+    const d = await sa.router.route({
+      requestId: id,
+      tokens: prompt(id.length + Number(id.at(-1))),
+      nvext: { backend_instance_id: w.worker_id },
+    });
+    expect(d.booked).toBe(true);
+  }
+  // Each: isl 64, nothing cached -> 64 prefill tokens and 4 blocks in B's view.
+  await eventually(async () => sb.router.rankLoad(w).active_requests === 3, 10_000, "A's bookings in B");
+  expect(sb.router.rankLoad(w)).toEqual({
+    active_requests: 3,
+    active_prefill_tokens: 192,
+    active_decode_blocks: 12,
+  });
+
+  const port = nats.port;
+  await nats.stop();
+  // During the outage: two frees B cannot hear, and a booking of A's that B holds but A never had.
+  expect(sa.router.free('live-1')).toBe(true);
+  expect(sa.router.free('live-2')).toBe(true);
+  sb.router.applyReplicaEvent({
+    request_id: 'phantom',
+    worker: w,
+    router_id: a.discovery.leaseId as RouterId,
+    data: {
+      AddRequest: {
+        token_sequence: null,
+        track_prefill_tokens: true,
+        expected_output_tokens: null,
+        prefill_load_hint: { initial_effective_prefill_tokens: 910, expected_prefill_duration: null },
+      },
+    },
+  });
+  expect(sb.router.rankLoad(w).active_requests).toBe(4);
+  await new Promise((r) => setTimeout(r, 1500));
+
+  nats = await startNats({ jetstream: false, port });
+  const back = Date.now();
+  await eventually(async () => sb.router.rankLoad(w).active_requests === 1, 8_000, 'B reconciled with A');
+  expect(Date.now() - back).toBeLessThanOrEqual(5_000);
+  // What is left is A's live booking, whole.
+  expect(sb.router.rankLoad(w)).toEqual({
+    active_requests: 1,
+    active_prefill_tokens: 64,
+    active_decode_blocks: 4,
+  });
+  expect(sb.router.replicaPeerBookings).toBe(1);
+
+  // The channel works after the restart: A's free reaches B.
+  expect(sa.router.free('live-3')).toBe(true);
+  await eventually(async () => sb.router.rankLoad(w).active_requests === 0, 10_000, "A's free in B");
+}, 60_000);
