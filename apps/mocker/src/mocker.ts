@@ -17,7 +17,7 @@ import {
 } from '@kvrouter/kv-events';
 import { cardFieldsForModelPath, connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
 import { cliFiles } from '@kvrouter/router-host/main';
-import { SimFleet, VllmRelay, type RequestPlaneSpec } from '@kvrouter/sim-worker';
+import { SimFleet, VllmRelay, type RequestPlaneSpec, type SessionEvent } from '@kvrouter/sim-worker';
 import {
   MockerConfigError,
   extraArgsToArgv,
@@ -201,6 +201,7 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
       disagg,
       media: plan.media,
       onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
+      onSession: (id, e) => io.log(sessionLine(id, e)),
       onError: (e) => io.log(`kv events: ${errText(e)}`),
     });
     const ids = fleet.workers.map((w) => u64ToHex(w.instanceId)).join(', ');
@@ -247,4 +248,13 @@ function traceEvents(
 export function errText(e: unknown): string {
   if (e instanceof KvrError) return `${e.code}: ${e.message}`;
   return e instanceof Error ? e.message : String(e);
+}
+
+/** One log line per engine-side session change (`session_control`, docs/protocol.md §5.6). */
+function sessionLine(workerId: bigint, e: SessionEvent): string {
+  const w = `worker ${u64ToHex(workerId)}`;
+  if (e.kind === 'opened')
+    return `session ${e.sessionId} ${e.reopened ? 're-opened' : 'opened'} on ${w} (timeout ${e.timeoutS} s)`;
+  if (e.kind === 'closed') return `session ${e.sessionId} closed on ${w}`;
+  return `session ${e.sessionId} expired on ${w} after ${e.timeoutS} s`;
 }

@@ -28,3 +28,4 @@ export {
   type MediaKind,
   type SimMediaOptions,
 } from './media.js';
+export type { SessionEvent } from './sessions.js';

@@ -5,7 +5,13 @@
  * the kv-events publisher (ids, batching, dedup, local indexer) and `ActiveLoad` on `kv_metrics`.
  * Its discovery handle is its lease: the instance id is the lease id (docs/protocol.md §6.2).
  */
-import { GENERATE_ENDPOINT, KvrError, u64ToHex, type WorkerId } from '@kvrouter/protocols';
+import {
+  GENERATE_ENDPOINT,
+  KvrError,
+  SESSION_CONTROL_ENDPOINT,
+  u64ToHex,
+  type WorkerId,
+} from '@kvrouter/protocols';
 import { SimEngine, type EngineConfig, type EngineDeps, type EngineKvEvent } from '@kvrouter/engine-sim';
 import {
   CoalescingLoadPublisher,
@@ -34,6 +40,7 @@ import { BootstrapServer } from './bootstrap.js';
 import { disaggGenerateHandler, type SimDisaggOptions } from './disagg.js';
 import { DEFAULT_EMBEDDING_DIM, serveMedia, type SimMediaOptions } from './media.js';
 import { defaultPassScheduler, type PassScheduler } from './pass-scheduler.js';
+import { EngineSessions, type SessionEvent } from './sessions.js';
 import type { KvEventRelay } from './vllm-relay.js';
 
 export type { RequestPlaneSpec };
@@ -92,6 +99,8 @@ export interface SimWorkerOptions {
   onEngineKvEvents?: (workerId: bigint, events: readonly EngineKvEvent[]) => void;
   /** Publisher and plane failures (the event plane is lossy by contract; routers recover). */
   onError?: (err: unknown) => void;
+  /** Engine-side sessions opened, closed or expired through `session_control` (`sessions.ts`). */
+  onSession?: (workerId: bigint, e: SessionEvent) => void;
 }
 
 export interface StopOptions {
@@ -104,6 +113,8 @@ export class SimWorker {
   private relay: KvEventRelay | null = null;
   /** Prefill workers with a bootstrap port (§14 bootstrap variant). */
   private bootstrap: BootstrapServer | null = null;
+  /** Engine-side sessions of `session_control` (§5.6). */
+  sessions!: EngineSessions;
 
   private constructor(
     readonly instanceId: WorkerId,
@@ -198,6 +209,9 @@ export class SimWorker {
       );
       const media = o.media && o.media.kinds.length > 0 ? o.media : null;
       if (media) serveMedia(server, media);
+      // §5.6: session_control on the same server as generate (the router calls the bound instance).
+      const sessions = new EngineSessions(scheduler.clock, (e) => o.onSession?.(id, e));
+      server.serve(SESSION_CONTROL_ENDPOINT, (p) => Promise.resolve(sessions.handle(p)));
       const registration = new WorkerRegistration({
         discovery: d,
         namespace: o.namespace,
@@ -252,6 +266,7 @@ export class SimWorker {
       );
       w.relay = relay;
       w.bootstrap = bootstrap;
+      w.sessions = sessions;
       return w;
     } catch (e) {
       server?.abort();
@@ -278,6 +293,7 @@ export class SimWorker {
       await this.registration.unregister();
       await this.server.close({ graceMs: opts.graceMs ?? 0 });
       this.driver.stop(new KvrError('engine_shutdown', `worker ${u64ToHex(this.instanceId)} shut down`, 503));
+      this.sessions.close();
       this.load?.flush();
       await this.bootstrap?.close();
       await this.relay?.close();
@@ -295,6 +311,7 @@ export class SimWorker {
   crash(): void {
     this.server.abort();
     this.driver.stop(new KvrError('disconnected', 'worker crashed', 502));
+    this.sessions.close();
     this.discovery.abandon();
     void this.bootstrap?.close();
     void this.relay?.close();
