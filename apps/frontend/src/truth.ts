@@ -11,7 +11,7 @@ import type { TruthMode, TruthReport } from '@kvrouter/router';
 import type { Logger, ModelRegistry } from './models.js';
 
 /** How often the reports are read (ms): the warning comes at most this long after the router's switch. */
-export const TRUTH_POLL_MS = 1000;
+const TRUTH_POLL_MS = 1000;
 
 export interface ModelTruth {
   mode: TruthMode;
