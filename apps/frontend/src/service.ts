@@ -479,7 +479,15 @@ export class InferenceService {
     const model = this.o.registry.get(req.model);
     const set = model?.pick() ?? null;
     if (!model || !set) {
-      const e = modelNotFound(req.model);
+      // A model whose workers only embed or draw (card model_type) is the wrong kind, not missing.
+      const kinds = [...new Set(model?.sets.flatMap((s) => s.modelTypes) ?? [])];
+      const e =
+        model && kinds.length > 0 && !model.sets.some((s) => s.generates)
+          ? badRequest(
+              'model',
+              `model: ${model.name} does not generate text (its workers' cards declare model_type [${kinds.join(', ')}])`,
+            )
+          : modelNotFound(req.model);
       this.countRejected(req.model, ctx.endpoint, req.stream, e, t0);
       throw e;
     }

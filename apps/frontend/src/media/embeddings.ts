@@ -13,7 +13,7 @@ import { EMBED_ENDPOINT, KvrError, type EmbedItem, type EmbedRequest } from '@kv
 import { badRequest } from '../errors.js';
 import type { AppDeps } from '../http/app.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';
-import type { MediaPicker } from './pick.js';
+import { MediaRequest, type MediaPicker } from './pick.js';
 
 type Obj = Record<string, unknown>;
 
@@ -81,9 +81,12 @@ export function embeddingsHandler(d: AppDeps, picker: MediaPicker) {
     res.on('close', () => {
       if (!res.writableFinished) ac.abort();
     });
+    const mr = new MediaRequest(svc, 'embeddings', false);
+    let named: unknown;
     try {
       const b = parseBody(bodyText);
       if (!isObj(b)) throw badRequest('body', 'request body: expected a JSON object');
+      named = b.model;
       if (typeof b.model !== 'string' || b.model.length === 0)
         throw badRequest('model', 'model: required (a non-empty string)');
       const model = b.model;
@@ -104,6 +107,7 @@ export function embeddingsHandler(d: AppDeps, picker: MediaPicker) {
       if (b.user !== undefined && b.user !== null && typeof b.user !== 'string')
         throw badRequest('user', 'user: expected a string');
       const t = picker.pick(model, 'embedding');
+      mr.started(t, model);
       const cardDim = t.card.embedding_dim ?? null;
       if (dims !== null && cardDim !== null && dims > cardDim)
         throw badRequest('dimensions', `dimensions: ${dims} is more than the model's ${cardDim}`);
@@ -149,7 +153,9 @@ export function embeddingsHandler(d: AppDeps, picker: MediaPicker) {
           usage: { prompt_tokens: prompt, total_tokens: prompt },
         }),
       );
+      mr.ok();
     } catch (e) {
+      mr.failed(named, e, ac.signal.aborted);
       if (ac.signal.aborted) return;
       sendError(res, e);
     }

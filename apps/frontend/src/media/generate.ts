@@ -26,7 +26,7 @@ import type { AppDeps } from '../http/app.js';
 import { reportInternal } from '../http/internal-errors.js';
 import { SseWriter } from '../http/sse.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';
-import type { MediaPicker } from './pick.js';
+import { MediaRequest, type MediaPicker } from './pick.js';
 
 type Obj = Record<string, unknown>;
 type Handler = (req: IncomingMessage, res: ServerResponse, bodyText: unknown) => Promise<void>;
@@ -34,9 +34,13 @@ type Handler = (req: IncomingMessage, res: ServerResponse, bodyText: unknown) =>
 const MAX_SIDE = 4096;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function common(bodyText: unknown): { b: Obj; model: string; prompt: string; format: 'url' | 'b64_json' } {
+function common(
+  bodyText: unknown,
+  named: { model?: unknown },
+): { b: Obj; model: string; prompt: string; format: 'url' | 'b64_json' } {
   const b = parseBody(bodyText);
   if (!isObj(b)) throw badRequest('body', 'request body: expected a JSON object');
+  named.model = b.model;
   if (typeof b.model !== 'string' || b.model.length === 0)
     throw badRequest('model', 'model: required (a non-empty string)');
   if (typeof b.prompt !== 'string' || b.prompt.length === 0)
@@ -81,8 +85,10 @@ function closeSignal(res: ServerResponse): AbortController {
 export function imagesHandler(d: AppDeps, picker: MediaPicker): Handler {
   return async (_req, res, bodyText) => {
     const ac = closeSignal(res);
+    const mr = new MediaRequest(d.service, 'images', false);
+    const named: { model?: unknown } = {};
     try {
-      const { b, model, prompt, format } = common(bodyText);
+      const { b, model, prompt, format } = common(bodyText, named);
       const n = intIn(b.n, 'n', 1, 10, 1);
       const sz = size(b.size, '1024x1024');
       if (b.output_format !== undefined && b.output_format !== null && b.output_format !== 'png')
@@ -91,6 +97,7 @@ export function imagesHandler(d: AppDeps, picker: MediaPicker): Handler {
           `output_format: only png is generated, got ${JSON.stringify(b.output_format)}`,
         );
       const t = picker.pick(model, 'images');
+      mr.started(t, model);
       const payload: ImagesRequest = { request_id: randomUUID(), model, prompt, n, size: sz };
       const item = await d.service.o.client.unary<ImagesItem>(t.transport, IMAGES_ENDPOINT, payload, {
         signal: ac.signal,
@@ -102,7 +109,9 @@ export function imagesHandler(d: AppDeps, picker: MediaPicker): Handler {
         format === 'b64_json' ? { b64_json: x.b64_json } : { url: `data:image/png;base64,${x.b64_json}` },
       );
       sendJson(res, 200, JSON.stringify({ created: Math.floor(Date.now() / 1000), data }));
+      mr.ok();
     } catch (e) {
+      mr.failed(named.model, e, ac.signal.aborted);
       if (!ac.signal.aborted) sendError(res, e);
     }
   };
@@ -113,8 +122,10 @@ export function videosHandler(d: AppDeps, picker: MediaPicker, streamPath: boole
   return async (_req, res, bodyText) => {
     const ac = closeSignal(res);
     let unregister: (() => void) | null = null;
+    const mr = new MediaRequest(d.service, 'videos', streamPath);
+    const named: { model?: unknown } = {};
     try {
-      const { b, model, prompt, format } = common(bodyText);
+      const { b, model, prompt, format } = common(bodyText, named);
       if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean')
         throw badRequest('stream', 'stream: expected a boolean');
       const stream = streamPath || b.stream === true;
@@ -128,6 +139,7 @@ export function videosHandler(d: AppDeps, picker: MediaPicker, streamPath: boole
       const nv = isObj(b.nvext) ? b.nvext : {};
       const fps = intIn(nv.fps, 'nvext.fps', 1, 120, 16);
       const t = picker.pick(model, 'videos');
+      mr.started(t, model, stream);
       const payload: VideosRequest = { request_id: randomUUID(), model, prompt, size: sz, seconds, fps };
       const id = `video_${randomUUID().replace(/-/g, '')}`;
       const created = Math.floor(Date.now() / 1000);
@@ -171,7 +183,9 @@ export function videosHandler(d: AppDeps, picker: MediaPicker, streamPath: boole
         throw new KvrError('engine_error', 'the video worker ended without a video', 502);
       if (sse) sse.done();
       else sendJson(res, 200, JSON.stringify(last));
+      mr.ok();
     } catch (e) {
+      mr.failed(named.model, e, ac.signal.aborted);
       if (ac.signal.aborted) return;
       if (!res.headersSent) {
         sendError(res, e);

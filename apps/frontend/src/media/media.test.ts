@@ -173,6 +173,39 @@ describe('embeddings (openai client)', () => {
   });
 });
 
+describe('media models and the rest of the frontend', () => {
+  /** Sum of `dynamo_frontend_requests_total` samples whose labels include every `k="v"` given. */
+  const requests = async (labels: Record<string, string>): Promise<number> => {
+    const text = await (await fetch(`${fe.url}/metrics`)).text();
+    let n = 0;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('dynamo_frontend_requests_total{')) continue;
+      if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`)))
+        n += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+    return n;
+  };
+
+  it('an embeddings request counts once in dynamo_frontend_requests_total{endpoint="embeddings"}', async () => {
+    const ok = { model: 'mock-embed', endpoint: 'embeddings', status: 'success' };
+    const before = await requests(ok);
+    await client.embeddings.create({ model: 'mock-embed', input: ['a', 'b'] });
+    expect(await requests(ok)).toBe(before + 1);
+  });
+
+  it('chat on an embedding-only model: 400 naming model (it does not generate text)', async () => {
+    const e = await client.chat.completions
+      .create({ model: 'mock-embed', messages: [{ role: 'user', content: 'hi' }] })
+      .then(
+        () => null,
+        (x: unknown) => x as InstanceType<typeof OpenAI.APIError>,
+      );
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(e!.param).toBe('model');
+    expect(e!.message).toMatch(/does not generate text.*embedding/);
+  });
+});
+
 describe('images (openai client)', () => {
   it('b64_json: n valid PNGs of the asked size (signature, IHDR, IDAT rows, IEND with their CRCs)', async () => {
     const r = await client.images.generate({

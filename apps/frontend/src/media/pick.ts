@@ -9,8 +9,10 @@
  * naming `model` for embeddings (the model exists, the request asks it for something else).
  */
 import { KvrError } from '@kvrouter/protocols';
+import { errorTypeOf, type RequestTracker } from '@kvrouter/metrics';
 import type { ModelDeploymentCard, Transport } from '@kvrouter/runtime';
 import { badRequest, modelNotFound } from '../errors.js';
+import type { InferenceService } from '../service.js';
 import type { ModelRegistry, WorkerSet } from '../models.js';
 
 export type Capability = 'embedding' | 'images' | 'videos';
@@ -26,6 +28,40 @@ export interface MediaTarget {
   workerId: bigint;
   transport: Transport;
   card: ModelDeploymentCard;
+}
+
+/**
+ * Request metrics of one media request (`dynamo_frontend_requests_total{endpoint}`, duration,
+ * in-flight): started once a worker set is chosen; a request refused before counts as rejected.
+ */
+export class MediaRequest {
+  private tracker: RequestTracker | null = null;
+  private readonly t0 = performance.now();
+
+  constructor(
+    private readonly svc: InferenceService,
+    private readonly endpoint: string,
+    private readonly stream: boolean,
+  ) {}
+
+  started(t: MediaTarget, model: string, stream = this.stream): void {
+    this.tracker = t.set.lifecycle.start(
+      { model, endpoint: this.endpoint, requestType: stream ? 'stream' : 'unary' },
+      this.t0,
+    );
+  }
+
+  ok(): void {
+    this.tracker?.end('');
+  }
+
+  failed(model: unknown, e: unknown, aborted: boolean): void {
+    if (this.tracker) {
+      if (aborted) this.tracker.disconnected();
+      else this.tracker.end(errorTypeOf(e));
+    } else if (typeof model === 'string' && model.length > 0)
+      this.svc.countRejected(model, this.endpoint, this.stream, e, this.t0);
+  }
 }
 
 export class MediaPicker {
