@@ -457,6 +457,45 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
     expect(events).not.toContain('message_stop');
   });
 
+  it('a worker dying mid-stream without a migration budget: the stream ends with an error event', async () => {
+    const one = await startFrontend(['--enable-anthropic-api', '--mocker-workers', '1'], {
+      embedded: { engine: { speedupRatio: 2 } },
+    });
+    try {
+      const c = new Anthropic({ baseURL: one.url, apiKey: 'unused', maxRetries: 0 });
+      const events: string[] = [];
+      const run = (async () => {
+        const s = await c.messages.create({
+          model: MODEL,
+          max_tokens: 2000,
+          stream: true,
+          messages: [{ role: 'user', content: 'hi' }],
+        });
+        try {
+          for await (const e of s) events.push(e.type);
+        } catch (e) {
+          return e;
+        }
+        return null;
+      })();
+      await eventually(
+        () => events.filter((e) => e === 'content_block_delta').length >= 3,
+        5000,
+        'three deltas',
+      );
+      one.fleet!.workers[0]!.crash();
+      const err = (await run) as InstanceType<typeof Anthropic.APIError> | null;
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+      // The engine failure in Anthropic's shape (an internal error of the in-process request plane).
+      expect(err!.error).toMatchObject({ type: 'error', error: { type: 'api_error' } });
+      expect(err!.message).toMatch(/died mid-stream/);
+      expect(events).not.toContain('message_stop');
+      await eventually(() => routerIdle(one), 5000, 'an idle router');
+    } finally {
+      await one.close(0);
+    }
+  });
+
   it('every booking ended', async () => {
     await eventually(() => routerIdle(fe), 5000, 'an idle router');
   });
