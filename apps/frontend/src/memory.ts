@@ -5,7 +5,7 @@
  */
 import { MAX_MODEL_LABELS, type FrontendMetricSet } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER, RadixIndexer } from '@kvrouter/radix-indexer';
-import { MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import { MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
 import type { ModelRegistry } from './models.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
 import type { ModelTokenizers } from './tokenizer/per-model.js';
@@ -14,6 +14,7 @@ import type { ModelTokenizers } from './tokenizer/per-model.js';
 export const TABLES = Object.freeze({
   index: 'kv_index_blocks',
   sessions: 'router_session_bindings',
+  parked: 'router_parked_requests',
   prefixCache: 'tokenizer_prefix_cache_tokens',
   modelLabels: 'metric_model_labels',
   responses: 'responses_store',
@@ -50,6 +51,13 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
       entries: rs.reduce((n, r) => n + r.sessionCount, 0),
       limit: rs.length * MAX_SESSION_BINDINGS,
       evicted: rs.reduce((n, r) => n + r.sessionsEvicted, 0),
+    };
+  });
+  m.register(TABLES.parked, () => {
+    const rs = routers();
+    return {
+      entries: rs.reduce((n, r) => n + r.queueDepth, 0),
+      limit: rs.length * MAX_PARKED_REQUESTS,
     };
   });
   m.register(TABLES.prefixCache, () => {

@@ -42,3 +42,4 @@ export {
   type WorkerTruthState,
   type LoadOnlyReason,
 } from './truth.js';
+export { MAX_PARKED_REQUESTS } from './queue-driver.js';

@@ -5,7 +5,7 @@
  * gate then booking, synchronously).
  */
 import { KvrError, type TimerHandle } from '@kvrouter/protocols';
-import { RouterQueue } from '@kvrouter/core-cost';
+import { RouterQueue, allWorkersBusy } from '@kvrouter/core-cost';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
 import type { RoutingDecision } from './types.js';
@@ -19,6 +19,13 @@ export interface QueueContext {
   /** Best device overlap of the last gate's candidates (wspt key, §10). */
   bestOverlap(): number;
 }
+
+/**
+ * Requests one router keeps parked at most (issue 17, bounded memory): past it a request that would
+ * park is refused as `all_workers_busy` (503, overload) instead. Each parked request holds its own
+ * hash copies (16 bytes per prompt block) and a promise; docs/memory.md.
+ */
+export const MAX_PARKED_REQUESTS = 10_000;
 
 export class QueueDriver {
   private readonly q: RouterQueue<Pending>;
@@ -42,6 +49,7 @@ export class QueueDriver {
   park(p: Pending, signal: AbortSignal | undefined, cancel: (id: string) => void): Promise<RoutingDecision> {
     const it = p.intent;
     if (signal?.aborted) throw cancelled(it.id);
+    if (this.q.size >= MAX_PARKED_REQUESTS) throw allWorkersBusy();
     // The hashes live in scratch until now; a parked request needs its own copies.
     p.prompt.local = p.prompt.local.slice();
     p.prompt.seq = p.prompt.seq.slice();

@@ -283,3 +283,24 @@ describe('overlap refresh at dequeue', () => {
     expect([d.overlapBlocks, d.explanation.overlapRefreshed]).toEqual([0, false]);
   });
 });
+
+describe('bounded queue (issue 17)', () => {
+  it('parks at most MAX_PARKED_REQUESTS requests; the next is refused as all_workers_busy', async () => {
+    const { MAX_PARKED_REQUESTS } = await import('./queue-driver.js');
+    expect(MAX_PARKED_REQUESTS).toBe(10_000);
+    const { router } = queued('fcfs');
+    // 150 prompt tokens > 1 × 100: the worker is over the threshold, every later request parks.
+    await router.route({ requestId: 'first', tokens: toks(1, 150) });
+    const parked: Promise<unknown>[] = [];
+    for (let i = 0; i < MAX_PARKED_REQUESTS; i++)
+      parked.push(router.route({ requestId: `p${i}`, tokens: toks(2, 150) }).catch(() => undefined));
+    expect(router.queueDepth).toBe(MAX_PARKED_REQUESTS);
+    const e = await router
+      .route({ requestId: 'one-too-many', tokens: toks(3, 150) })
+      .catch((x: unknown) => x);
+    expect((e as KvrError).code).toBe('all_workers_busy');
+    expect(router.queueDepth).toBe(MAX_PARKED_REQUESTS);
+    router.close();
+    await Promise.all(parked);
+  });
+});
