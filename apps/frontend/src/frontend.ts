@@ -185,8 +185,9 @@ export class Frontend {
       });
 
       const loaded = loadTokenizer(specFor(config.modelPath));
-      const threads = opts.tokenizerThreads ?? 1;
-      const pool = threads > 0 ? new TokenizerPool(loaded.spec, threads) : null;
+      const threads = opts.tokenizerThreads ?? (config.dynPreprocessWorkers || 1);
+      const budgetMs = config.dynPreprocessBudgetMs;
+      const pool = threads > 0 ? new TokenizerPool(loaded.spec, threads, { budgetMs }) : null;
       if (pool) cleanup.push(() => pool.close());
       const encoder = new PromptEncoder({
         tokenizer: loaded.tokenizer,
@@ -195,7 +196,7 @@ export class Frontend {
         cacheTokens: config.tokenizerPrefixCacheTokens,
       });
       const tokenizers = await startModelTokenizers({
-        ...{ discovery, backend, memHub, fileRoot: config.fileKv, nc, log, threads },
+        ...{ discovery, backend, memHub, fileRoot: config.fileKv, nc, log, threads, budgetMs },
         ...{
           namespace: config.namespace,
           namespacePrefix: config.namespacePrefix,

@@ -42,6 +42,12 @@ export const ERROR_CODES = {
       'A namespace, component, endpoint or model name breaks the naming rules of subjects and discovery keys.',
   },
   payload_too_large: { status: 413, group: 'request', meaning: 'The body or frame exceeds the size limit.' },
+  tokenize_budget_exceeded: {
+    status: 413,
+    group: 'request',
+    meaning:
+      'Tokenizing the prompt ran past its time budget (`--dyn-preprocess-budget-ms`); the tokenizer thread was replaced.',
+  },
   request_too_large: {
     status: 400,
     group: 'request',

@@ -22,7 +22,9 @@
  * segments. Eviction is CLOCK (second chance) over entries, bounded by `cacheTokens` ids; a hit
  * marks every entry on its chain, so prefixes outlive their extensions.
  *
- * Either way, uncached text above `offloadChars` is tokenized in a worker thread.
+ * Either way, uncached text above `offloadChars` is tokenized in a worker thread (pool.ts: idle
+ * thread or FIFO queue, a time budget per job); while every thread is held by a large prompt, a
+ * normal-size text is tokenized inline instead of waiting behind it.
  */
 import { splitSpecials } from './split.js';
 import type { TokenizerPool } from './pool.js';
@@ -40,6 +42,12 @@ export interface PromptEncoderOptions {
   offloadChars?: number;
   /** Token ids kept by the prefix cache (fastokens; default 16 M = 64 MB of ids; 0 = no cache). */
   cacheTokens?: number;
+  /**
+   * While every pool thread is busy and one of them with a large prompt, texts up to this many
+   * characters are tokenized inline rather than queued behind it (default 4 x `offloadChars`,
+   * ~16k tokens: tens of ms on the event loop instead of waiting out the large prompt).
+   */
+  inlineWhenBlockedChars?: number;
 }
 
 export interface EncodeStats {
@@ -79,6 +87,7 @@ export class PromptEncoder {
   private readonly pool: TokenizerPool | null;
   private readonly offloadChars: number;
   private readonly cacheTokens: number;
+  private readonly inlineWhenBlocked: number;
   private readonly cache = new Map<number, Entry>();
   private cachedTokens = 0;
 
@@ -88,6 +97,14 @@ export class PromptEncoder {
     this.pool = o.pool ?? null;
     this.offloadChars = o.offloadChars ?? 16_384;
     this.cacheTokens = o.cacheTokens ?? 16 * 1024 * 1024;
+    this.inlineWhenBlocked = o.inlineWhenBlockedChars ?? 4 * this.offloadChars;
+  }
+
+  /** Whether `chars` uncached characters go to the pool (else inline; see `inlineWhenBlockedChars`). */
+  private offload(chars: number): boolean {
+    const pool = this.pool;
+    if (pool === null || chars <= this.offloadChars) return false;
+    return chars > this.inlineWhenBlocked || pool.canStartNow(chars) || !pool.heldByLarge();
   }
 
   async encode(text: string, stats?: EncodeStats): Promise<Uint32Array> {
@@ -96,9 +113,9 @@ export class PromptEncoder {
 
   private async encodeWhole(text: string, stats?: EncodeStats): Promise<Uint32Array> {
     if (stats) stats.tokenizedChars = text.length;
-    if (this.pool && text.length > this.offloadChars) {
+    if (this.offload(text.length)) {
       if (stats) stats.offloaded = true;
-      return (await this.pool.encode([text], true))[0]!;
+      return (await this.pool!.encode([text], true))[0]!;
     }
     return Uint32Array.from(this.tokenizer.encode(text));
   }
@@ -113,9 +130,9 @@ export class PromptEncoder {
     // A tokenizer with its own cut encodes a piece with `encode` (what its whole-text encode does
     // with it); the others with `encodeText` (no special-token recognition).
     const whole = this.tokenizer.cut !== undefined;
-    if (this.pool && chars > this.offloadChars) {
+    if (this.offload(chars)) {
       if (stats) stats.offloaded = true;
-      return this.pool.encode(pieces, whole);
+      return this.pool!.encode(pieces, whole);
     }
     return pieces.map((p) =>
       Uint32Array.from(whole ? this.tokenizer.encode(p) : this.tokenizer.encodeText(p)),

@@ -64,6 +64,8 @@ export interface ModelTokenizersOptions {
   cacheTokens?: number;
   /** Tokenizer threads per model loaded from a card (0: none). */
   threads: number;
+  /** Time budget of one tokenization job on a thread, ms (`--dyn-preprocess-budget-ms`). */
+  budgetMs?: number;
   /** Local cache of fetched files (default `$TMPDIR/kvrouter-model-files`). */
   cacheDir?: string;
   log: Logger;
@@ -210,7 +212,10 @@ export class ModelTokenizers {
 
   private build(spec: TokenizerSpec, source: string, entry: Entry): ModelTokenizer {
     const loaded = loadTokenizer(spec, (line) => this.o.log.info(line));
-    const pool = this.o.threads > 0 ? new TokenizerPool(loaded.spec, this.o.threads) : null;
+    const pool =
+      this.o.threads > 0
+        ? new TokenizerPool(loaded.spec, this.o.threads, { budgetMs: this.o.budgetMs })
+        : null;
     entry.pool = pool;
     const encoder = new PromptEncoder({
       tokenizer: loaded.tokenizer,

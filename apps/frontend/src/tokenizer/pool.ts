@@ -1,14 +1,50 @@
 /**
  * Tokenization off the event loop: long uncached texts go to worker threads, each with its own
  * copy of the tokenizer, so a 100k-token prompt does not stall every other stream for ~0.2 s.
+ *
+ * No head-of-line blocking (issue 17): a job goes to an idle thread, else waits in one FIFO queue
+ * (never behind a particular busy thread). A large job (`largeChars` and up) may hold at most
+ * `threads - 1` threads at once (one with a single thread), so with two or more threads a run of huge
+ * prompts always leaves a thread for ordinary ones; `canStartNow` tells the encoder when every thread
+ * is held by large jobs, and it then encodes a normal-size text inline instead of queueing it.
+ * Every job has a time budget (`budgetMs`, `--dyn-preprocess-budget-ms`): a job still running when
+ * it ends has its thread terminated and replaced, and fails with 413 `tokenize_budget_exceeded`, so one
+ * pathological prompt holds one thread for at most the budget (time in the queue does not count:
+ * waiting is overload, not a costly prompt).
  */
 import { Worker } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
 import type { TokenizerSpec } from './types.js';
 
-interface Pending {
+/** Default time budget of one tokenization job (`--dyn-preprocess-budget-ms`). */
+export const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
+/** Texts of at least this many characters (~256k tokens) are large jobs. */
+const DEFAULT_LARGE_CHARS = 1 << 20;
+
+export interface TokenizerPoolOptions {
+  /** Time budget of one job on its thread, in ms; 0 = none. */
+  budgetMs?: number;
+  /** Characters from which a job counts as large (test hook). */
+  largeChars?: number;
+}
+
+interface Job {
+  id: number;
+  texts: string[];
+  whole: boolean;
+  large: boolean;
+  chars: number;
   resolve: (v: Uint32Array[]) => void;
   reject: (e: Error) => void;
+}
+
+interface Thread {
+  worker: Worker;
+  ready: Promise<void>;
+  /** Loaded its tokenizer (a job's budget starts when it is on a loaded thread). */
+  loaded: boolean;
+  job: Job | null;
+  timer: NodeJS.Timeout | null;
 }
 
 /** tsx's ESM API (a dev dependency of the repository root; only used when running from sources). */
@@ -16,52 +52,97 @@ function tsxApi(): string {
   return import.meta.resolve('tsx/esm/api');
 }
 
+function budgetExceeded(budgetMs: number, chars: number): KvrError {
+  return new KvrError(
+    'tokenize_budget_exceeded',
+    `prompt: tokenizing ${chars} characters did not finish within the budget of ${budgetMs} ms (--dyn-preprocess-budget-ms); send a shorter prompt`,
+    413,
+    { field: 'prompt', budget_ms: budgetMs, chars },
+  );
+}
+
 export class TokenizerPool {
-  private readonly workers: Worker[] = [];
-  private readonly pending = new Map<number, Pending>();
+  private readonly threads: Thread[] = [];
+  private readonly queue: Job[] = [];
   private readonly ready: Promise<void>;
-  private next = 0;
+  private readonly budgetMs: number;
+  private readonly largeChars: number;
   private seq = 0;
   private closed = false;
+  /** Threads replaced because a job ran past its budget. */
+  replaced = 0;
 
-  constructor(spec: TokenizerSpec, threads: number) {
+  constructor(
+    private readonly spec: TokenizerSpec,
+    threads: number,
+    o: TokenizerPoolOptions = {},
+  ) {
+    if (!Number.isInteger(threads) || threads < 1)
+      throw new RangeError(`tokenizer threads must be a positive integer, got ${threads}`);
+    this.budgetMs = o.budgetMs ?? DEFAULT_TOKENIZE_BUDGET_MS;
+    this.largeChars = o.largeChars ?? DEFAULT_LARGE_CHARS;
+    for (let i = 0; i < threads; i++) this.threads.push(this.spawn());
+    this.ready = Promise.all(this.threads.map((t) => t.ready)).then(() => undefined);
+    this.ready.catch(() => undefined);
+  }
+
+  private spawn(): Thread {
     const source = import.meta.url.endsWith('.ts');
     const file = new URL(source ? './worker.ts' : './worker.js', import.meta.url);
-    const readies: Promise<void>[] = [];
-    for (let i = 0; i < threads; i++) {
-      // From sources the entry is a small script that registers tsx's loader in the thread and then
-      // imports the .ts file (a .ts entry would be rejected before any --import hook applies).
-      const w = source
-        ? new Worker(
-            `import(${JSON.stringify(tsxApi())}).then((t) => { t.register(); return import(${JSON.stringify(file.href)}); })`,
-            { eval: true, workerData: spec },
-          )
-        : new Worker(file, { workerData: spec });
-      w.unref();
-      readies.push(
-        new Promise<void>((resolve, reject) => {
-          w.once('error', reject);
-          const onReady = (m: { ready?: boolean }) => {
-            if (!m.ready) return;
-            w.off('message', onReady);
-            resolve();
-          };
-          w.on('message', onReady);
-        }),
-      );
-      w.on('message', (m: { id?: number; out?: Uint32Array[]; error?: { message: string } }) => {
-        if (m.id === undefined) return;
-        const p = this.pending.get(m.id);
-        if (!p) return;
-        this.pending.delete(m.id);
-        if (m.error) p.reject(new KvrError('tokenizer_error', m.error.message, 500));
-        else p.resolve(m.out!);
-      });
-      w.on('error', (e) => this.failAll(e));
-      this.workers.push(w);
-    }
-    this.ready = Promise.all(readies).then(() => undefined);
-    this.ready.catch(() => undefined);
+    // From sources the entry is a small script that registers tsx's loader in the thread and then
+    // imports the .ts file (a .ts entry would be rejected before any --import hook applies).
+    const w = source
+      ? new Worker(
+          `import(${JSON.stringify(tsxApi())}).then((t) => { t.register(); return import(${JSON.stringify(file.href)}); })`,
+          { eval: true, workerData: this.spec },
+        )
+      : new Worker(file, { workerData: this.spec });
+    w.unref();
+    const t: Thread = { worker: w, ready: Promise.resolve(), loaded: false, job: null, timer: null };
+    t.ready = new Promise<void>((resolve, reject) => {
+      w.once('error', reject);
+      const onReady = (m: { ready?: boolean }) => {
+        if (!m.ready) return;
+        w.off('message', onReady);
+        t.loaded = true;
+        resolve();
+        this.pump();
+      };
+      w.on('message', onReady);
+    });
+    t.ready.catch(() => undefined);
+    w.on('message', (m: { id?: number; out?: Uint32Array[]; error?: { message: string } }) => {
+      const job = t.job;
+      if (m.id === undefined || job === null || job.id !== m.id) return;
+      this.finish(t);
+      if (m.error) job.reject(new KvrError('tokenizer_error', m.error.message, 500));
+      else job.resolve(m.out!);
+      this.pump();
+    });
+    w.on('error', (e) => {
+      const job = t.job;
+      this.finish(t);
+      job?.reject(new KvrError('tokenizer_error', `tokenizer thread failed: ${e.message}`, 500));
+      this.replace(t);
+    });
+    return t;
+  }
+
+  private finish(t: Thread): void {
+    if (t.timer) clearTimeout(t.timer);
+    t.timer = null;
+    t.job = null;
+  }
+
+  /** Terminates a thread (stuck or failed) and puts a fresh one in its place. */
+  private replace(t: Thread): void {
+    const i = this.threads.indexOf(t);
+    if (i < 0) return;
+    void t.worker.terminate().catch(() => undefined);
+    if (this.closed) return;
+    this.replaced++;
+    this.threads[i] = this.spawn();
+    this.pump();
   }
 
   /** Resolves once every thread has loaded its tokenizer. */
@@ -69,25 +150,88 @@ export class TokenizerPool {
     return this.ready;
   }
 
+  private largeRunning(): number {
+    let n = 0;
+    for (const t of this.threads) if (t.job?.large) n++;
+    return n;
+  }
+
+  private largeCap(): number {
+    return Math.max(1, this.threads.length - 1);
+  }
+
+  /**
+   * Whether a job of `chars` characters would start at once rather than wait. False means every
+   * thread is busy; the encoder then tokenizes a normal-size text inline.
+   */
+  canStartNow(chars: number): boolean {
+    if (this.queue.length > 0) return false;
+    const idle = this.threads.some((t) => t.job === null && t.loaded);
+    return idle && (chars < this.largeChars || this.largeRunning() < this.largeCap());
+  }
+
+  /** Whether every thread is busy and at least one of them with a large job. */
+  heldByLarge(): boolean {
+    return this.threads.every((t) => t.job !== null) && this.largeRunning() > 0;
+  }
+
   encode(texts: string[], whole: boolean): Promise<Uint32Array[]> {
     if (this.closed) return Promise.reject(new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503));
-    const id = ++this.seq;
-    const w = this.workers[this.next++ % this.workers.length]!;
+    let chars = 0;
+    for (const s of texts) chars += s.length;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      w.postMessage({ id, texts, whole });
+      this.queue.push({
+        id: ++this.seq,
+        texts,
+        whole,
+        large: chars >= this.largeChars,
+        chars,
+        resolve,
+        reject,
+      });
+      this.pump();
     });
   }
 
-  private failAll(e: Error): void {
-    for (const p of this.pending.values())
-      p.reject(new KvrError('tokenizer_error', `tokenizer thread failed: ${e.message}`, 500));
-    this.pending.clear();
+  /** Starts queued jobs on idle threads, oldest first; a large job waits while large jobs hold the cap. */
+  private pump(): void {
+    for (let i = 0; i < this.queue.length;) {
+      const idle = this.threads.find((t) => t.job === null && t.loaded);
+      if (!idle) return;
+      const job = this.queue[i]!;
+      if (job.large && this.largeRunning() >= this.largeCap()) {
+        i++;
+        continue;
+      }
+      this.queue.splice(i, 1);
+      idle.job = job;
+      if (this.budgetMs > 0) {
+        idle.timer = setTimeout(() => {
+          if (idle.job !== job) return;
+          this.finish(idle);
+          job.reject(budgetExceeded(this.budgetMs, job.chars));
+          this.replace(idle);
+        }, this.budgetMs);
+        idle.timer.unref();
+      }
+      idle.worker.postMessage({ id: job.id, texts: job.texts, whole: job.whole });
+    }
+  }
+
+  /** Jobs waiting for a thread. */
+  get queued(): number {
+    return this.queue.length;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    this.failAll(new Error('closed'));
-    await Promise.all(this.workers.map((w) => w.terminate()));
+    const err = new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503);
+    for (const j of this.queue.splice(0)) j.reject(err);
+    for (const t of this.threads) {
+      const job = t.job;
+      this.finish(t);
+      job?.reject(err);
+    }
+    await Promise.all(this.threads.map((t) => t.worker.terminate()));
   }
 }

@@ -25,4 +25,7 @@ parentPort!.on('message', (job: Job) => {
     parentPort!.postMessage({ id: job.id, error: { message: (e as Error).message } });
   }
 });
+// First use builds lazy tables (BPE ranks, regexes): done before `ready`, so a job's time budget
+// (pool.ts) measures tokenizing, not loading.
+tokenizer.encode('warm up the tokenizer');
 parentPort!.postMessage({ ready: true });

@@ -1,0 +1,120 @@
+/**
+ * No head-of-line blocking in tokenization (issue 17): a normal prompt finishes while a huge one is
+ * still being tokenized, with one thread (the normal one runs inline) and with two (it gets the other
+ * thread: large prompts never hold every thread); a prompt that runs past the time budget fails with
+ * 413 `tokenize_budget_exceeded` naming the prompt, its thread is replaced, and the pool keeps serving.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { KvrError } from '@kvrouter/protocols';
+import { Rng } from '@kvrouter/testkit';
+import { PromptEncoder, type EncodeStats } from './encoder.js';
+import { TokenizerPool } from './pool.js';
+import { TiktokenTokenizer } from './tiktoken.js';
+
+const SPEC = { kind: 'tiktoken', encoding: 'cl100k_base' } as const;
+const tok = new TiktokenTokenizer();
+const WORDS = ['the', ' cat', ' sat', ' on', ' über', ' 日本語', ' mat', '\n', ' tokenizer', ' 42'];
+
+function text(seed: number, chars: number): string {
+  const rng = new Rng(seed);
+  const parts: string[] = [];
+  let n = 0;
+  while (n < chars) {
+    const w = rng.pick(WORDS);
+    parts.push(w);
+    n += w.length;
+  }
+  return parts.join('');
+}
+
+/** Seconds of BPE (1.5 M characters of prose), a large job (>= 1 M characters here). */
+const HUGE = text(1, 1_500_000);
+/** A normal long prompt: ~5k tokens, above the offload threshold. */
+const NORMAL = text(2, 20_000);
+
+const pools: TokenizerPool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.close()));
+});
+async function pool(threads: number, budgetMs = 0): Promise<TokenizerPool> {
+  const p = new TokenizerPool(SPEC, threads, { budgetMs, largeChars: 1_000_000 });
+  pools.push(p);
+  await p.whenReady();
+  return p;
+}
+
+/** Starts `huge`, then `normal`; reports whether the huge one was still running when normal finished. */
+async function race(enc: PromptEncoder) {
+  let hugeDone = false;
+  // Not awaited: the pool is closed (and this rejected) after the test.
+  void enc
+    .encode(HUGE)
+    .finally(() => (hugeDone = true))
+    .catch(() => undefined);
+  const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+  const ids = await enc.encode(NORMAL, stats);
+  return { hugeRunning: !hugeDone, ids, stats };
+}
+
+describe('tokenizer pool: no head-of-line blocking', () => {
+  it('one thread: a normal prompt is tokenized inline while a huge one holds the thread', async () => {
+    const p = await pool(1);
+    const enc = new PromptEncoder({
+      tokenizer: tok,
+      mode: 'default',
+      pool: p,
+      offloadChars: 1000,
+      inlineWhenBlockedChars: 64_000,
+    });
+    const r = await race(enc);
+    expect(r.hugeRunning).toBe(true);
+    expect(r.stats.offloaded).toBe(false);
+    expect(Array.from(r.ids)).toEqual(Array.from(tok.encode(NORMAL)));
+  });
+
+  it('two threads, two huge prompts: the second waits, and a normal prompt gets the other thread', async () => {
+    const p = await pool(2);
+    const enc = new PromptEncoder({
+      tokenizer: tok,
+      mode: 'default',
+      pool: p,
+      offloadChars: 1000,
+      inlineWhenBlockedChars: 64_000,
+    });
+    let hugeDone = 0;
+    for (let i = 0; i < 2; i++)
+      void enc
+        .encode(HUGE)
+        .finally(() => hugeDone++)
+        .catch(() => undefined);
+    expect(p.queued).toBe(1); // large prompts hold at most threads - 1 threads
+    const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    const ids = await enc.encode(NORMAL, stats);
+    expect(hugeDone).toBe(0);
+    expect(stats.offloaded).toBe(true);
+    expect(Array.from(ids)).toEqual(Array.from(tok.encode(NORMAL)));
+  });
+
+  it('a prompt past the time budget fails with 413 naming the prompt; the thread is replaced and serves again', async () => {
+    const p = await pool(1, 200);
+    const err = await p.encode([HUGE], true).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(KvrError);
+    const k = err as KvrError;
+    expect(k.code).toBe('tokenize_budget_exceeded');
+    expect(k.status).toBe(413);
+    expect(k.detail?.field).toBe('prompt');
+    expect(k.message).toMatch(
+      /^prompt: tokenizing 1500\d{3} characters did not finish within the budget of 200 ms/,
+    );
+    expect(p.replaced).toBe(1);
+    const [ids] = await p.encode(['hello world'], true);
+    expect(Array.from(ids!)).toEqual([15339, 1917]); // cl100k: "hello", " world"
+  });
+
+  it('refuses a thread count below one', () => {
+    expect(() => new TokenizerPool(SPEC, 0)).toThrow(/positive integer/);
+  });
+});
