@@ -11,6 +11,7 @@ import { InprocEventBus } from '@kvrouter/kv-events';
 import { DEFAULT_TRUTH_THRESHOLDS } from '@kvrouter/router';
 import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
 import { SimFleet } from '@kvrouter/sim-worker';
+import { startEtcd, startMocker, startNats } from '@kvrouter/testkit';
 import type { Frontend } from './frontend.js';
 import type { Logger } from './models.js';
 import { eventually, startFrontend } from './test-helpers.js';
@@ -175,5 +176,52 @@ describe('truth-checked routing (frontend)', () => {
     expect(await metricValue(fe, modeSeries('exact'))).toBe(1);
     expect(log.lines).toContain(`info routing truth: model ${MODEL} is EXACT`);
     expect(log.lines.some((l) => l.includes('routed on load alone'))).toBe(false);
+  });
+});
+
+describe('truth-checked routing with real processes', () => {
+  it('a mocker publishing its KV events to another NATS server: FALLBACK, and the log says why', async () => {
+    const [etcd, nats, otherNats] = await Promise.all([
+      startEtcd(),
+      startNats({ jetstream: false }),
+      startNats({ jetstream: false }),
+    ]);
+    open.push({
+      close: () => Promise.all([etcd.stop(), nats.stop(), otherNats.stop()]).then(() => undefined),
+    });
+    // Discovery and requests reach the workers (etcd, tcp); their KV events go to the other server.
+    const mocker = startMocker({ etcd: etcd.url, nats: otherNats.url }, 'truthns', 2);
+    open.push({ close: () => mocker.kill() });
+    const log = captureLog();
+    const fe = await startFrontend(
+      [
+        '--discovery-backend',
+        'etcd',
+        '--event-plane',
+        'nats',
+        '--namespace',
+        'truthns',
+        '--router-mode',
+        'kv',
+      ],
+      { env: { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url }, log },
+    );
+    open.push({ close: () => fe.close(0) });
+    await eventually(
+      () => fe.registry.get(MODEL)?.sets.some((s) => s.readyCount === 2) ?? false,
+      30_000,
+      'workers',
+    );
+    const client = new OpenAI({ baseURL: `${urlOf(fe)}/v1`, apiKey: 'unused', maxRetries: 0 });
+    for (let i = 0; i < DEFAULT_TRUTH_THRESHOLDS.indexEmptyRequests; i++)
+      await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: prompt(i % 3, 2) }],
+        max_tokens: 2,
+      });
+    const h = await health(fe);
+    expect(h.routing![MODEL]!.mode).toBe('fallback');
+    expect(await metricValue(fe, modeSeries('fallback'))).toBe(1);
+    expect(log.lines.some((l) => l.startsWith(`warn routing truth: model ${MODEL} is FALLBACK`))).toBe(true);
   });
 });
