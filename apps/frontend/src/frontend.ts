@@ -326,6 +326,7 @@ export class Frontend {
         const k = (kserve = await KserveServer.start({
           ...{ service, registry, host: config.httpHost, port: config.kserveGrpcPort },
           metricsPort: config.grpcMetricsPort,
+          maxMessageMb: config.httpBodyLimitMb,
           tls:
             config.tlsCertPath && config.tlsKeyPath
               ? { cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) }

@@ -124,10 +124,13 @@ function unarySuccesses(text: string): number {
 }
 
 beforeAll(async () => {
-  fe = await startFrontend([
-    '--kserve-grpc-server',
-    ...['--kserve-grpc-port', '0', '--grpc-metrics-port', '0', '--mocker-workers', '2'],
-  ]);
+  fe = await startFrontend(
+    [
+      '--kserve-grpc-server',
+      ...['--kserve-grpc-port', '0', '--grpc-metrics-port', '0', '--mocker-workers', '2'],
+    ],
+    { env: { DYN_HTTP_BODY_LIMIT_MB: '1' } },
+  );
   const Service = loadInferenceService();
   client = new Service(`127.0.0.1:${fe.kserve!.port}`, grpc.credentials.createInsecure()) as typeof client;
 });
@@ -312,6 +315,9 @@ describe('KServe v2 gRPC frontend', () => {
       const e = await rpcError('ModelInfer', req);
       expect([e.code, e.details]).toEqual([code, expect.stringContaining(details)]);
     }
+    // DYN_HTTP_BODY_LIMIT_MB (1 here) bounds a request message: 1 MiB + 1 byte of prompt is over it.
+    const big = await rpcError('ModelInfer', inferRequest({ text: 'x'.repeat(1024 * 1024 + 1) }));
+    expect(big.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     // On a stream, a request refused before its first response ends the stream with its status.
     const s = await streamAll([inferRequest({ model: 'no-such-model', streaming: true })]);
     expect(s.responses).toEqual([]);

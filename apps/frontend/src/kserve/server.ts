@@ -41,6 +41,8 @@ export interface KserveOptions {
   port: number;
   /** `--grpc-metrics-port` (0 = OS-assigned). */
   metricsPort: number;
+  /** `DYN_HTTP_BODY_LIMIT_MB`: the largest request message. */
+  maxMessageMb: number;
   /** The HTTP frontend's TLS certificate and key: gRPC uses them too. */
   tls?: { cert: Buffer; key: Buffer } | null;
   /** Prometheus exposition of the frontend's registry. */
@@ -110,7 +112,8 @@ export class KserveServer {
       );
       metricsServer.listen(o.metricsPort, o.host, () => resolve());
     });
-    const server = new grpc.Server();
+    // The HTTP body limit bounds a request message too (grpc-js answers RESOURCE_EXHAUSTED above it).
+    const server = new grpc.Server({ 'grpc.max_receive_message_length': o.maxMessageMb * 1024 * 1024 });
     const ref: { k: KserveServer | null } = { k: null };
     server.addService(loadInferenceService().service, {
       ServerLive: ((_call, cb) => cb(null, { live: true })) satisfies Unary<object, { live: boolean }>,
