@@ -18,6 +18,12 @@ const argv = process.argv.slice(2);
 // `pnpm start -- --flag` hands the separator through.
 if (argv[0] === '--') argv.shift();
 const config = resolveMockerConfig(argv, process.env, { log });
+// Fault injection (`pnpm soak`): SIGUSR2 stops the workers' KV events, the next one resumes them.
+let kvMuted = false;
+process.on('SIGUSR2', () => {
+  kvMuted = !kvMuted;
+  log(`SIGUSR2: KV events ${kvMuted ? 'stopped' : 'resumed'}`);
+});
 await runMain<{ stop(graceMs?: number): Promise<void>; ready: unknown }>({
   start: async () => {
     const vplan = vllmCompatPlan(config);
@@ -28,6 +34,7 @@ await runMain<{ stop(graceMs?: number): Promise<void>; ready: unknown }>({
     }
     const m = await startMocker(config, {
       log,
+      kvEventsMuted: () => kvMuted,
       // Discovery grants the lease again under the same id and puts every key back (issue 18).
       onLeaseLost: (id, err) => {
         log(`warning: discovery lease of worker ${id.toString(16)} lost (${errText(err)}); re-registering`);

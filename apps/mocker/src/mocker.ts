@@ -8,11 +8,12 @@ import { inflateRawSync } from 'node:zlib';
 import { join } from 'node:path';
 import { ConfigError, resolveConfig } from '@kvrouter/config';
 import { CONFIG_EXIT_CODE, parseAppConfig } from '@kvrouter/config/cli';
-import { KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
+import { KV_EVENTS_TOPIC, KvrError, u64ToHex, type RouterEvent } from '@kvrouter/protocols';
 import {
   JetStreamEventSink,
   brokerSetting,
   createEventPlane,
+  type EventPlane,
   type RouterEventSink,
 } from '@kvrouter/kv-events';
 import { cardFieldsForModelPath, connectNats, createDiscovery, type NatsConnection } from '@kvrouter/runtime';
@@ -38,6 +39,11 @@ export interface MockerIo {
   onLeaseLost?: (instanceId: bigint, err: KvrError) => void;
   /** Default process.exit. */
   exit?: (code: number) => never;
+  /**
+   * Fault injection (`pnpm soak`): while this answers true, the workers' KV events are dropped
+   * instead of published (load metrics and serving go on), as from an engine whose events stopped.
+   */
+  kvEventsMuted?: () => boolean;
 }
 
 export interface RunningMocker {
@@ -65,6 +71,21 @@ const readTextOrNull = (path: string): string | null => {
 };
 
 const { isDirectory } = cliFiles;
+
+/** The plane, with KV events dropped while `muted()` says so (no `muted`: the plane itself). */
+function mutable(plane: EventPlane, muted: (() => boolean) | undefined): EventPlane {
+  if (!muted) return plane;
+  return {
+    kind: plane.kind,
+    publisherId: plane.publisherId,
+    publish: (topic, payload) => {
+      if (topic.topic !== KV_EVENTS_TOPIC || !muted()) plane.publish(topic, payload);
+    },
+    flush: () => plane.flush(),
+    subscribe: (topic, opts) => plane.subscribe(topic, opts),
+    close: () => plane.close(),
+  };
+}
 
 /**
  * Resolves the configuration. `--extra-engine-args` names a JSON file whose values are appended to
@@ -176,15 +197,18 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
       ...(timing ? { engineDeps: { timing } } : {}),
       requestPlane,
       eventPlane: (publisherId, discovery) =>
-        createEventPlane({
-          kind: plan.eventPlane,
-          discoveryBackend: plan.discoveryBackend,
-          discovery,
-          nc,
-          publisherId,
-          onError: (e) => io.log(`event plane: ${errText(e)}`),
-          zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
-        }),
+        mutable(
+          createEventPlane({
+            kind: plan.eventPlane,
+            discoveryBackend: plan.discoveryBackend,
+            discovery,
+            nc,
+            publisherId,
+            onError: (e) => io.log(`event plane: ${errText(e)}`),
+            zmq: { broker: brokerSetting({ url: config.zmqBrokerUrl, enabled: config.zmqBrokerEnabled }) },
+          }),
+          io.kvEventsMuted,
+        ),
       kvEventSink: durable as RouterEventSink | null,
       kvEventRelayFor: plan.vllmZmq
         ? (i) =>

@@ -5,7 +5,8 @@
  * index from KV events, one queries the standalone router's with `--use-remote-indexer`) — under
  * mixed traffic for the whole duration, with faults injected on a schedule:
  * kill -9 of a mocker process (then restarted), a nats-server restart, an etcd restart, a 15 s
- * SIGSTOP of the standalone router and of a frontend, a slow client, and a burst at 3x the rate.
+ * SIGSTOP of the standalone router and of a frontend, a slow client, 30 s without KV events from one
+ * mocker's workers (SIGUSR2 toggles them in the mocker), and a burst at 3x the rate.
  *
  * Traffic: multi-turn chat sessions (~1.5k-token prompts), 70 % streaming, 5 % of streams dropped by
  * their client after the first chunk, 2 % of requests cancelled at a random moment, spread over
@@ -223,7 +224,16 @@ const faults: Fault[] = [
     },
   },
   {
-    at: 0.76,
+    at: 0.7,
+    name: "KV events of mocker 1's 4 workers stop for 30 s (SIGUSR2)",
+    run: async () => {
+      mockers[0]!.child.kill('SIGUSR2');
+      await sleep(30_000);
+      mockers[0]!.child.kill('SIGUSR2');
+    },
+  },
+  {
+    at: 0.78,
     name: 'burst at 3x the rate for 20 s',
     run: async () => {
       rateFactor = 3;
@@ -239,6 +249,25 @@ interface Sample {
   rss: Record<string, number | null>;
 }
 const samples: Sample[] = [];
+
+/** Each frontend's routing-truth mode of the model over time (2 exact, 1 degraded, 0 fallback, null unknown). */
+const MODE_LEVEL: Record<string, number> = { exact: 2, degraded: 1, fallback: 0 };
+const truth: { t: number; modes: (number | null)[] }[] = [];
+async function truthModes(): Promise<void> {
+  const t = now() - t0;
+  const modes = await Promise.all(
+    frontends.map(async (fe) => {
+      try {
+        const text = await (await fetch(`${fe.url}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
+        const m = /^dynamo_frontend_router_truth_mode\{[^}]*mode="(\w+)"[^}]*\} 1$/m.exec(text);
+        return m ? (MODE_LEVEL[m[1]!] ?? null) : null;
+      } catch {
+        return null;
+      }
+    }),
+  );
+  truth.push({ t, modes });
+}
 function sample(): void {
   samples.push({
     t: now() - t0,
@@ -292,6 +321,7 @@ log(`soak: fleet up (2 frontends ${frontends.map((f) => f.url).join(', ')}, 8 wo
 t0 = now();
 const traffic = trafficLoop();
 const sampler = setInterval(sample, 2000);
+const truthSampler = setInterval(() => void truthModes(), 5000);
 const progress = setInterval(() => {
   const t = now() - t0;
   const done = records.filter((r) => r.answer).length;
@@ -326,6 +356,7 @@ try {
 } finally {
   clearInterval(progress);
   clearInterval(sampler);
+  clearInterval(truthSampler);
 }
 
 // ---------------------------------------------------------------- summary
@@ -377,9 +408,16 @@ const perFault = faults.map((f) => {
       const o = r.answer?.outcome ?? 'lost';
       failures[o] = (failures[o] ?? 0) + 1;
     }
+  // Routing truth: the first reading after the fault at which every frontend is EXACT again
+  // (null if a frontend never left EXACT: then 0).
+  const after = truth.filter((x) => x.t >= s);
+  const leftExact = after.some((x) => x.modes.some((m) => m !== 2));
+  const back = leftExact ? after.find((x) => x.t > s + 1 && x.modes.every((m) => m === 2)) : null;
   return {
     fault: f.name,
     at_s: Math.round(s),
+    truth_left_exact: leftExact,
+    truth_exact_again_after_s: leftExact ? (back ? Math.round(back.t - s) : null) : 0,
     lasted_s: Math.round((f.endedAt ?? s) - s),
     ...(f.error ? { injection_error: f.error } : {}),
     client_failures_within_60s: failures,
@@ -441,6 +479,14 @@ writeFileSync(
         series: [{ label: 'hit rate', points: windows.map(([t, h]) => [t, h]) }],
       },
       {
+        title: 'routing truth mode per frontend',
+        unit: '2 exact, 1 degraded, 0 fallback',
+        series: frontends.map((_, i) => ({
+          label: `frontend ${'AB'[i]}`,
+          points: truth.map((x) => [x.t, x.modes[i] ?? null] as [number, number | null]),
+        })),
+      },
+      {
         title: 'resident memory',
         unit: 'MB',
         series: Object.keys(samples[0]?.rss ?? {}).map((name) => ({
@@ -462,7 +508,7 @@ log(`  failed by cause: ${JSON.stringify(summary.failed_by_cause)}`);
 log(`  left after drain: ${JSON.stringify(summary.left_after_drain)}`);
 for (const [i, f] of perFault.entries())
   log(
-    `  F${i + 1} ${f.fault} @${f.at_s}s: failures ${JSON.stringify(f.client_failures_within_60s)}, hit rate ${f.hit_rate_before} recovered after ${f.hit_rate_recovered_after_s ?? '-'} s`,
+    `  F${i + 1} ${f.fault} @${f.at_s}s: failures ${JSON.stringify(f.client_failures_within_60s)}, hit rate ${f.hit_rate_before} recovered after ${f.hit_rate_recovered_after_s ?? '-'} s, truth EXACT again after ${f.truth_exact_again_after_s ?? 'never'} s`,
   );
 for (const [name, r] of Object.entries(rss))
   log(`  RSS ${name}: ${r.start_mb} → ${r.end_mb} MB, slope ${r.slope_mb_per_min} MB/min`);
