@@ -26,7 +26,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
 import type { Logger } from './models.js';
-import { startFrontend } from './test-helpers.js';
+import { captureLog, readySet, startFrontend } from './test-helpers.js';
 
 const NS = 'fedurable';
 let etcd: ServiceHandle;
@@ -34,16 +34,6 @@ let nats: ServiceHandle;
 let mocker: Proc;
 const frontends: Frontend[] = [];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-fe-durable-'));
-
-function capture(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    info: (m) => void lines.push(`info ${m}`),
-    warn: (m) => void lines.push(`warn ${m}`),
-    error: (m) => void lines.push(`error ${m}`),
-  };
-}
 
 async function frontend(extra: string[], log: Logger): Promise<Frontend> {
   const fe = await startFrontend(
@@ -89,15 +79,7 @@ async function complete(fe: Frontend, p: number[]): Promise<bigint> {
   return BigInt(body.nvext.worker_id.decode_worker_id);
 }
 
-const setOf = (fe: Frontend) =>
-  eventually(
-    async () => {
-      const s = fe.registry.allSets()[0];
-      return s && s.readyCount === 2 ? s : null;
-    },
-    30_000,
-    'both workers',
-  );
+const setOf = (fe: Frontend) => readySet(fe, 2);
 
 /** Overlap blocks of a query-only decision (nothing dispatched or booked). */
 async function overlapOf(fe: Frontend, p: number[]): Promise<number> {
@@ -117,7 +99,7 @@ const appliedStored = (metrics: string): number => {
 
 describe('frontend --router-durable-kv-events and --serve-indexer', () => {
   let a: Frontend;
-  const logA = capture();
+  const logA = captureLog();
   const decisions = path.join(dir, 'a-decisions.jsonl');
 
   it('routes on cache overlap read from JetStream, counts the applied events, snapshots past the threshold', async () => {
@@ -179,7 +161,7 @@ describe('frontend --router-durable-kv-events and --serve-indexer', () => {
   }, 120_000);
 
   it('serves its index to a frontend with --use-remote-indexer', async () => {
-    const d = await frontend(['--use-remote-indexer'], capture());
+    const d = await frontend(['--use-remote-indexer'], captureLog());
     const set = await setOf(d);
     expect(set.indexer).toBeInstanceOf(RemoteIndexer);
     expect(
@@ -194,10 +176,10 @@ describe('frontend --router-durable-kv-events and --serve-indexer', () => {
   }, 60_000);
 
   it('a later router rebuilds the index from snapshot + stream; --router-reset-states starts from nothing', async () => {
-    const b = await frontend(['--router-durable-kv-events'], capture());
+    const b = await frontend(['--router-durable-kv-events'], captureLog());
     await eventually(async () => (await overlapOf(b, PROMPT)) === 4, 15_000, 'the replayed overlap in B');
 
-    const logC = capture();
+    const logC = captureLog();
     const c = await frontend(['--router-durable-kv-events', '--router-reset-states'], logC);
     await setOf(c);
     await eventually(

@@ -12,21 +12,10 @@ import { KvrError, parseJson } from '@kvrouter/protocols';
 import { startupExitCode } from '@kvrouter/router-host';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
-import type { Logger } from './models.js';
-import { eventually, startFrontend } from './test-helpers.js';
+import { captureLog, eventually, startFrontend } from './test-helpers.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-fe-flags-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-function capture(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    info: (m) => void lines.push(m),
-    warn: (m) => void lines.push(`warn ${m}`),
-    error: (m) => void lines.push(`error ${m}`),
-  };
-}
 
 async function refusal(argv: string[]): Promise<KvrError> {
   try {
@@ -59,7 +48,7 @@ describe('refused at startup (exit 2, naming the flag and the allowed values)', 
 
 describe('--dyn-debug-perf', () => {
   it('logs received → tokenized → routed → first token → done for each request', async () => {
-    const log = capture();
+    const log = captureLog();
     const fe = await startFrontend(
       ['--dyn-debug-perf', '--router-mode', 'kv', '--router-event-threads', '1'],
       {
@@ -102,7 +91,7 @@ describe('--dyn-debug-perf', () => {
   });
 
   it('is silent without the flag', async () => {
-    const log = capture();
+    const log = captureLog();
     const fe = await startFrontend([], { log });
     try {
       const r = await fetch(`${fe.url}/v1/completions`, {
@@ -120,7 +109,7 @@ describe('--dyn-debug-perf', () => {
 
 describe('nvext.agent_hints.speculative_prefill', () => {
   let fe: Frontend;
-  const log = capture();
+  const log = captureLog();
   const decisions = path.join(dir, 'decisions.jsonl');
   afterAll(() => fe?.close(0));
 

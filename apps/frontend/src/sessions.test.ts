@@ -19,7 +19,7 @@ import {
 } from '@kvrouter/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
-import { startFrontend } from './test-helpers.js';
+import { readySet, startFrontend } from './test-helpers.js';
 
 const NS = 'fesessions';
 let etcd: ServiceHandle;
@@ -71,15 +71,7 @@ async function complete(p: number[], nvext: Record<string, unknown> = {}): Promi
 const mockerSaid = (re: RegExp, what: string) =>
   eventually(async () => re.test(mocker.stderr()), 15_000, what);
 
-const set = () =>
-  eventually(
-    async () => {
-      const s = fe.registry.allSets()[0];
-      return s && s.readyCount === 2 ? s : null;
-    },
-    30_000,
-    'both workers',
-  );
+const set = () => readySet(fe, 2);
 
 describe('session_control across the request plane', () => {
   it('open → bound requests → close reaches the worker; the binding beats the cache', async () => {

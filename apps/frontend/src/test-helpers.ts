@@ -8,7 +8,7 @@ import type { Browser } from 'playwright-core';
 import { resolveConfig } from '@kvrouter/config';
 import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
 import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
-import type { Logger } from './models.js';
+import type { Logger, WorkerSet } from './models.js';
 
 const quietLog: Logger & { lines: string[] } = {
   lines: [],
@@ -79,6 +79,31 @@ export async function eventually(cond: () => boolean, ms = 5000, what = 'conditi
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** A logger that keeps its lines (`info` lines as is, `warn ` / `error ` prefixed) for assertions. */
+export function captureLog(): Logger & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    lines,
+    info: (m) => void lines.push(m),
+    warn: (m) => void lines.push(`warn ${m}`),
+    error: (m) => void lines.push(`error ${m}`),
+  };
+}
+
+/** The frontend's first worker set once `n` of its workers are routable (workers in other processes register late). */
+export async function readySet(fe: Frontend, n: number, ms = 30_000): Promise<WorkerSet> {
+  let set: WorkerSet | undefined;
+  await eventually(
+    () => {
+      set = fe.registry.allSets()[0];
+      return set !== undefined && set.readyCount === n;
+    },
+    ms,
+    `${n} routable workers`,
+  );
+  return set!;
 }
 
 /** Every rank of every worker of every model: no requests, no prefill tokens, no blocks, nothing in flight. */
