@@ -402,7 +402,7 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
 
   it('DYN_HTTP_SVC_ANTHROPIC_PATH_ENV moves both routes; /openapi.json lists them (no 501)', async () => {
     const other = await startFrontend(['--enable-anthropic-api', '--mocker-workers', '1'], {
-      env: { DYN_HTTP_SVC_ANTHROPIC_PATH_ENV: '/anthropic/v1/messages' },
+      env: { DYN_HTTP_SVC_ANTHROPIC_PATH_ENV: '/anthropic/v1/messages', DYN_HTTP_BODY_LIMIT_MB: '1' },
     });
     try {
       // The SDK posts to {baseURL}/v1/messages.
@@ -416,6 +416,18 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
       const n = await c.messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'x' }] });
       expect(n.input_tokens).toBe(3 + bpe('user\nx') + bpe('\n') + bpe('assistant\n'));
       expect((await fetch(`${other.url}/v1/messages`, { method: 'POST', body: '{}' })).status).toBe(404);
+      // A body over DYN_HTTP_BODY_LIMIT_MB: 413 in Anthropic's shape.
+      const big = await fetch(`${other.url}/anthropic/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: MODEL,
+          max_tokens: 1,
+          messages: [{ role: 'user', content: 'x'.repeat(1_100_000) }],
+        }),
+      });
+      expect(big.status).toBe(413);
+      expect(((await big.json()) as { error: { type: string } }).error.type).toBe('request_too_large');
       const spec = (await (await fetch(`${other.url}/openapi.json`)).json()) as {
         paths: Record<string, { post: { summary: string } }>;
       };
