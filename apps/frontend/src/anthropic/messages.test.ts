@@ -508,6 +508,17 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
     }
   });
 
+  it('request metrics count the Anthropic requests under endpoint="anthropic_messages"', async () => {
+    const m = await (await fetch(`${fe.url}/metrics`)).text();
+    const ok = m
+      .split('\n')
+      .filter(
+        (l) => l.startsWith('dynamo_frontend_requests_total{') && l.includes('endpoint="anthropic_messages"'),
+      );
+    expect(ok.length).toBeGreaterThan(0);
+    expect(ok.some((l) => l.includes('status="success"') && Number(l.split(' ').pop()) > 0)).toBe(true);
+  });
+
   it('every booking ended', async () => {
     await eventually(() => routerIdle(fe), 5000, 'an idle router');
   });
