@@ -401,12 +401,7 @@ export class Completion {
  * `--dyn-debug-perf`: the request's stages as offsets from its arrival, in ms —
  * received → tokenized (template + tokenizer) → routed (decision) → first token → done.
  */
-export function perfLine(
-  c: Completion,
-  endpoint: string,
-  routedMs: number | null,
-  o: { outcome: string },
-): string {
+function perfLine(c: Completion, endpoint: string, routedMs: number | null, o: { outcome: string }): string {
   const t = c.timing;
   const at = (v: number | null) => (v === null ? '-' : `${v} ms`);
   const w = c.worker;

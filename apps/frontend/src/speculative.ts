@@ -37,7 +37,7 @@ export interface PrefillTurn {
 }
 
 /** Upper bound on one warm-up (Dynamo uses the same 60 s). */
-export const SPECULATIVE_PREFILL_TIMEOUT_MS = 60_000;
+const SPECULATIVE_PREFILL_TIMEOUT_MS = 60_000;
 
 /**
  * Passes the deltas through and hands the full answer text to `onDone` once the turn finished

@@ -21,7 +21,7 @@ interface Session {
 }
 
 /** Sessions a worker holds at most (an `open_session` beyond it gets an error). */
-export const MAX_SESSIONS = 65_536;
+const MAX_SESSIONS = 65_536;
 
 export class EngineSessions {
   private readonly open = new Map<string, Session>();
