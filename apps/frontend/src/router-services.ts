@@ -84,16 +84,19 @@ export function routerServices(
   const { config, plan, log } = o;
   const durable = durableKvEventsOn(config, plan);
   const serve = config.serveIndexer;
-  if (!durable && !serve) return null;
+  // §6.5: every kv-mode router registers `router-discovery` under its worker component (issue 18).
+  // (Not with mem discovery: no other process sees it.)
+  const kv = (plan.params.policy.mode ?? 'kv') === 'kv' && config.discoveryBackend !== 'mem';
+  if (!durable && !serve && !kv) return null;
   return (set) => {
     const closers = new Closers();
     const started = (async () => {
+      // Null with --use-remote-indexer: nothing to serve or feed, router-discovery still registered.
       const index = set.indexer;
-      if (!index) return;
       const path = { namespace: set.namespace, component: set.component, endpoint: set.endpoint };
       const where = `${set.namespace}/${set.component}`;
       let served: ServedIndexer | null = null;
-      if (serve) {
+      if (serve && index) {
         const approximate = plan.params.index.kind === 'approximate';
         try {
           await checkServedIndexRules(o.discovery, path, o.routerId, approximate);
@@ -118,13 +121,15 @@ export function routerServices(
           `serving the ${served.approximate ? 'approximate' : 'event-driven'} index of model ${set.cardName} on ${where} (--serve-indexer)`,
         );
       }
-      if (durable && o.nc) {
+      if (kv || durable) {
         const rd = await registerInstance(o.discovery, {
           ...path,
           endpoint: ROUTER_DISCOVERY_ENDPOINT,
           transport: server.transport,
         });
         closers.push(() => rd.unregister());
+      }
+      if (durable && o.nc && index) {
         const feed = await startDurableKvFeed({
           nc: o.nc,
           discovery: o.discovery,

@@ -66,6 +66,23 @@ const ready = (fe: Frontend): Promise<WorkerSet> =>
 /** 64 tokens = 4 blocks of 16; families share no block. */
 const prompt = (f: number): Uint32Array => Uint32Array.from({ length: 64 }, (_, i) => f * 1000 + i + 1);
 
+it('every frontend registers router-discovery under the worker component (§6.5), with its router id', async () => {
+  await Promise.all([ready(a), ready(b)]);
+  const keys = await eventually(
+    async () => {
+      const ks = (await a.discovery.list(`v1/instances/${NS}/backend/router-discovery/`)).map((e) => e.key);
+      return ks.length === 2 ? ks : null;
+    },
+    10_000,
+    'two router-discovery instances',
+  );
+  expect(keys.sort()).toEqual(
+    [a, b]
+      .map((fe) => `v1/instances/${NS}/backend/router-discovery/${fe.discovery.leaseId.toString(16)}`)
+      .sort(),
+  );
+});
+
 it('bookings whose frees were lost in a NATS restart are gone from the peer within 5 s of reconnection', async () => {
   const [sa, sb] = await Promise.all([ready(a), ready(b)]);
   const w = { worker_id: sa.router.workerIds()[0]! as WorkerId, dp_rank: 0 };

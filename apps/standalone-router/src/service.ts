@@ -265,7 +265,14 @@ export class StandaloneRouter {
         ? await NatsRequestServer.start(nc!, {
             subject: `${componentSubject(ns, ROUTER_COMPONENT)}.instance.${u64ToHex(this.routerId)}`,
           })
-        : await TcpRequestServer.listen({ port: 0 });
+        : await TcpRequestServer.listen({
+            port: 0,
+            // DYN_TCP_RPC_HOST publishes (and binds) an address; KVR_TCP_RPC_BIND_HOST binds elsewhere.
+            ...((config.tcpRpcBindHost ?? config.tcpRpcHost)
+              ? { host: (config.tcpRpcBindHost ?? config.tcpRpcHost)! }
+              : {}),
+            ...(config.tcpRpcHost ? { advertiseHost: config.tcpRpcHost } : {}),
+          });
     const server = this.server;
     this.cleanup.push(() => server.close({ graceMs: 1000 }));
     server.serve(ROUTE_ENDPOINT, (p, ctx) => this.route(p, ctx.signal));

@@ -64,6 +64,32 @@ export function tcpPortFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   return Number(raw);
 }
 
+function hostFromEnv(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const v = raw.trim();
+  if (
+    !/^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$/.test(
+      v,
+    )
+  )
+    throw invalidArgument(name, `must be an IP address or a host name, got "${raw}"`);
+  return v.startsWith('[') ? v.slice(1, -1) : v;
+}
+
+/**
+ * The tcp request plane's addresses from the environment (issue 18): `DYN_TCP_RPC_HOST` is the
+ * address published in discovery and, as in Dynamo, the bind address too; `KVR_TCP_RPC_BIND_HOST`
+ * (a kvrouter addition) binds elsewhere, e.g. `0.0.0.0` behind a NAT whose address is published.
+ */
+function tcpHostsFromEnv(env: NodeJS.ProcessEnv = process.env): {
+  bind: string | undefined;
+  advertise: string | undefined;
+} {
+  const advertise = hostFromEnv(env, 'DYN_TCP_RPC_HOST');
+  return { bind: hostFromEnv(env, 'KVR_TCP_RPC_BIND_HOST') ?? advertise, advertise };
+}
+
 /** The first non-internal IPv4 address, for advertising a wildcard listener. */
 function localAddress(): string {
   for (const list of Object.values(networkInterfaces()))
@@ -72,12 +98,17 @@ function localAddress(): string {
 }
 
 export interface TcpServerOptions extends ServerCoreOptions {
-  /** Bind address; default `0.0.0.0`. */
+  /** Bind address; default `KVR_TCP_RPC_BIND_HOST`, else `DYN_TCP_RPC_HOST`, else `0.0.0.0`. */
   host?: string;
   /** Default `DYN_TCP_RPC_PORT`, else OS-assigned. */
   port?: number;
-  /** Host published in the transport; default the bind host, or this machine's first IPv4 for a wildcard. */
+  /**
+   * Host published in the transport; default `DYN_TCP_RPC_HOST`, else the bind host, or this
+   * machine's first IPv4 for a wildcard.
+   */
   advertiseHost?: string;
+  /** Where the defaults above are read (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
   maxFrameBytes?: number;
 }
 
@@ -99,8 +130,9 @@ export class TcpRequestServer implements RequestServer {
   }
 
   static async listen(opts: TcpServerOptions = {}): Promise<TcpRequestServer> {
-    const host = opts.host ?? '0.0.0.0';
-    const port = opts.port ?? tcpPortFromEnv();
+    const env = tcpHostsFromEnv(opts.env);
+    const host = opts.host ?? env.bind ?? '0.0.0.0';
+    const port = opts.port ?? tcpPortFromEnv(opts.env);
     if (!Number.isInteger(port) || port < 0 || port > 65535)
       throw invalidArgument('port', `must be 0-65535, got ${port}`);
     const maxFrame = opts.maxFrameBytes ?? TCP_MAX_FRAME;
@@ -121,7 +153,7 @@ export class TcpRequestServer implements RequestServer {
     const addr = server.address();
     const bound = typeof addr === 'object' && addr ? addr.port : port;
     const wildcard = host === '0.0.0.0' || host === '::';
-    const adv = opts.advertiseHost ?? (wildcard ? localAddress() : host);
+    const adv = opts.advertiseHost ?? env.advertise ?? (wildcard ? localAddress() : host);
     return new TcpRequestServer(server, core, bound, adv, maxFrame);
   }
 
