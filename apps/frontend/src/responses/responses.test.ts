@@ -9,7 +9,7 @@ import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
-import { startFrontend } from '../test-helpers.js';
+import { eventually, startFrontend } from '../test-helpers.js';
 import { ResponseStore } from './store.js';
 
 let fe: Frontend;
@@ -103,6 +103,25 @@ describe('Responses API (openai client)', () => {
       'response.output_item.done',
       'response.completed',
     ]);
+  });
+
+  it('raw stream framing: each block is `event: <type>` + `data:` of that type, and no [DONE]', async () => {
+    const r = await fetch(`${fe.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, input: 'x', stream: true, ...answer('</think>ok') }),
+    });
+    expect(r.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const blocks = (await r.text()).split('\n\n').filter((b) => b.length > 0);
+    expect(blocks.length).toBeGreaterThan(4);
+    for (const b of blocks) {
+      const [ev, data] = b.split('\n');
+      expect(ev).toMatch(/^event: /);
+      expect((JSON.parse(data!.slice('data: '.length)) as { type: string }).type).toBe(
+        ev!.slice('event: '.length),
+      );
+    }
+    expect(blocks[blocks.length - 1]).toMatch(/^event: response.completed\n/);
   });
 
   it('reasoning then a function call, streamed; the call round-trips over previous_response_id', async () => {
@@ -217,6 +236,40 @@ describe('Responses API (openai client)', () => {
     await expect(client.responses.create({ model: 'no-such-model', input: 'x' })).rejects.toBeInstanceOf(
       OpenAI.NotFoundError,
     );
+  });
+});
+
+describe('Responses stream at shutdown', () => {
+  it('a stream still running when the grace period ends gets an error event (shutting_down), no completed', async () => {
+    const slow = await startFrontend(['--mocker-workers', '1'], {
+      embedded: { engine: { speedupRatio: 0.5 } },
+    });
+    const c = new OpenAI({ baseURL: `${slow.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const events: { type: string; code?: string }[] = [];
+    const run = (async () => {
+      const s = await c.responses.create({
+        model: MODEL,
+        input: 'hi',
+        max_output_tokens: 5000,
+        stream: true,
+      });
+      for await (const e of s) events.push(e as { type: string; code?: string });
+    })();
+    await eventually(
+      () =>
+        events.some(
+          (e) => e.type === 'response.output_text.delta' || e.type.startsWith('response.reasoning'),
+        ),
+      5000,
+      'a delta',
+    );
+    await slow.close(0.3);
+    await run;
+    expect(events[0]!.type).toBe('response.created');
+    const last = events[events.length - 1]!;
+    expect(last.type).toBe('error');
+    expect(last.code).toBe('shutting_down');
+    expect(events.map((e) => e.type)).not.toContain('response.completed');
   });
 });
 

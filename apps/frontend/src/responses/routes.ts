@@ -5,9 +5,10 @@
  * output items and stream events (`builder.ts`). `previous_response_id` continues a stored
  * conversation (`store.ts`, `--responses-store-size` / `--responses-store-ttl-secs`).
  *
- * Streaming: SSE `data:` lines whose JSON carries the event `type` and `sequence_number`
- * (`response.created`, `response.in_progress`, item / part / delta events,
- * `response.completed` or `response.incomplete`), then `data: [DONE]` as on the chat route.
+ * Streaming: OpenAI's framing, `event: <type>` + `data: <json>` (the JSON carries `type` and
+ * `sequence_number` too): `response.created`, `response.in_progress`, item / part / delta events,
+ * `response.completed` or `response.incomplete`, and the stream ends (no `[DONE]`). A failure after
+ * the first event is `event: error` with `{type: "error", code, message, param}`.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -122,6 +123,7 @@ function responsesHandler(
     });
     let unregister: (() => void) | null = null;
     let completion: Awaited<ReturnType<typeof svc.start>> | null = null;
+    let builder: ResponseBuilder | null = null;
     try {
       const body = parseBody(bodyText);
       let t: ReturnType<typeof translateResponses>;
@@ -183,12 +185,19 @@ function responsesHandler(
       const id = `resp_${randomUUID().replace(/-/g, '')}`;
       const createdAt = c.created;
       const b = new ResponseBuilder(hexId);
+      builder = b;
       const usage: Usage = { prompt: c.promptTokens, cached: 0, completion: 0, reasoning: 0 };
       const sse = p.stream ? new SseWriter(res) : null;
       if (sse) {
-        unregister = d.streams?.add(res, () => ac.abort()) ?? null;
+        // Cut at the end of the shutdown grace period: Responses' own error event.
+        unregister =
+          d.streams?.add(
+            res,
+            () => ac.abort(),
+            (err) => errorFrame(b, err),
+          ) ?? null;
         for (const e of b.start(responseObject(id, createdAt, p, 'in_progress', [], null)))
-          await sse.send(JSON.stringify(e));
+          await sse.send(JSON.stringify(e), e.type as string);
       }
       let finish: string | null = null;
       for (; !next.done; next = await c.deltas.next()) {
@@ -199,10 +208,10 @@ function responsesHandler(
           usage.reasoning += v.tokenIds.length;
         if (!delta) continue;
         const evs = b.delta(delta);
-        if (sse) for (const e of evs) await sse.send(JSON.stringify(e));
+        if (sse) for (const e of evs) await sse.send(JSON.stringify(e), e.type as string);
       }
       const tail = b.finish();
-      if (sse) for (const e of tail) await sse.send(JSON.stringify(e));
+      if (sse) for (const e of tail) await sse.send(JSON.stringify(e), e.type as string);
       usage.cached = c.cachedTokens;
       usage.completion = c.completionTokens;
       const status = finish === 'length' ? 'incomplete' : 'completed';
@@ -210,8 +219,10 @@ function responsesHandler(
       if (p.store)
         store.put(id, { conversation: [...prior, ...t.input, ...outputAsChat(b)], response: final });
       if (sse) {
-        await sse.send(JSON.stringify(b.end(final)));
-        sse.done();
+        const last = b.end(final);
+        await sse.send(JSON.stringify(last), last.type as string);
+        // OpenAI's Responses streams end after the final event (no `[DONE]`).
+        sse.done('');
       } else sendJson(res, 200, JSON.stringify(final));
     } catch (e) {
       completion?.abandon();
@@ -222,18 +233,18 @@ function responsesHandler(
       }
       // Mid-stream failure: an `error` event, then the end of the stream.
       reportInternal(res, e);
-      const { body } = toOpenAiError(e);
-      const err = {
-        type: 'error',
-        code: body.error.code,
-        message: body.error.message,
-        param: body.error.param ?? null,
-      };
-      if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(err)}\n\ndata: [DONE]\n\n`);
+      if (!res.destroyed && !res.writableEnded && builder) res.end(errorFrame(builder, e));
     } finally {
       unregister?.();
     }
   };
+}
+
+/** `event: error` with `{type: "error", code, message, param, sequence_number}` (OpenAI's error event). */
+function errorFrame(b: ResponseBuilder, err: unknown): string {
+  const { body } = toOpenAiError(err);
+  const ev = b.error(String(body.error.code), body.error.message, body.error.param ?? null);
+  return `event: error\ndata: ${JSON.stringify(ev)}\n\n`;
 }
 
 export function registerResponses(app: Express, ctx: ApiContext): void {
