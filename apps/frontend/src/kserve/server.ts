@@ -225,7 +225,7 @@ export class KserveServer {
     const name = req.model_name ?? '';
     if (!o.accepting()) throw new KvrError('shutting_down', 'the frontend is shutting down', 503);
     const unknown = () => o.registry.get(name) === null;
-    let parsed: ReturnType<typeof parseInfer>;
+    let parsed: ReturnType<typeof parseInfer> | null = null;
     try {
       if (unknown()) {
         if (o.registry.models.has(name))
@@ -240,7 +240,8 @@ export class KserveServer {
           'ModelInfer answers with one response; use ModelStreamInfer for streaming',
         );
     } catch (e) {
-      if (name !== '') svc.countRejected(name, ENDPOINT, false, e, receivedAt);
+      // Counted as the HTTP path counts a rejected body that names its model.
+      if (name !== '') svc.countRejected(name, ENDPOINT, parsed?.streaming ?? false, e, receivedAt);
       throw e;
     }
     const c = await svc.start(parsed.request, { endpoint: ENDPOINT, signal, receivedAt });
