@@ -50,7 +50,9 @@ export class TruthWatch {
   report(): Record<string, ModelTruth> {
     const per = new Map<string, TruthReport[]>();
     for (const s of this.o.registry.allSets()) {
-      if (s.role !== 'decode') continue;
+      // Disaggregated models are not checked: the engine that reports cached tokens is the prefill
+      // worker, routed by another router (the decode set would stay "converging" for ever).
+      if (s.role !== 'decode' || (this.o.registry.models.get(s.model)?.disagg.sets.length ?? 0) > 0) continue;
       const r = s.router.truthReport();
       if (r === null) continue;
       let l = per.get(s.model);
