@@ -58,6 +58,11 @@ describe('bounded tables on /metrics', () => {
     // 30 prompts of ~60 ids each would be ~1,800 ids unbounded.
     expect(t.entries).toBeGreaterThan(0);
     expect(t.entries).toBeLessThanOrEqual(300);
+    // The exact tokenizer's word cache: 65,536 words at most (cleared when full).
+    const words = await table(TABLES.wordCache);
+    expect(words.limit).toBe(65_536);
+    expect(words.entries).toBeGreaterThan(0);
+    expect(words.entries).toBeLessThanOrEqual(65_536);
   });
 
   it('the responses store keeps --responses-store-size responses', async () => {

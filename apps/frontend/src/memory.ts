@@ -5,6 +5,7 @@
  */
 import { MAX_MODEL_LABELS, type FrontendMetricSet } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER, RadixIndexer } from '@kvrouter/radix-indexer';
+import type { FastTokenizer } from '@kvrouter/tokenizer';
 import { MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
 import type { ModelRegistry } from './models.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
@@ -16,6 +17,7 @@ export const TABLES = Object.freeze({
   sessions: 'router_session_bindings',
   parked: 'router_parked_requests',
   prefixCache: 'tokenizer_prefix_cache_tokens',
+  wordCache: 'tokenizer_word_cache_entries',
   modelLabels: 'metric_model_labels',
   responses: 'responses_store',
 });
@@ -66,6 +68,18 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
       entries: encs.reduce((n, e) => n + e.cacheTokensHeld, 0),
       limit: encs.reduce((n, e) => n + e.cacheTokenLimit, 0),
     };
+  });
+  // The exact tokenizer's word cache on the event loop (pool threads hold their own, same bound).
+  m.register(TABLES.wordCache, () => {
+    let entries = 0;
+    let limit = 0;
+    for (const e of o.tokenizers ? o.tokenizers.encoders() : [o.encoder]) {
+      const fast = (e.tokenizer as { fast?: FastTokenizer }).fast;
+      if (!fast) continue;
+      entries += fast.wordCacheEntries;
+      limit += fast.wordCacheLimit;
+    }
+    return limit === 0 ? null : { entries, limit };
   });
   // The `model` label values of the frontend request families (client-supplied names count under
   // `__unknown__` unless served; MAX_MODEL_LABELS per lifecycle as a backstop).

@@ -374,6 +374,16 @@ export class FastTokenizer {
     };
   }
 
+  /** Words in the word cache (bounded: cleared when it reaches `wordCacheLimit`; issue 17). */
+  get wordCacheEntries(): number {
+    return this.cache.size;
+  }
+
+  /** The word cache's bound (`cacheEntries`, default 65,536). */
+  get wordCacheLimit(): number {
+    return this.cacheEntries;
+  }
+
   /** Another pipeline (own scratch, cache and options) over the same compiled model. */
   withOptions(opts: CompileOptions): FastTokenizer {
     return new FastTokenizer(this.model, opts);

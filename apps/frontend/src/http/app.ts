@@ -89,9 +89,7 @@ export function createApp(d: AppDeps): RequestListener {
   // Any content type: `curl -d` sends form encoding, and the body is JSON either way.
   const text = express.text({ type: () => true, limit: `${d.bodyLimitMb}mb` });
 
-  const track = (res: ServerResponse, path: string): void => {
-    // Answered with a 503 error in its API's shape if still unanswered when shutdown's grace ends.
-    d.streams?.track?.(res, path.startsWith(p.anthropic) ? 'anthropic' : 'openai');
+  const track = (res: ServerResponse): void => {
     const on = d.onInflight;
     if (!on) return;
     on(1);
@@ -106,8 +104,8 @@ export function createApp(d: AppDeps): RequestListener {
   };
   // Before the in-flight tracking: an open dashboard stream must not hold up graceful shutdown.
   if (d.dashboard) app.use(d.dashboard.middleware);
-  app.use((req, res, next) => {
-    track(res, req.path);
+  app.use((_req, res, next) => {
+    track(res);
     next();
   });
 
@@ -213,7 +211,7 @@ export function createApp(d: AppDeps): RequestListener {
       app(req, res);
       return;
     }
-    track(res, path);
+    track(res);
     readUtf8Body(req, limitBytes, d.bodyLimitMb)
       .then((body) => h(req, res, body))
       .catch((e: unknown) => sendError(res, e));
