@@ -149,7 +149,7 @@ export class Frontend {
         durableKvEventsOn(config, plan);
       let nc: NatsConnection | null = null;
       if (needNats) {
-        nc = await connectNats(config.natsServer);
+        nc = await connectNats(config.natsServer, { onStatus: (m) => log.warn(m) });
         const c = nc;
         cleanup.push(() => c.close());
       }
@@ -349,6 +349,7 @@ export class Frontend {
         const app = createApp({
           streams: {
             add: (res, abort, errorFrame) => ref.fe?.streams.add(res, abort, errorFrame) ?? (() => undefined),
+            track: (res, shape) => ref.fe?.streams.track(res, shape),
           },
           dashboard,
           service,
@@ -424,7 +425,8 @@ export class Frontend {
             this.log.warn(
               `shutdown: ${this.inflight} requests still running after ${timeoutSecs}s; closing them`,
             );
-          // Streams still running get an SSE error event before their connection closes.
+          // Streams still running get an SSE error event, other requests a 503 error response,
+          // before their connection closes.
           await this.streams.cut();
         }
         srv.closeAllConnections();

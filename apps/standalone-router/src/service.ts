@@ -181,7 +181,7 @@ export class StandaloneRouter {
     const eventPlaneKind = config.eventPlane; // computed by the config table (--event-plane auto)
     let nc: NatsConnection | null = null;
     if (config.requestPlane === 'nats' || eventPlaneKind === 'nats') {
-      nc = await connectNats(config.natsServer);
+      nc = await connectNats(config.natsServer, { onStatus: (m) => log.warn(m) });
       const c = nc;
       this.cleanup.push(() => c.close());
       if (config.requestPlane === 'nats') this.healthNats = { nc, role: 'request plane' };

@@ -14,6 +14,8 @@ export interface ConnectNatsOptions {
   timeoutMs?: number;
   /** Pause between reconnect attempts; default 1000 ms. Attempts never stop. */
   reconnectWaitMs?: number;
+  /** Told of each disconnect and reconnect (issue 18: a NATS restart is logged, not silent). */
+  onStatus?: (msg: string) => void;
 }
 
 export const natsUrlFromEnv = (env: NodeJS.ProcessEnv = process.env): string =>
@@ -35,8 +37,9 @@ export async function connectNats(
   for (const s of servers)
     if (!/^(nats|tls):\/\/[^/\s]+\/?$/.test(s) && !/^[^/\s:]+:[0-9]+$/.test(s))
       throw invalidArgument('NATS_SERVER', `not a nats://host:port URL: "${s}"`);
+  let nc: NatsConnection;
   try {
-    return await connect({
+    nc = await connect({
       servers,
       name: opts.name ?? 'kvrouter',
       timeout: opts.timeoutMs ?? 5000,
@@ -53,4 +56,17 @@ export async function connectNats(
       },
     );
   }
+  const tell = opts.onStatus;
+  if (tell)
+    void (async () => {
+      let since = 0;
+      for await (const st of nc.status()) {
+        if (st.type === 'disconnect') {
+          since = Date.now();
+          tell(`NATS ${st.server}: disconnected; reconnecting every ${opts.reconnectWaitMs ?? 1000} ms`);
+        } else if (st.type === 'reconnect')
+          tell(`NATS ${st.server}: reconnected${since ? ` after ${Date.now() - since} ms` : ''}`);
+      }
+    })().catch(() => undefined);
+  return nc;
 }

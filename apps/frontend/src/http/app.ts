@@ -89,7 +89,9 @@ export function createApp(d: AppDeps): RequestListener {
   // Any content type: `curl -d` sends form encoding, and the body is JSON either way.
   const text = express.text({ type: () => true, limit: `${d.bodyLimitMb}mb` });
 
-  const track = (res: ServerResponse): void => {
+  const track = (res: ServerResponse, path: string): void => {
+    // Answered with a 503 error in its API's shape if still unanswered when shutdown's grace ends.
+    d.streams?.track?.(res, path.startsWith(p.anthropic) ? 'anthropic' : 'openai');
     const on = d.onInflight;
     if (!on) return;
     on(1);
@@ -104,8 +106,8 @@ export function createApp(d: AppDeps): RequestListener {
   };
   // Before the in-flight tracking: an open dashboard stream must not hold up graceful shutdown.
   if (d.dashboard) app.use(d.dashboard.middleware);
-  app.use((_req, res, next) => {
-    track(res);
+  app.use((req, res, next) => {
+    track(res, req.path);
     next();
   });
 
@@ -211,7 +213,7 @@ export function createApp(d: AppDeps): RequestListener {
       app(req, res);
       return;
     }
-    track(res);
+    track(res, path);
     readUtf8Body(req, limitBytes, d.bodyLimitMb)
       .then((body) => h(req, res, body))
       .catch((e: unknown) => sendError(res, e));

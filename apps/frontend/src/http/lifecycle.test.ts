@@ -172,6 +172,50 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('graceful shutdown of non-streaming requests', () => {
+  it('answers a unary request still running when the timeout expires with a 503 shutting_down error, not a silent close (issue 17)', async () => {
+    const fe = await startFrontend(['--mocker-workers', '1', '--enable-anthropic-api'], {
+      embedded: { engine: { speedupRatio: 0.5 } },
+    });
+    // Raw: the status, headers and body the client gets.
+    const raw = fetch(`${fe.url}/v1/chat/completions`, { method: 'POST', body: chat({ max_tokens: 5000 }) });
+    // The official client: it must raise the error.
+    const client = new OpenAI({ baseURL: `${fe.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const official = client.completions.create({ model: MODEL, prompt: 'hi', max_tokens: 5000 }).then(
+      () => null,
+      (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+    );
+    // Anthropic's shape on its route.
+    const anthropic = fetch(`${fe.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 5000, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await eventually(() => fe.inflightRequests === 3, 5000, 'three requests in flight');
+    await fe.close(0.3);
+    const r = await raw;
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBe('1');
+    const body = (await r.json()) as { error: { code: string; message: string; type: string } };
+    expect(body.error.code).toBe('shutting_down');
+    expect(body.error.type).toBe('service_unavailable');
+    expect(body.error.message).toMatch(/shutting down/);
+    const e = await official;
+    expect(e).toBeInstanceOf(OpenAI.APIError);
+    expect(e!.status).toBe(503);
+    expect(e!.message).toMatch(/shutting down/);
+    const a = await anthropic;
+    expect(a.status).toBe(503);
+    expect(await a.json()).toEqual({
+      type: 'error',
+      error: {
+        type: 'overloaded_error',
+        message: 'the server is shutting down: the request was cut at the end of the graceful shutdown period',
+      },
+    });
+  });
+});
+
 describe('migration', () => {
   it('a worker dying mid-stream is replaced: the client stream completes with every token, the metric counts it', async () => {
     const fe = await startFrontend(

@@ -1,7 +1,8 @@
 /**
  * The SSE responses in progress, so that graceful shutdown can end the ones still running when its
  * grace period is over with an error event (`data: {"error": …}` then `data: [DONE]`) instead of
- * a bare connection reset (issue 17).
+ * a bare connection reset (issue 17); and every other in-flight request, which then gets a 503
+ * `shutting_down` JSON error in its API's shape instead of a silent close.
  */
 import type { ServerResponse } from 'node:http';
 import { KvrError } from '@kvrouter/protocols';
@@ -15,6 +16,18 @@ interface OpenStream {
   errorFrame?: ErrorFrame;
 }
 
+/** The error body shape of a request's API (what a non-streaming answer cut at shutdown carries). */
+export type ErrorShape = 'openai' | 'anthropic';
+
+/** A status and JSON body for `err` in `shape`. */
+function plainError(err: unknown, shape: ErrorShape): { status: number; text: string } {
+  const { status, body } = toOpenAiError(err);
+  if (shape === 'openai') return { status, text: JSON.stringify(body) };
+  // Anthropic's shape (anthropic/errors.ts): a 503 is its `overloaded_error`, a 500 its `api_error`.
+  const type = status === 503 ? 'overloaded_error' : status >= 500 ? 'api_error' : 'invalid_request_error';
+  return { status, text: JSON.stringify({ type: 'error', error: { type, message: body.error.message } }) };
+}
+
 /** An API's error event for `err` (e.g. Anthropic's `event: error`). */
 export type ErrorFrame = (err: unknown) => string;
 
@@ -25,10 +38,23 @@ const FLUSH_MAX_MS = 1000;
 export interface StreamRegistry {
   /** Returns the unregister, called when the response ends. */
   add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame): () => void;
+  /**
+   * Every in-flight request (streaming or not): one still unanswered when the grace period ends gets
+   * a 503 `shutting_down` error response in its API's shape instead of a silent close. Unregisters
+   * itself when the response closes.
+   */
+  track?(res: ServerResponse, shape: ErrorShape): void;
 }
 
 export class OpenStreams implements StreamRegistry {
   private readonly open = new Set<OpenStream>();
+  /** Every in-flight response and its API's error shape (streams are also in `open`). */
+  private readonly requests = new Map<ServerResponse, ErrorShape>();
+
+  track(res: ServerResponse, shape: ErrorShape): void {
+    this.requests.set(res, shape);
+    res.once('close', () => this.requests.delete(res));
+  }
 
   /** Registers a stream whose headers are (about to be) sent; returns its unregister. */
   add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame): () => void {
@@ -37,18 +63,26 @@ export class OpenStreams implements StreamRegistry {
     return () => void this.open.delete(s);
   }
 
+  /** Open streams. */
   get size(): number {
     return this.open.size;
   }
 
+  /** In-flight requests tracked (streams included). */
+  get requestCount(): number {
+    return this.requests.size;
+  }
+
   /**
    * Ends every open stream with `err` as an SSE error event and `[DONE]`, stops their generation,
-   * and resolves once those bytes are handed to the sockets (at most `FLUSH_MAX_MS`).
+   * answers every other unanswered request with `err` as a JSON error (non-streaming requests; their
+   * generation stops when the frontend releases its clients right after), and resolves once those
+   * bytes are handed to the sockets (at most `FLUSH_MAX_MS`).
    */
   cut(
     err: unknown = new KvrError(
       'shutting_down',
-      'the server is shutting down: the stream was cut at the end of the graceful shutdown period',
+      'the server is shutting down: the request was cut at the end of the graceful shutdown period',
       503,
     ),
   ): Promise<void> {
@@ -70,6 +104,29 @@ export class OpenStreams implements StreamRegistry {
       );
       res.end(plain ? JSON.stringify(body) : s.errorFrame ? s.errorFrame(err) : event);
       s.abort();
+    }
+    for (const [res, shape] of [...this.requests]) {
+      this.requests.delete(res);
+      if (res.destroyed || res.writableEnded) continue;
+      flushed.push(
+        new Promise<void>((r) => {
+          res.once('finish', r);
+          res.once('close', r);
+        }),
+      );
+      // A response whose head went out already (a body being written) can only be ended.
+      if (res.headersSent) {
+        res.end();
+        continue;
+      }
+      const e = plainError(err, shape);
+      res.writeHead(e.status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(e.text),
+        'retry-after': '1',
+        connection: 'close',
+      });
+      res.end(e.text);
     }
     if (flushed.length === 0) return Promise.resolve();
     let timer: NodeJS.Timeout | undefined;

@@ -79,6 +79,8 @@ export function sendJson(
   text: string,
   headers?: Record<string, string>,
 ): void {
+  // Answered already (cut with a shutting_down error at the end of the shutdown grace period).
+  if (res.writableEnded) return;
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
