@@ -223,6 +223,14 @@ export class MultiWorkerSequences {
     return batch;
   }
 
+  /** The rank's active prefill tokens with an unpredicted anchor decaying at `tokensPerMs` (0 if unknown). */
+  prefillAtRate(w: WorkerWithDpRank, now: number, tokensPerMs: number): number {
+    const seq = this.ranks.get(w.worker_id)?.get(w.dp_rank);
+    return seq === undefined || seq.holderSlot < 0
+      ? 0
+      : this.loads.prefillAtRate(seq.holderSlot, now, tokensPerMs);
+  }
+
   /**
    * The load slot of a rank (−1 if unknown) and its generation: a caller may cache both and put
    * them in `CandidateBatch.loadSlot` / `loadGen` so `fillLoads` skips the per-rank lookup.

@@ -41,6 +41,18 @@ export class RankLoads {
     this.pfSince = grow(this.pfSince);
   }
 
+  /**
+   * `prefillAt` where the anchor has no predicted duration: the anchor then decays as if the
+   * engine prefilled it at `tokensPerMs` (ttft policy; with a prediction this equals `prefillAt`).
+   */
+  prefillAtRate(slot: number, now: number, tokensPerMs: number): number {
+    if (this.pfCount[slot] === 0) return 0;
+    const exp = this.pfExp[slot];
+    const init = this.pfInit[slot];
+    const expected = exp === exp ? exp : tokensPerMs > 0 ? init / tokensPerMs : NaN;
+    return decayedPrefillTokens(this.pfSum[slot], init, expected, now - this.pfSince[slot]);
+  }
+
   /** `activePrefillTokens(now)` of the rank in `slot` (the tracker's own decay function). */
   prefillAt(slot: number, now: number): number {
     if (this.pfCount[slot] === 0) return 0;

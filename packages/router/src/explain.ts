@@ -35,6 +35,7 @@ export class Explainer {
       chosen: this.termsAt(v.idx),
       queuedMs: p.wait === null ? 0 : now - p.wait.queuedAt,
       overlapRefreshed: p.wait?.refreshed ?? false,
+      costPolicy: p.intent.params.policy ?? 'dynamo',
     };
     const logged = this.sampled();
     if (p.intent.explain || logged) {

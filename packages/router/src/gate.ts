@@ -142,8 +142,11 @@ export class AdmissionGate {
     const ttft = params.policy === 'ttft';
     if (ttft) {
       for (let i = 0; i < n; i++) {
-        b.prefillRate[i] = this.rateOf(cand[i]).rate;
+        const rate = this.rateOf(cand[i]).rate;
+        b.prefillRate[i] = rate;
         b.capacityBlocks[i] = cand[i].owner.totalKvBlocks ?? 0;
+        // The oldest queued prompt is being prefilled: it decays at the rank's learned rate.
+        b.activePrefillTokens[i] = this.seqs.prefillAtRate(cand[i].worker, now, rate);
       }
       computeTtftCosts(
         b,

@@ -4,6 +4,7 @@
  * workers.
  */
 import { describe, expect, it } from 'vitest';
+import type { WorkerId } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { harness, toks } from './test-fixtures.js';
 import type { TestOptions } from './test-fixtures.js';
@@ -45,8 +46,12 @@ describe('bursts of siblings share', () => {
     for (let i = 1; i <= 2; i++) router.addWorker({ workerId: i });
     const P = toks(9, 128);
     // Worker 1 gets the first sibling (pinned) and 1024 other prefill tokens (64 blocks).
-    await router.route({ requestId: 'x', tokens: toks(3, 1024), nvext: { backend_instance_id: 1n } });
-    await router.route({ requestId: 's0', tokens: P, nvext: { backend_instance_id: 1n } });
+    await router.route({
+      requestId: 'x',
+      tokens: toks(3, 1024),
+      nvext: { backend_instance_id: 1n as WorkerId },
+    });
+    await router.route({ requestId: 's0', tokens: P, nvext: { backend_instance_id: 1n as WorkerId } });
     // Sibling: worker 1: apt 1152 − shared 128 → raw (1024 + 128)/16 = 72 − 8 = 64, decode 72 → 136;
     // worker 2: 8 + 0 + 8 = 16 → worker 2.
     expect((await router.route({ requestId: 's1', tokens: P })).workerId).toBe(2n);

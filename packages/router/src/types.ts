@@ -233,6 +233,8 @@ export interface DecisionExplanation {
   queuedMs: number;
   /** Overlaps were re-queried at dequeue (§10). */
   overlapRefreshed: boolean;
+  /** kv mode: which cost scored the candidates (`--router-policy`). */
+  costPolicy?: 'dynamo' | 'ttft';
 }
 
 export interface RoutingDecision {

@@ -204,3 +204,133 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }
+
+/** One load point of `replay compare --sweep`: every configuration's report at that load. */
+export interface SweepPoint {
+  /** Fraction of round-robin's capacity. */
+  load: number;
+  offeredRps: number;
+  /** Mean TTFT with no queueing at the oracle's hit rate (NaN without the oracle). */
+  idealTtftMs: number;
+  entries: { label: string; report: Report }[];
+}
+
+/**
+ * Markdown table per sweep: load, offered req/s, then per configuration mean / p90 TTFT, hit rate
+ * as % of the pooled-LRU oracle, and the mean-TTFT ratio over the baseline (`baseline` = index of
+ * round-robin among the entries) beside that load point's limit (baseline mean TTFT / ideal TTFT).
+ */
+export function sweepTable(points: readonly SweepPoint[], baseline = 0): string {
+  const head =
+    '| load (% of RR capacity) | offered req/s | policy | TTFT mean ms | TTFT p90 ms | hit rate | % of oracle | TTFT ratio RR/policy | limit | ratio / limit |';
+  const out = [head, '|' + head.slice(1).replace(/[^|]+/g, '---')];
+  for (const p of points) {
+    const base = p.entries[baseline]?.report.ttft_ms.mean ?? NaN;
+    const limit = base / p.idealTtftMs;
+    for (const e of p.entries) {
+      const r = e.report;
+      const ratioV = base / r.ttft_ms.mean;
+      out.push(
+        `| ${Math.round(p.load * 100)} % | ${fmt(p.offeredRps, 2)} | ${e.label} | ${fmt(r.ttft_ms.mean, 0)} | ${fmt(r.ttft_ms.p90, 0)} | ${pct(r.cache.hit_rate)} | ${pct(r.oracle?.fraction_of_pooled)} | ${fmt(ratioV, 2)} | ${fmt(limit, 2)} | ${pct(ratioV / limit)} |`,
+      );
+    }
+  }
+  return out.join('\n') + '\n';
+}
+
+/** Two panels against offered load (% of round-robin's capacity): hit rate as % of the oracle, mean TTFT (log). */
+export function sweepSvg(points: readonly SweepPoint[], title = 'kvrouter replay sweep'): string {
+  const labels = points[0]?.entries.map((e) => e.label) ?? [];
+  const W = 1060;
+  const H = 470 + 18 * Math.ceil(Math.max(1, labels.length) / 3);
+  const L = { x: 70, y: 60, w: 420, h: 320 };
+  const R = { x: 590, y: 60, w: 420, h: 320 };
+  const loads = points.map((p) => p.load);
+  const lmin = Math.min(...loads, 1);
+  const lmax = Math.max(...loads, 0);
+  const span = lmax > lmin ? lmax - lmin : 1;
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="24" text-anchor="middle" font-size="16">${esc(title)}</text>`,
+  ];
+  const xIn = (P: typeof L, load: number): number => P.x + ((load - lmin) / span) * P.w;
+  const frame = (P: typeof L, name: string, ylabel: string): void => {
+    parts.push(
+      `<text x="${P.x + P.w / 2}" y="${P.y - 12}" text-anchor="middle" font-size="14">${esc(name)}</text>`,
+    );
+    parts.push(`<rect x="${P.x}" y="${P.y}" width="${P.w}" height="${P.h}" fill="none" stroke="#333"/>`);
+    for (const l of loads) {
+      const x = n2(xIn(P, l));
+      parts.push(`<line x1="${x}" y1="${P.y}" x2="${x}" y2="${P.y + P.h}" stroke="#eee"/>`);
+      parts.push(`<text x="${x}" y="${P.y + P.h + 16}" text-anchor="middle">${Math.round(l * 100)}%</text>`);
+    }
+    parts.push(
+      `<text x="${P.x + P.w / 2}" y="${P.y + P.h + 36}" text-anchor="middle">offered load, % of round-robin's capacity</text>`,
+    );
+    parts.push(
+      `<text x="${P.x - 50}" y="${P.y + P.h / 2}" text-anchor="middle" transform="rotate(-90 ${P.x - 50} ${P.y + P.h / 2})">${esc(ylabel)}</text>`,
+    );
+  };
+  // Left: hit rate as % of the pooled oracle, 0..110 %.
+  frame(L, 'prompt cache hit rate, % of pooled-LRU oracle', '% of oracle');
+  const yHit = (f: number): number => L.y + L.h - (Math.min(1.1, Math.max(0, f)) / 1.1) * L.h;
+  for (const v of [0, 0.25, 0.5, 0.75, 0.95, 1]) {
+    const y = n2(yHit(v));
+    parts.push(
+      `<line x1="${L.x}" y1="${y}" x2="${L.x + L.w}" y2="${y}" stroke="${v === 0.95 ? '#999' : '#eee'}"${v === 0.95 ? ' stroke-dasharray="6 4"' : ''}/>`,
+    );
+    parts.push(
+      `<text x="${L.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${Math.round(v * 100)}%</text>`,
+    );
+  }
+  // Right: mean TTFT, log scale over the decades of the data.
+  let lo = Infinity;
+  let hi = 0;
+  for (const p of points)
+    for (const e of p.entries) {
+      const m = e.report.ttft_ms.mean;
+      if (m > 0 && m < lo) lo = m;
+      if (m > hi) hi = m;
+    }
+  if (!Number.isFinite(lo)) {
+    lo = 1;
+    hi = 10;
+  }
+  const d0 = Math.floor(Math.log10(lo));
+  const d1 = Math.max(d0 + 1, Math.ceil(Math.log10(hi)));
+  const yT = (v: number): number => R.y + R.h - ((Math.log10(Math.max(v, 10 ** d0)) - d0) / (d1 - d0)) * R.h;
+  frame(R, 'mean time to first token', 'ms (log scale)');
+  for (let d = d0; d <= d1; d++) {
+    const y = n2(yT(10 ** d));
+    parts.push(`<line x1="${R.x}" y1="${y}" x2="${R.x + R.w}" y2="${y}" stroke="#eee"/>`);
+    parts.push(
+      `<text x="${R.x - 8}" y="${y}" text-anchor="end" dominant-baseline="middle">${10 ** d}</text>`,
+    );
+  }
+  labels.forEach((label, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const hit: string[] = [];
+    const ttft: string[] = [];
+    for (const p of points) {
+      const r = p.entries[i]?.report;
+      if (!r) continue;
+      const f = r.oracle?.fraction_of_pooled;
+      if (f !== undefined && Number.isFinite(f)) hit.push(`${n2(xIn(L, p.load))},${n2(yHit(f))}`);
+      if (r.ttft_ms.mean > 0) ttft.push(`${n2(xIn(R, p.load))},${n2(yT(r.ttft_ms.mean))}`);
+    }
+    for (const pts of [hit, ttft]) {
+      parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.join(' ')}"/>`);
+      for (const pt of pts) {
+        const [x, y] = pt.split(',');
+        parts.push(`<circle cx="${x}" cy="${y}" r="3" fill="${color}"/>`);
+      }
+    }
+    const x = L.x + (i % 3) * 300;
+    const y = L.y + L.h + 60 + Math.floor(i / 3) * 18;
+    parts.push(`<rect x="${x}" y="${y - 9}" width="14" height="10" fill="${color}"/>`);
+    parts.push(`<text x="${x + 20}" y="${y}">${esc(label)}</text>`);
+  });
+  parts.push('</svg>');
+  return parts.join('\n') + '\n';
+}

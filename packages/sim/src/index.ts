@@ -57,4 +57,13 @@ export {
   type Percentiles,
   type RunData,
 } from './report.js';
-export { compareTable, compareSvg, ttftSamples, type CompareEntry } from './compare.js';
+export {
+  compareTable,
+  compareSvg,
+  sweepSvg,
+  sweepTable,
+  ttftSamples,
+  type CompareEntry,
+  type SweepPoint,
+} from './compare.js';
+export { GAP_CAUSES, GapTracker, type GapCause, type GapColumns } from './gap.js';

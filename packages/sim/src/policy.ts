@@ -13,7 +13,7 @@ import {
   type WorkerId,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
-import type { PrefillDurationPredictor, RouterConfigFields } from '@kvrouter/router';
+import type { DecisionExplanation, PrefillDurationPredictor, RouterConfigFields } from '@kvrouter/router';
 import { buildLocalIndex, createRouter, planRouter } from '@kvrouter/router-host/assembly';
 
 export interface SimWorker {
@@ -45,6 +45,8 @@ export interface PolicyDecision {
   worker: WorkerWithDpRank;
   /** Device-overlap blocks the router expected on that rank (0 when it keeps no index). */
   overlapBlocks: number;
+  /** The router's explanation with every candidate's terms (kv mode), for the oracle-gap causes. */
+  explanation?: DecisionExplanation;
 }
 
 export interface LoadReport {
@@ -153,13 +155,13 @@ export function kvRouterPolicy(
     }
     let outstanding = 0;
     return {
-      name: params.policy.mode ?? 'kv',
+      name: (params.policy.mode ?? 'kv') + (params.policy.cost?.policy === 'ttft' ? ' (ttft)' : ''),
       route(req, done, fail) {
         outstanding++;
-        router.route({ requestId: req.requestId, tokens: req.tokens, isl: req.isl }).then(
+        router.route({ requestId: req.requestId, tokens: req.tokens, isl: req.isl, explain: true }).then(
           (d) => {
             outstanding--;
-            done({ worker: d.worker, overlapBlocks: d.overlapBlocks });
+            done({ worker: d.worker, overlapBlocks: d.overlapBlocks, explanation: d.explanation });
           },
           (e: unknown) => {
             outstanding--;

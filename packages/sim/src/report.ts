@@ -3,6 +3,7 @@
  * dates), so equal inputs and seed give byte-identical JSON. Percentiles are nearest-rank
  * (value at ceil(q·n) − 1 of the sorted samples), rounded to µs for ms figures.
  */
+import { GAP_CAUSES, type GapColumns } from './gap.js';
 import type { OracleResult } from './oracle.js';
 import type { RequestColumns, SimResult, UnitSummary } from './simulation.js';
 
@@ -67,6 +68,23 @@ export interface Report {
   } | null;
   preemptions: number | null;
   evicted_blocks: number | null;
+  /**
+   * Why the run falls short of the oracle (simulated runs; engine truth at each decision, `gap.ts`),
+   * in prompt tokens over finished requests. Null for online runs.
+   */
+  oracle_gap: {
+    /** Pooled-LRU oracle hits minus this run's hits (null without the oracle). */
+    gap_tokens: number | null;
+    /** Sent away from a worker that held a longer prefix: the tokens that worker held beyond the chosen one. */
+    routed_away_tokens: number;
+    routed_away_requests: number;
+    /** `routed_away_tokens` split by what outweighed the overlap. */
+    routed_away_by_cause: Record<string, number>;
+    /** Computed earlier by some worker, held by none at the decision. */
+    evicted_tokens: number;
+    /** Mean share of cached blocks held by more than one worker (sampled at arrivals). */
+    duplicate_share: number;
+  } | null;
 }
 
 /** What a report is built from: a simulation, or an online run's client-side measurements. */
@@ -79,6 +97,7 @@ export interface RunData {
   rejections: Record<string, { count: number; example: string }>;
   /** Engine-side figures; null for online runs. */
   units: UnitSummary[] | null;
+  gap?: GapColumns | null;
 }
 
 export function simRunData(res: SimResult): RunData {
@@ -89,6 +108,7 @@ export function simRunData(res: SimResult): RunData {
     blockSize: res.engine.blockSize,
     rejections: res.rejections,
     units: res.units,
+    gap: res.gap,
   };
 }
 
@@ -182,6 +202,34 @@ export function buildReport(
   }
   const dur = durationMs / 1000;
   const hit = prompt > 0 ? cached / prompt : 0;
+  let gapReport: Report['oracle_gap'] = null;
+  const g = run.gap;
+  if (g) {
+    const byCause: Record<string, number> = {};
+    for (const cause of GAP_CAUSES) byCause[cause] = 0;
+    let away = 0;
+    let awayReq = 0;
+    let evictedTok = 0;
+    for (let k = 0; k < n; k++) {
+      if (c.status[k] !== 1) continue;
+      const lost = (g.bestHeld[k]! - g.chosenHeld[k]!) * bs;
+      if (lost > 0) {
+        away += lost;
+        awayReq++;
+        const cause = GAP_CAUSES[g.cause[k]! - 1];
+        if (cause) byCause[cause] += lost;
+      }
+      evictedTok += Math.max(0, g.seen[k]! - g.bestHeld[k]!) * bs;
+    }
+    gapReport = {
+      gap_tokens: oracle ? Math.round(oracle.pooledCachedTokens - cached) : null,
+      routed_away_tokens: away,
+      routed_away_requests: awayReq,
+      routed_away_by_cause: byCause,
+      evicted_tokens: evictedTok,
+      duplicate_share: r6(g.duplicateShare),
+    };
+  }
   return {
     format: 'kvrouter-replay-report/1',
     policy: run.policy,
@@ -220,6 +268,7 @@ export function buildReport(
     load_balance: balance,
     preemptions: run.units ? preempt : null,
     evicted_blocks: run.units ? evicted : null,
+    oracle_gap: gapReport,
   };
 }
 

@@ -14,12 +14,15 @@ import {
 } from '@kvrouter/engine-sim';
 import {
   KvrError,
+  computeLocalBlockHashes,
+  computeSequenceHashes,
   type EventId,
   type RouterEvent,
   type WorkerId,
   invalidArgument,
 } from '@kvrouter/protocols';
 import { CLS_PASS, EventQueue } from './event-queue.js';
+import { GapTracker, type GapColumns } from './gap.js';
 import type { PolicyFactory, RoutingPolicy, SimWorker } from './policy.js';
 import { SimRng } from './rng.js';
 import { TokenSynth, DEFAULT_TRACE_BLOCK_SIZE } from './tokens.js';
@@ -106,6 +109,8 @@ export interface SimResult {
   endMs: number;
   /** First rejection message per error code, and counts. */
   rejections: Record<string, { count: number; example: string }>;
+  /** Why the run falls short of the oracle (`gap.ts`). */
+  gap: GapColumns;
 }
 
 function checkConfig(c: SimConfig): void {
@@ -216,6 +221,16 @@ export async function runSimulation(
   });
 
   const cols = newCols(n);
+  const bs = engineCfg!.blockSize;
+  const gap = new GapTracker(
+    units.length,
+    n,
+    (w, r) => {
+      const i = Number(w) - 1;
+      return i >= 0 && i < firstUnit.length ? firstUnit[i]! + r : -1;
+    },
+    bs,
+  );
   const rejections: SimResult['rejections'] = {};
   let done = 0;
 
@@ -278,10 +293,13 @@ export async function runSimulation(
     cols.isl[k] = row.input_length;
     const tokens = synth.promptTokens(row);
     const id = `r${k}`;
+    gap.sample();
     policy.route(
       { requestId: id, tokens, isl: row.input_length, osl: row.output_length },
       (d) => {
         const u = unitOf(d.worker.worker_id, d.worker.dp_rank);
+        const seq = computeSequenceHashes(computeLocalBlockHashes(tokens, bs));
+        gap.decided(k, seq, Math.max(0, Math.floor((tokens.length - 1) / bs)), u, d.explanation);
         cols.routed[k] = q.now();
         cols.unit[k] = u;
         cols.routerOverlapBlocks[k] = d.overlapBlocks;
@@ -343,6 +361,7 @@ export async function runSimulation(
         storage_tier: 'device',
         event: { event_id: BigInt(e.event_id) as EventId, dp_rank: e.dp_rank, data: e.data },
       }));
+      gap.onEvents(u, evs);
       q.at(q.now() + cfg.eventDelayMs, () => {
         for (const ev of evs) policy.onKvEvent(ev);
       });
@@ -399,5 +418,6 @@ export async function runSimulation(
     units: summaries,
     endMs: q.now(),
     rejections,
+    gap: gap.result(),
   };
 }

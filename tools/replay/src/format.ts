@@ -30,6 +30,19 @@ export function formatSummary(r: Report, label: string, wallMs: number | null): 
       `balance      busy-time CV ${f(r.load_balance.busy_cv, 3)} · mean utilization ${pct(r.load_balance.mean_utilization)} · preemptions ${r.preemptions ?? '-'}`,
     );
   }
+  const g = r.oracle_gap;
+  if (g) {
+    const tok = r.cache.prompt_tokens;
+    const share = (x: number): string => (tok > 0 ? `${((100 * x) / tok).toFixed(2)}%` : '-');
+    const causes = Object.entries(g.routed_away_by_cause)
+      .filter(([, v]) => v > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([c, v]) => `${c} ${share(v)}`)
+      .join(', ');
+    lines.push(
+      `oracle gap   ${g.gap_tokens === null ? '-' : share(g.gap_tokens)} of prompt tokens · routed away ${share(g.routed_away_tokens)} (${g.routed_away_requests} requests${causes ? `: ${causes}` : ''}) · evicted before reuse ${share(g.evicted_tokens)} · duplicated blocks ${pct(g.duplicate_share)}`,
+    );
+  }
   for (const [code, x] of Object.entries(q.rejections))
     lines.push(`rejected     ${x.count} × ${code}: ${x.example}`);
   return lines.join('\n') + '\n';

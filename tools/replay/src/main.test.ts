@@ -108,6 +108,45 @@ describe('replay CLI', () => {
     ]);
   });
 
+  it('sweeps loads relative to round-robin capacity: a table per load, the chart and JSON', async () => {
+    const svg = join(dir, 's.svg');
+    const md = join(dir, 's.md');
+    const json = join(dir, 's.json');
+    const r = await cli(
+      'compare',
+      trace,
+      ...small,
+      '-c',
+      'round-robin',
+      '-c',
+      '--router-mode kv --ttft-aware',
+      '--sweep',
+      '0.5,1.1',
+      '--svg',
+      svg,
+      '--sweep-md',
+      md,
+      '--report-json',
+      json,
+    );
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/round-robin capacity: [\d.]+ req\/s/);
+    const table = readFileSync(md, 'utf8').trim().split('\n');
+    // Header, separator, 2 loads × 2 configurations.
+    expect(table).toHaveLength(6);
+    expect(table[2]).toMatch(/^\| 50 % \| [\d.]+ \| round-robin \|/);
+    expect(table[5]).toMatch(/^\| 110 % \| [\d.]+ \| --router-mode kv --ttft-aware \|/);
+    expect(readFileSync(svg, 'utf8').match(/<polyline/g)).toHaveLength(4);
+    const j = JSON.parse(readFileSync(json, 'utf8')) as { points: { load: number; reports: unknown[] }[] };
+    expect(j.points.map((p) => [p.load, p.reports.length])).toEqual([
+      [0.5, 2],
+      [1.1, 2],
+    ]);
+    const bad = await cli('compare', trace, ...small, '--sweep', '0.5,-1');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--sweep: expected loads in (0, 10] separated by commas, got "0.5,-1"');
+  });
+
   it('fails with the config message and exit code 2 on a bad router flag or option', async () => {
     const r = await cli(trace, ...small, '--router-temperature', '-2');
     expect(r.code).toBe(2);

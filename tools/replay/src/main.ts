@@ -15,6 +15,8 @@ import {
   compareTable,
   formatTrace,
   reportJson,
+  sweepSvg,
+  sweepTable,
   ttftSamples,
   buildReport,
   type CompareEntry,
@@ -36,6 +38,22 @@ import {
 import { ProgressBar } from './progress.js';
 import { addRouterHelp, resolveRouter, routerSpecs, splitRouterArgs } from './router-args.js';
 import { engineTimingFor, makeWorkload, oracleFor, runOffline, type Io } from './run.js';
+import { runSweep } from './sweep.js';
+
+/** `--sweep 0.3,0.5,1.1`: loads as fractions of round-robin's capacity, each in (0, 10]. */
+function loadList(v: string): number[] {
+  const xs = v.split(',').map((s) => Number(s.trim()));
+  if (xs.length === 0 || xs.some((x) => !(x > 0 && x <= 10)))
+    throw new KvrError(
+      'invalid_argument',
+      `--sweep: expected loads in (0, 10] separated by commas, got ${JSON.stringify(v)}`,
+      undefined,
+      {
+        field: '--sweep',
+      },
+    );
+  return xs;
+}
 
 type RunOpts = EngineOpts &
   SimOpts &
@@ -141,50 +159,112 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
       ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
     )
     .addOption(new Option('--svg <file>', 'chart output').default('replay-compare.svg'))
-    .action(async (trace: string | undefined, o: RunOpts & { config?: string[]; svg: string }) => {
-      const sim = simConfigOf(o);
-      // One engine fleet for every configuration; `--aic-system` from the shared router flags.
-      const timing = engineTimingFor(o, resolveRouter(routerArgv, env).config.aicSystem, sim, io);
-      const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
-      const oracle = o.oracle ? oracleFor(w.rows, sim) : null;
-      const configs = o.config ?? ['round-robin', 'random', 'least-loaded', 'kv'];
-      const entries: CompareEntry[] = [];
-      const reports: Report[] = [];
-      for (const c of configs) {
-        const words = c.trim().split(/\s+/).filter(Boolean);
-        const extra = words[0]?.startsWith('-') ? words : ['--router-mode', ...words];
-        const { router: flags, rest } = splitRouterArgs(extra);
-        if (rest.length > 0)
-          throw new KvrError(
-            'invalid_argument',
-            `--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`,
-            undefined,
-            { field: '--config' },
+    .addOption(
+      new Option(
+        '--sweep <loads>',
+        "offered loads as fractions of round-robin's capacity, e.g. 0.3,0.5,0.7,0.9,1.1: every configuration at each (chart: hit rate and TTFT against load)",
+      ).argParser(loadList),
+    )
+    .addOption(new Option('--sweep-md <file>', 'with --sweep: also write the table as Markdown'))
+    .action(
+      async (
+        trace: string | undefined,
+        o: RunOpts & { config?: string[]; svg: string; sweep?: number[]; sweepMd?: string },
+      ) => {
+        const sim = simConfigOf(o);
+        // One engine fleet for every configuration; `--aic-system` from the shared router flags.
+        const timing = engineTimingFor(o, resolveRouter(routerArgv, env).config.aicSystem, sim, io);
+        const w = makeWorkload(trace === undefined ? undefined : abs(trace), o, io);
+        const oracle = o.oracle ? oracleFor(w.rows, sim) : null;
+        const configs = o.config ?? ['round-robin', 'random', 'least-loaded', 'kv'];
+        const routerOf = (c: string) => {
+          const words = c.trim().split(/\s+/).filter(Boolean);
+          const extra = words[0]?.startsWith('-') ? words : ['--router-mode', ...words];
+          const { router: flags, rest } = splitRouterArgs(extra);
+          if (rest.length > 0)
+            throw new KvrError(
+              'invalid_argument',
+              `--config ${JSON.stringify(c)}: not router flags: ${rest.join(' ')}`,
+              undefined,
+              { field: '--config' },
+            );
+          return routerFor(flags);
+        };
+        if (o.sweep) {
+          const sc = configs.map((label) => ({ label, router: routerOf(label) }));
+          const rrIdx = sc.findIndex((c) => c.router.routerMode === 'round-robin');
+          const rr = rrIdx >= 0 ? sc[rrIdx]!.router : routerOf('round-robin');
+          const res = await runSweep(w, sim, o.sweep, sc, rr, oracle, io, o.progress, timing.model);
+          const table = sweepTable(res.points, Math.max(0, rrIdx));
+          io.stdout.write(
+            `round-robin capacity: ${res.capacityRps.toFixed(3)} req/s (arrival speedup ${res.capacityRatio.toFixed(4)}; calibration ${res.calibration
+              .map((c) => `×${c.ratio.toFixed(4)} → ${(c.utilization * 100).toFixed(1)}% busy`)
+              .join(
+                ', ',
+              )}) · ${w.rows.length} requests · ${(res.wallMs / 1000).toFixed(0)} s of simulation wall time\n\n` +
+              table,
           );
-        const router = routerFor(flags);
-        const run = await runOffline(w, sim, router, oracle, io, o.progress, c, timing.model);
-        run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
-        run.report.config.engineTiming = timing.plan;
-        run.report.config.label = c;
-        io.stdout.write(formatSummary(run.report, c, run.wallMs));
-        entries.push({ label: c, report: run.report, ttftMs: ttftSamples(run.result.requests) });
-        reports.push(run.report);
-      }
-      io.stdout.write('\n' + compareTable(entries));
-      write(
-        o.svg,
-        compareSvg(
-          entries,
-          `kvrouter replay compare · ${w.rows.length} requests · ${sim.numWorkers} workers`,
-        ),
-      );
-      io.stdout.write(`chart: ${abs(o.svg)}\n`);
-      if (o.reportJson)
+          if (o.sweepMd) write(o.sweepMd, table);
+          write(
+            o.svg,
+            sweepSvg(
+              res.points,
+              `kvrouter replay sweep · ${w.rows.length} requests · ${sim.numWorkers} workers · RR capacity ${res.capacityRps.toFixed(2)} req/s`,
+            ),
+          );
+          io.stdout.write(`chart: ${abs(o.svg)}\n`);
+          if (o.reportJson)
+            write(
+              o.reportJson,
+              JSON.stringify(
+                {
+                  capacity_rps: res.capacityRps,
+                  capacity_ratio: res.capacityRatio,
+                  calibration: res.calibration,
+                  points: res.points.map((p) => ({
+                    load: p.load,
+                    offered_rps: p.offeredRps,
+                    ideal_ttft_ms: p.idealTtftMs,
+                    reports: p.entries.map((e) => ({
+                      label: e.label,
+                      ...(JSON.parse(reportJson(e.report)) as Record<string, unknown>),
+                    })),
+                  })),
+                },
+                null,
+                2,
+              ) + '\n',
+            );
+          return;
+        }
+        const entries: CompareEntry[] = [];
+        const reports: Report[] = [];
+        for (const c of configs) {
+          const router = routerOf(c);
+          const run = await runOffline(w, sim, router, oracle, io, o.progress, c, timing.model);
+          run.report.config.router = routerSettings(router as unknown as Record<string, unknown>);
+          run.report.config.engineTiming = timing.plan;
+          run.report.config.label = c;
+          io.stdout.write(formatSummary(run.report, c, run.wallMs));
+          entries.push({ label: c, report: run.report, ttftMs: ttftSamples(run.result.requests) });
+          reports.push(run.report);
+        }
+        io.stdout.write('\n' + compareTable(entries));
         write(
-          o.reportJson,
-          JSON.stringify(JSON.parse(`[${reports.map((r) => reportJson(r)).join(',')}]`), null, 2) + '\n',
+          o.svg,
+          compareSvg(
+            entries,
+            `kvrouter replay compare · ${w.rows.length} requests · ${sim.numWorkers} workers`,
+          ),
         );
-    });
+        io.stdout.write(`chart: ${abs(o.svg)}\n`);
+        if (o.reportJson)
+          write(
+            o.reportJson,
+            JSON.stringify(JSON.parse(`[${reports.map((r) => reportJson(r)).join(',')}]`), null, 2) + '\n',
+          );
+      },
+    );
 
   addSyntheticOptions(
     program

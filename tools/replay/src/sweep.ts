@@ -1,0 +1,129 @@
+/**
+ * `replay compare --sweep LOADS`: every configuration at several offered loads, given as fractions
+ * of round-robin's capacity (issue 19 "must show").
+ *
+ * Capacity: round-robin gains nothing from the cache as load rises, so its busy time follows the
+ * offered load; the arrival speedup at which its mean utilization reaches 100 % is found by
+ * repeated linear extrapolation: run round-robin at the given speedup r (utilization u), then at
+ * r / u, until it is at least 95 % busy (at most 5 runs; the last speedup is the capacity). Load L
+ * is run at L times that speedup. Offered load in req/s is the request count over the arrival span
+ * at that speedup.
+ *
+ * The TTFT limit of a load point (issue 19): round-robin's mean TTFT divided by the TTFT a router
+ * would get with no queueing and the oracle's hit rate: each request's uncached share
+ * `isl · (1 − pooled oracle hit rate)` prefilled alone on an idle engine in chunks of
+ * `max_num_batched_tokens` (the engines' timing model).
+ */
+import { DEFAULT_ENGINE_CONFIG, POLYNOMIAL_TIMING, type TimingModel } from '@kvrouter/engine-sim';
+import type { ResolvedConfig } from '@kvrouter/config';
+import type { OracleResult, Report, SimConfig, SweepPoint } from '@kvrouter/sim';
+import { runOffline, type Io, type Workload } from './run.js';
+
+export interface SweepConfig {
+  label: string;
+  router: ResolvedConfig<'router'>;
+}
+
+export interface SweepResult {
+  /** Arrival speedup at round-robin's extrapolated capacity, and the offered req/s there. */
+  capacityRatio: number;
+  capacityRps: number;
+  calibration: { ratio: number; utilization: number }[];
+  points: SweepPoint[];
+  /** Wall time of every simulation, ms. */
+  wallMs: number;
+}
+
+/** Offered req/s of a run: requests over the span of their arrivals. */
+function offeredRps(r: { arrival: Float64Array }): number {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const a of r.arrival) {
+    if (a < lo) lo = a;
+    if (a > hi) hi = a;
+  }
+  return hi > lo ? r.arrival.length / ((hi - lo) / 1000) : 0;
+}
+
+/** Mean TTFT with no queueing at the oracle's hit rate (see the module comment). */
+export function idealTtftMs(
+  isl: ArrayLike<number>,
+  hitRate: number,
+  sim: SimConfig,
+  timing: TimingModel | undefined,
+): number {
+  const e = { ...DEFAULT_ENGINE_CONFIG, ...sim.engine };
+  const t = timing ?? POLYNOMIAL_TIMING;
+  let sum = 0;
+  for (let k = 0; k < isl.length; k++) {
+    let left = Math.max(1, Math.round(isl[k]! * (1 - hitRate)));
+    let ms = 0;
+    while (left > 0) {
+      const chunk = Math.min(left, e.maxNumBatchedTokens);
+      ms += t.prefillMs(chunk);
+      left -= chunk;
+    }
+    sum += ms / e.speedupRatio + sim.dispatchDelayMs;
+  }
+  return isl.length > 0 ? sum / isl.length : NaN;
+}
+
+export async function runSweep(
+  w: Workload,
+  sim: SimConfig,
+  loads: readonly number[],
+  configs: readonly SweepConfig[],
+  rr: ResolvedConfig<'router'>,
+  oracle: OracleResult | null,
+  io: Io,
+  progress: boolean,
+  timing: TimingModel | undefined,
+): Promise<SweepResult> {
+  let wallMs = 0;
+  const calibration: SweepResult['calibration'] = [];
+  const util = async (ratio: number): Promise<number> => {
+    const run = await runOffline(
+      w,
+      { ...sim, arrivalSpeedupRatio: ratio },
+      rr,
+      null,
+      io,
+      progress,
+      `calibrate ×${ratio.toFixed(3)}`,
+      timing,
+    );
+    wallMs += run.wallMs;
+    const u = run.report.load_balance?.mean_utilization ?? 0;
+    calibration.push({ ratio, utilization: u });
+    if (!(u > 0)) throw new Error('sweep: round-robin kept no engine busy; cannot estimate its capacity');
+    return u;
+  };
+  // Busy time grows less than linearly (passes batch more as load rises): extrapolate again
+  // from each estimate until round-robin is at least 95 % busy there (at most 5 runs).
+  let rc = sim.arrivalSpeedupRatio;
+  for (let i = 0; i < 5; i++) {
+    const u = await util(rc);
+    if (u >= 0.95) break;
+    rc /= u;
+  }
+  const isl = Float64Array.from(w.rows, (r) => r.input_length);
+  const ideal = oracle ? idealTtftMs(isl, oracle.pooledHitRate, sim, timing) : NaN;
+  const points: SweepPoint[] = [];
+  let capacityRps = NaN;
+  for (const load of loads) {
+    const ratio = rc * load;
+    const s = { ...sim, arrivalSpeedupRatio: ratio };
+    const reports: { label: string; report: Report }[] = [];
+    let offered = NaN;
+    for (const c of configs) {
+      const label = `${c.label} @ ${Math.round(load * 100)}%`;
+      const run = await runOffline(w, s, c.router, oracle, io, progress, label, timing);
+      wallMs += run.wallMs;
+      offered = offeredRps(run.result.requests);
+      reports.push({ label: c.label, report: run.report });
+    }
+    if (Number.isNaN(capacityRps)) capacityRps = offered / load;
+    points.push({ load, offeredRps: offered, idealTtftMs: ideal, entries: reports });
+  }
+  return { capacityRatio: rc, capacityRps, calibration, points, wallMs };
+}
