@@ -253,3 +253,82 @@ describe('EngineClient: the request surface in vLLM names', () => {
     expect(calls).toBe(0);
   });
 });
+
+describe('EngineClient.embed (--model-type embedding)', () => {
+  it('posts token-id inputs to /v1/embeddings (float) and returns the vectors in input order', async () => {
+    let seen: { path?: string; body?: Record<string, unknown> } = {};
+    const url = await engine((r, body, res) => {
+      seen = { path: r.url, body };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      // Out of order on purpose: the client orders by index.
+      res.end(
+        JSON.stringify({
+          object: 'list',
+          data: [
+            { object: 'embedding', index: 1, embedding: [0, 1] },
+            { object: 'embedding', index: 0, embedding: [0.6, 0.8] },
+          ],
+          usage: { prompt_tokens: 5, total_tokens: 5 },
+        }),
+      );
+    });
+    const c = new EngineClient({ baseUrl: url, model: 'e5' });
+    const r = await c.embed(
+      {
+        request_id: 'q',
+        model: 'e5',
+        inputs: [
+          [1, 2, 3],
+          [4, 5],
+        ],
+      },
+      new AbortController().signal,
+    );
+    expect(seen.path).toBe('/v1/embeddings');
+    expect(seen.body).toEqual({
+      model: 'e5',
+      input: [
+        [1, 2, 3],
+        [4, 5],
+      ],
+      encoding_format: 'float',
+    });
+    expect(r).toEqual({
+      embeddings: [
+        [0.6, 0.8],
+        [0, 1],
+      ],
+      prompt_tokens: 5,
+    });
+  });
+
+  it("the engine's 400 stays a 400 with its message; a short answer is engine_error", async () => {
+    const bad = await engine((_r, _b, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: { message: 'This model does not support embeddings', type: 'BadRequestError', code: 400 },
+        }),
+      );
+    });
+    const e = await new EngineClient({ baseUrl: bad, model: 'm' })
+      .embed({ request_id: 'q', model: 'm', inputs: [[1]] }, new AbortController().signal)
+      .then(
+        () => null,
+        (x: unknown) => x as { status: number; message: string },
+      );
+    expect(e!.status).toBe(400);
+    expect(e!.message).toMatch(/does not support embeddings/);
+    const short = await engine((_r, _b, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ data: [{ index: 0, embedding: [1] }] }));
+    });
+    const s = await new EngineClient({ baseUrl: short, model: 'm' })
+      .embed({ request_id: 'q', model: 'm', inputs: [[1], [2]] }, new AbortController().signal)
+      .then(
+        () => null,
+        (x: unknown) => x as { code: string; status: number },
+      );
+    expect([s!.code, s!.status]).toEqual(['engine_error', 502]);
+  });
+});

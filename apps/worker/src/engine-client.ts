@@ -17,7 +17,13 @@
  * migratable); 4xx → the engine's refusal, not migratable; abort → `cancelled`.
  */
 import { KvrError, type GenerateExtras } from '@kvrouter/protocols';
-import type { FinishReason, GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
+import type {
+  EmbedItem,
+  EmbedRequest,
+  FinishReason,
+  GenerateItem,
+  ParsedGenerate,
+} from '@kvrouter/protocols';
 
 export interface EngineClientOptions {
   /** Base URL, e.g. `http://127.0.0.1:8000`. */
@@ -147,6 +153,55 @@ export class EngineClient {
 
   constructor(private readonly o: EngineClientOptions) {
     this.completionsUrl = new URL('/v1/completions', o.baseUrl).toString();
+  }
+
+  /**
+   * One `embed` request (docs/protocol.md §5.7) as the engine's `POST /v1/embeddings` with token-id
+   * inputs and float encoding; the vectors come back in input order.
+   */
+  async embed(p: EmbedRequest, signal: AbortSignal): Promise<EmbedItem> {
+    let res: Response;
+    try {
+      res = await fetch(new URL('/v1/embeddings', this.o.baseUrl), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': p.request_id },
+        body: JSON.stringify({ model: this.o.model, input: p.inputs, encoding_format: 'float' }),
+        signal,
+      });
+    } catch (e) {
+      if (signal.aborted) throw new KvrError('cancelled', 'request cancelled', 499);
+      throw engineError('engine_shutdown', 503, `engine unreachable at ${this.o.baseUrl}: ${causeOf(e)}`);
+    }
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = { message: text.slice(0, 200) };
+    }
+    if (!res.ok) throw fromEngineError(res.status, body);
+    const o = body as {
+      data?: { index?: unknown; embedding?: unknown }[];
+      usage?: { prompt_tokens?: unknown };
+    };
+    const data = Array.isArray(o?.data) ? o.data : [];
+    const embeddings: number[][] = new Array<number[]>(p.inputs.length);
+    for (const d of data) {
+      const i = typeof d.index === 'number' ? d.index : -1;
+      if (i >= 0 && i < embeddings.length && Array.isArray(d.embedding))
+        embeddings[i] = d.embedding as number[];
+    }
+    if (embeddings.some((v) => v === undefined) || data.length !== p.inputs.length)
+      throw engineError(
+        'engine_error',
+        502,
+        `engine returned ${data.length} embeddings for ${p.inputs.length} inputs`,
+      );
+    const pt = o.usage?.prompt_tokens;
+    return {
+      embeddings,
+      prompt_tokens: typeof pt === 'number' ? pt : p.inputs.reduce((n, x) => n + x.length, 0),
+    };
   }
 
   /** Streams one request; ends after the item with a finish reason. */

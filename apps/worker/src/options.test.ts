@@ -91,3 +91,11 @@ describe('worker options', () => {
     );
   });
 });
+
+describe('--model-type', () => {
+  it('chat by default; embedding for a pooling model; anything else is refused naming the values', () => {
+    expect(plan().modelType).toBe('chat');
+    expect(plan('--model-type', 'embedding').modelType).toBe('embedding');
+    expect(() => plan('--model-type', 'images')).toThrow(/--model-type.*chat.*embedding/s);
+  });
+});

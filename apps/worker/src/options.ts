@@ -35,6 +35,8 @@ export interface WorkerPlan {
   /** ZMQ event plane through brokers (`DYN_ZMQ_BROKER_URL` / `DYN_ZMQ_BROKER_ENABLED`); null = direct. */
   zmqBroker: ZmqBrokerSetting | null;
   tcpPort: number | null;
+  /** `--model-type`: text generation (chat) or a pooling model serving embeddings. */
+  modelType: 'chat' | 'embedding';
   warnings: string[];
 }
 
@@ -102,6 +104,7 @@ export function planFromConfig(c: WorkerConfig): WorkerPlan {
     durableKvEvents: c.routerDurableKvEvents,
     zmqBroker,
     tcpPort: c.tcpRpcPort,
+    modelType: c.workerModelType,
     warnings,
   };
 }

@@ -9,7 +9,16 @@
  * deregisters (routers stop picking it) and publishes `Cleared` for every rank (the engine's cache is
  * gone with it); when the engine answers again it registers again.
  */
-import { KvrError, parseGenerateRequest, u64ToHex, type DpRank, type WorkerId } from '@kvrouter/protocols';
+import {
+  EMBED_ENDPOINT,
+  KvrError,
+  parseGenerateRequest,
+  u64ToHex,
+  type DpRank,
+  type EmbedItem,
+  type EmbedRequest,
+  type WorkerId,
+} from '@kvrouter/protocols';
 import {
   JetStreamEventSink,
   VllmZmqIngest,
@@ -214,6 +223,9 @@ export async function startWorker(
         );
       return client.generate(req, ctx.signal);
     });
+    // --model-type embedding: a pooling model; the frontend sends `embed` (docs/protocol.md §5.7).
+    if (plan.modelType === 'embedding')
+      server.serve<EmbedRequest, EmbedItem>(EMBED_ENDPOINT, (p, ctx) => client.embed(p, ctx.signal));
     // --model-path: the engine's tokenizer files travel with the card (frontends tokenize with them).
     const cardFiles = await cardFieldsForModelPath({
       modelPath: config.modelPath ?? null,
@@ -235,7 +247,7 @@ export async function startWorker(
         display_name: model,
         kv_cache_block_size: plan.blockSize,
         context_length: config.contextLength ?? info.maxModelLen ?? 8192,
-        model_type: ['completions', 'chat'],
+        model_type: plan.modelType === 'embedding' ? ['embedding'] : ['completions', 'chat'],
         runtime_config: {
           ...topology,
           total_kv_blocks: config.totalKvBlocks,
