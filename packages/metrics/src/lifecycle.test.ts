@@ -282,3 +282,26 @@ describe('bad input', () => {
     expect(f.get('dynamo_frontend_requests_total')!.samples).toEqual([]);
   });
 });
+
+describe('model labels are bounded (issue 17)', () => {
+  it('without knownModel: MAX_MODEL_LABELS names keep their label, every later one counts under __unknown__', async () => {
+    const { MAX_MODEL_LABELS, UNKNOWN_MODEL_LABEL } = await import('./lifecycle.js');
+    expect(MAX_MODEL_LABELS).toBe(256);
+    const { set, life } = kvSet();
+    for (let i = 0; i < 300; i++)
+      life.start({ model: `m${i}`, endpoint: 'chat_completions', requestType: 'unary' }, 0).end('', 1);
+    const fams = await scrape(set.registry);
+    const labels = new Set(fams.get('dynamo_frontend_inflight_requests')!.samples.map((s) => s.labels.model));
+    expect(labels.size).toBe(MAX_MODEL_LABELS + 1);
+    expect(labels.has('m255')).toBe(true);
+    expect(labels.has('m256')).toBe(false);
+    const unknown = valueOf(fams, 'dynamo_frontend_requests_total', {
+      model: UNKNOWN_MODEL_LABEL,
+      endpoint: 'chat_completions',
+      request_type: 'unary',
+      status: 'success',
+      error_type: '',
+    });
+    expect(unknown).toBe(300 - MAX_MODEL_LABELS);
+  });
+});
