@@ -160,6 +160,8 @@ export interface AnthropicUsage {
   output_tokens: number;
   cache_creation_input_tokens: number;
   cache_read_input_tokens: number;
+  /** The created tokens by TTL: all under the last breakpoint's (the engine's cache has none). */
+  cache_creation: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
 }
 
 /**
@@ -174,6 +176,7 @@ export function usageOf(
   cachedTokens: number,
   prefixTokens: number,
   outputTokens: number,
+  ttl: '5m' | '1h' | null = null,
 ): AnthropicUsage {
   const read = Math.min(Math.max(cachedTokens, 0), promptTokens);
   const creation = Math.max(0, Math.min(prefixTokens, promptTokens) - read);
@@ -182,6 +185,10 @@ export function usageOf(
     output_tokens: outputTokens,
     cache_creation_input_tokens: creation,
     cache_read_input_tokens: read,
+    cache_creation: {
+      ephemeral_5m_input_tokens: ttl === '1h' ? 0 : creation,
+      ephemeral_1h_input_tokens: ttl === '1h' ? creation : 0,
+    },
   };
 }
 

@@ -311,6 +311,8 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
       cache_read_input_tokens: 0,
       cache_creation_input_tokens: prefix,
       input_tokens: isl - prefix,
+      // The default TTL of a breakpoint is 5 minutes.
+      cache_creation: { ephemeral_5m_input_tokens: prefix, ephemeral_1h_input_tokens: 0 },
     });
     // The same prompt again, once the workers' KV events reached the index: the engine reuses every
     // full block but the one holding the last prompt token.

@@ -137,7 +137,8 @@ function messagesHandler(d: AppDeps) {
       const cd = out.chat(v.text, v.finishReason !== null);
       return cd ? blocks.push(cd) : [];
     };
-    const usage = () => usageOf(c.promptTokens, c.cachedTokens, prefix, m.prewarm ? 0 : c.completionTokens);
+    const usage = () =>
+      usageOf(c.promptTokens, c.cachedTokens, prefix, m.prewarm ? 0 : c.completionTokens, m.cache.ttl);
     const ending = () => ({
       stop_reason: m.prewarm ? 'max_tokens' : stopReason(finish, stopSequence, blocks.calledTools),
       stop_sequence: stopSequence ?? null,

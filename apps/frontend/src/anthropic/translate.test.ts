@@ -219,11 +219,12 @@ describe('parseMessagesRequest', () => {
 describe('usage, stop reason, blocks', () => {
   it('usage sums to the prompt: read = engine reuse, creation = breakpoint prefix not read, input = the rest', () => {
     // 100-token prompt, 48 reused, prefix of 80: 32 of the prefix computed now, 20 after it.
-    expect(usageOf(100, 48, 80, 5)).toEqual({
+    expect(usageOf(100, 48, 80, 5, '1h')).toEqual({
       input_tokens: 20,
       output_tokens: 5,
       cache_creation_input_tokens: 32,
       cache_read_input_tokens: 48,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 32 },
     });
     // Reuse beyond the prefix: nothing to create.
     expect(usageOf(100, 96, 80, 1)).toMatchObject({ input_tokens: 4, cache_creation_input_tokens: 0 });
