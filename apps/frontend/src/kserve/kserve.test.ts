@@ -4,6 +4,10 @@
  * test hook `vllm_xargs.mock_output_token_ids` (passed as the `vllm_xargs` request parameter), so
  * every text is known in advance ("The quick brown fox jumps" is 5 cl100k tokens).
  */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -361,11 +365,55 @@ describe('KServe v2 gRPC frontend', () => {
     expect([e.code, e.details]).toEqual([grpc.status.UNAVAILABLE, `model ${MODEL} has no ready worker`]);
   });
 
-  it('graceful shutdown: an in-flight ModelInfer finishes, new calls get UNAVAILABLE, then the port closes', async () => {
-    const fe2 = await startFrontend([
-      '--kserve-grpc-server',
+  it('with --tls-cert-path/--tls-key-path gRPC is TLS: a client trusting the certificate is served, a plaintext one is not', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-grpc-tls-'));
+    const cert = path.join(dir, 'cert.pem');
+    const key = path.join(dir, 'key.pem');
+    const gen = spawnSync('openssl', [
+      ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1'],
+      ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    ]);
+    expect(gen.status, gen.stderr?.toString()).toBe(0);
+    const fe3 = await startFrontend([
+      ...['--tls-cert-path', cert, '--tls-key-path', key, '--kserve-grpc-server'],
       ...['--kserve-grpc-port', '0', '--grpc-metrics-port', '0', '--mocker-workers', '1'],
     ]);
+    const Service = loadInferenceService();
+    const target = `127.0.0.1:${fe3.kserve!.port}`;
+    const tls = new Service(target, grpc.credentials.createSsl(fs.readFileSync(cert))) as typeof client;
+    const plain = new Service(target, grpc.credentials.createInsecure()) as typeof client;
+    const infer = (c: typeof client) =>
+      new Promise<ModelInferResponse>((resolve, reject) =>
+        (c.ModelInfer as (r: object, cb: (e: GrpcError | null, r: ModelInferResponse) => void) => void).call(
+          c,
+          inferRequest({}),
+          (e, r) => (e ? reject(e) : resolve(r)),
+        ),
+      );
+    try {
+      expect(output(await infer(tls), 'text_output')).toBe(ANSWER);
+      const e = await infer(plain).then(
+        () => null,
+        (x: GrpcError) => x,
+      );
+      expect(e?.code).toBe(grpc.status.UNAVAILABLE);
+    } finally {
+      tls.close();
+      plain.close();
+      await fe3.close(0);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('graceful shutdown: an in-flight ModelInfer finishes, new calls get UNAVAILABLE, then the port closes', async () => {
+    // Engines at the §17 timing model's own speed: the long request outlasts the steps below.
+    const fe2 = await startFrontend(
+      [
+        '--kserve-grpc-server',
+        ...['--kserve-grpc-port', '0', '--grpc-metrics-port', '0', '--mocker-workers', '1'],
+      ],
+      { embedded: { engine: { speedupRatio: 1 } } },
+    );
     const Service = loadInferenceService();
     const c2 = new Service(
       `127.0.0.1:${fe2.kserve!.port}`,
@@ -378,10 +426,10 @@ describe('KServe v2 gRPC frontend', () => {
         ),
       );
     try {
-      // No script: 300 simulated tokens, finish length.
+      // No script: 200 simulated tokens, finish length.
       const long = call<ModelInferResponse>('ModelInfer', {
         ...inferRequest({}),
-        parameters: { max_tokens: { int64_param: 300 } },
+        parameters: { max_tokens: { int64_param: 200 } },
       });
       await eventually(() => fe2.inflightRequests === 1, 5000, 'the request in flight');
       const closed = fe2.close(30);
@@ -395,7 +443,7 @@ describe('KServe v2 gRPC frontend', () => {
       ]);
       const r = await long;
       expect(output(r, 'finish_reason')).toBe('length');
-      expect(r.parameters.completion_tokens).toMatchObject({ int64_param: 300 });
+      expect(r.parameters.completion_tokens).toMatchObject({ int64_param: 200 });
       await closed;
       const gone = await call('ServerLive', {}).then(
         () => null,
