@@ -4,7 +4,7 @@
  * allowed values, instead of being silently ignored.
  */
 import { KvrError } from '@kvrouter/protocols';
-import type { FrontendConfig } from './frontend.js';
+import type { ResolvedConfig } from '@kvrouter/config';
 
 /**
  * `--dyn-chat-processor vllm` runs vLLM's own Python pre/post-processing inside Dynamo's frontend;
@@ -12,7 +12,7 @@ import type { FrontendConfig } from './frontend.js';
  * vLLM's does for chat: it renders the model's own Jinja chat template and tokenizes with its
  * `tokenizer.json`.
  */
-export function checkChatProcessor(config: Pick<FrontendConfig, 'dynChatProcessor'>): void {
+export function checkChatProcessor(config: Pick<ResolvedConfig<'frontend'>, 'dynChatProcessor'>): void {
   if (config.dynChatProcessor !== 'dynamo')
     throw new KvrError(
       'not_supported',

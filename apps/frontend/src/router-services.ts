@@ -28,11 +28,11 @@ import {
   type NatsConnection,
   type RequestServer,
 } from '@kvrouter/runtime';
-import type { FrontendConfig } from './frontend.js';
+import type { ResolvedConfig } from '@kvrouter/config';
 import type { Logger, WorkerSet } from './models.js';
 
 type ServiceFlags = Pick<
-  FrontendConfig,
+  ResolvedConfig<'frontend'>,
   | 'routerDurableKvEvents'
   | 'routerSnapshotThreshold'
   | 'routerResetStates'
