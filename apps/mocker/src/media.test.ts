@@ -16,6 +16,7 @@ import {
 import { TcpRequestClient } from '@kvrouter/runtime';
 import { startMocker } from './mocker.js';
 import { MockerConfigError, planFromConfig, type MockerConfig } from './options.js';
+import { vllmCompatPlan } from './vllm-compat.js';
 
 const cfg = (...argv: string[]): MockerConfig =>
   resolveConfig('mocker', ['--model-path', 'mock', '--discovery-backend', 'mem', ...argv], {}).config;
@@ -32,6 +33,11 @@ describe('mocker --model-type', () => {
     );
     expect(() => cfg('--model-type', 'audio')).toThrow(/--model-type.*chat.*embedding.*images.*videos/s);
     expect(() => cfg('--embedding-dim', '0')).toThrow(/--embedding-dim must be in \[1, 65536\]/);
+    // vLLM-compatible HTTP mode: embedding engines yes, images / videos have no vLLM API.
+    expect(vllmCompatPlan(cfg('--http-ports', '0', '--model-type', 'embedding'))).not.toBeNull();
+    expect(() => vllmCompatPlan(cfg('--http-ports', '0', '--model-type', 'videos'))).toThrow(
+      /--model-type videos/,
+    );
   });
 
   it('embedding mode: card model_type [embedding] with embedding_dim; deterministic unit vectors over tcp', async () => {

@@ -25,7 +25,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { KvrError, invalidRequest as bad } from '@kvrouter/protocols';
-import { withExtras, type VllmSimEngine } from '@kvrouter/sim-worker';
+import { embedVector, withExtras, type VllmSimEngine } from '@kvrouter/sim-worker';
 import type { GenerateExtras, GenerateItem, ParsedGenerate } from '@kvrouter/protocols';
 import { chatToText, textToTokens, tokensToText, type ChatMessage } from './text-tokens.js';
 
@@ -39,6 +39,8 @@ export interface OpenAiServerOptions {
   maxModelLen: number;
   /** LoRA adapters served as models of their own (`--lora-names`). */
   loraNames?: readonly string[];
+  /** `--model-type embedding`: `POST /v1/embeddings` answers unit vectors of this length (sim-worker `embedVector`). */
+  embeddingDim?: number | null;
 }
 
 const MAX_BODY = 32 * 1024 * 1024;
@@ -175,6 +177,34 @@ export class OpenAiServer {
     await done;
   }
 
+  /** vLLM's `/v1/embeddings` (float): text inputs through the mocker's text tokens, token-id inputs as given. */
+  private embeddings(body: unknown, dim: number): Record<string, unknown> {
+    const input = (body as { input?: unknown } | null)?.input;
+    const one = (x: unknown, i: number): number[] => {
+      if (typeof x === 'string') return textToTokens(x);
+      if (Array.isArray(x) && x.every((t) => Number.isInteger(t) && (t as number) >= 0)) return x as number[];
+      throw new KvrError('invalid_request', `input[${i}]: expected a string or token ids`, 400, {
+        field: 'input',
+      });
+    };
+    const list: unknown[] =
+      typeof input === 'string' || (Array.isArray(input) && typeof input[0] === 'number')
+        ? [input]
+        : (input as unknown[]);
+    if (!Array.isArray(list) || list.length === 0)
+      throw new KvrError('invalid_request', 'input: expected a string or a non-empty array', 400, {
+        field: 'input',
+      });
+    const ids = list.map(one);
+    const tokens = ids.reduce((n, x) => n + x.length, 0);
+    return {
+      object: 'list',
+      model: this.o.modelName,
+      data: ids.map((x, index) => ({ object: 'embedding', index, embedding: embedVector(x, dim) })),
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    };
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       const path = (req.url ?? '/').split('?')[0];
@@ -195,6 +225,8 @@ export class OpenAiServer {
         const p = this.parse(path === '/v1/completions' ? 'completions' : 'chat', body, req);
         return await this.generate(p, res);
       }
+      if (req.method === 'POST' && path === '/v1/embeddings' && this.o.embeddingDim)
+        return json(res, 200, this.embeddings(await readJson(req), this.o.embeddingDim));
       throw new KvrError('not_found', `no route ${req.method ?? ''} ${path}`, 404);
     } catch (e) {
       if (!res.headersSent) sendError(res, e);

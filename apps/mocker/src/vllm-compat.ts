@@ -40,6 +40,11 @@ export function vllmCompatPlan(c: MockerConfig): VllmCompatPlan | null {
       '--durable-kv-events cannot be used with --http-ports (nothing is registered)',
       '--durable-kv-events',
     );
+  if (c.mockerModelType === 'images' || c.mockerModelType === 'videos')
+    throw new MockerConfigError(
+      `--model-type ${c.mockerModelType} cannot be used with --http-ports (vLLM has no such HTTP API; chat and embedding engines only)`,
+      '--model-type',
+    );
   if (c.httpPorts.length !== c.numWorkers)
     throw new MockerConfigError(
       `--http-ports needs one port per worker (--num-workers ${c.numWorkers}), got ${c.httpPorts.length}`,
@@ -104,6 +109,7 @@ export async function startVllmCompat(
           port: vplan.httpPorts[i],
           maxModelLen: cfg.numGpuBlocks * cfg.blockSize,
           loraNames: vplan.loraNames,
+          embeddingDim: plan.media?.kinds.includes('embedding') ? (plan.media.embeddingDim ?? null) : null,
         });
       } catch (e) {
         await engine.stop();
