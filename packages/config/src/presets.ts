@@ -20,7 +20,7 @@ const TTFT_AWARE: ReadonlyArray<readonly [string, Value]> = [
   ['routerPolicy', 'ttft'],
 ];
 
-export const ROUTING_PRESETS: ReadonlyArray<readonly [string, ReadonlyArray<readonly [string, Value]>]> = [
+const ROUTING_PRESETS: ReadonlyArray<readonly [string, ReadonlyArray<readonly [string, Value]>]> = [
   ['agentic', AGENTIC],
   ['ttftAware', TTFT_AWARE],
 ];

@@ -106,7 +106,7 @@ function policyFileSpecs(): Map<string, FlagSpec> {
  * against its flag's row; unknown keys, bad values and unreadable files stop startup naming the
  * flag. The file's values win over flags and environment (YAML over flags).
  */
-export function applyPolicyFile<C extends RouterConfigFields>(c: C, read: ReadPolicyFile | undefined): C {
+function applyPolicyFile<C extends RouterConfigFields>(c: C, read: ReadPolicyFile | undefined): C {
   const path = c.routerPolicyConfig;
   if (path == null) return c;
   const fail = (msg: string): never => {

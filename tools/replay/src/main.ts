@@ -198,7 +198,10 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
           const table = sweepTable(res.points, Math.max(0, rrIdx));
           io.stdout.write(
             `round-robin capacity: ${res.capacityRps.toFixed(3)} req/s (arrival speedup ${res.capacityRatio.toFixed(4)}; calibration ${res.calibration
-              .map((c) => `×${c.ratio.toFixed(4)} → ${(c.utilization * 100).toFixed(1)}% busy`)
+              .map(
+                (c) =>
+                  `×${c.ratio.toFixed(3)} → ${c.ttftMs.toFixed(0)} ms, ${(c.utilization * 100).toFixed(0)}% busy`,
+              )
               .join(
                 ', ',
               )}) · ${w.rows.length} requests · ${(res.wallMs / 1000).toFixed(0)} s of simulation wall time\n\n` +

@@ -2,12 +2,12 @@
  * `replay compare --sweep LOADS`: every configuration at several offered loads, given as fractions
  * of round-robin's capacity (issue 19 "must show").
  *
- * Capacity: round-robin gains nothing from the cache as load rises, so its busy time follows the
- * offered load; the arrival speedup at which its mean utilization reaches 100 % is found by
- * repeated linear extrapolation: run round-robin at the given speedup r (utilization u), then at
- * r / u, until it is at least 95 % busy (at most 5 runs; the last speedup is the capacity). Load L
- * is run at L times that speedup. Offered load in req/s is the request count over the arrival span
- * at that speedup.
+ * Capacity: the arrival rate at which round-robin starts to queue, taken as the largest arrival
+ * speedup at which its mean TTFT stays within twice its mean TTFT at the given `--arrival-speedup-ratio`
+ * (which must be a light load): the speedup grows 1.5x per run until the TTFT doubles (at most 8
+ * runs), then two geometric bisections narrow it. (Busy time is no measure: decode passes keep an
+ * engine busy long before its prefill budget is used up.) Load L is run at L times that speedup.
+ * Offered load in req/s is the request count over the arrival span at that speedup.
  *
  * The TTFT limit of a load point (issue 19): round-robin's mean TTFT divided by the TTFT a router
  * would get with no queueing and the oracle's hit rate: each request's uncached share
@@ -28,7 +28,7 @@ export interface SweepResult {
   /** Arrival speedup at round-robin's extrapolated capacity, and the offered req/s there. */
   capacityRatio: number;
   capacityRps: number;
-  calibration: { ratio: number; utilization: number }[];
+  calibration: { ratio: number; utilization: number; ttftMs: number }[];
   points: SweepPoint[];
   /** Wall time of every simulation, ms. */
   wallMs: number;
@@ -46,7 +46,7 @@ function offeredRps(r: { arrival: Float64Array }): number {
 }
 
 /** Mean TTFT with no queueing at the oracle's hit rate (see the module comment). */
-export function idealTtftMs(
+function idealTtftMs(
   isl: ArrayLike<number>,
   hitRate: number,
   sim: SimConfig,
@@ -81,7 +81,7 @@ export async function runSweep(
 ): Promise<SweepResult> {
   let wallMs = 0;
   const calibration: SweepResult['calibration'] = [];
-  const util = async (ratio: number): Promise<number> => {
+  const ttftAt = async (ratio: number): Promise<number> => {
     const run = await runOffline(
       w,
       { ...sim, arrivalSpeedupRatio: ratio },
@@ -93,19 +93,27 @@ export async function runSweep(
       timing,
     );
     wallMs += run.wallMs;
-    const u = run.report.load_balance?.mean_utilization ?? 0;
-    calibration.push({ ratio, utilization: u });
-    if (!(u > 0)) throw new Error('sweep: round-robin kept no engine busy; cannot estimate its capacity');
-    return u;
+    const t = run.report.ttft_ms.mean;
+    calibration.push({ ratio, utilization: run.report.load_balance?.mean_utilization ?? 0, ttftMs: t });
+    return t;
   };
-  // Busy time grows less than linearly (passes batch more as load rises): extrapolate again
-  // from each estimate until round-robin is at least 95 % busy there (at most 5 runs).
-  let rc = sim.arrivalSpeedupRatio;
-  for (let i = 0; i < 5; i++) {
-    const u = await util(rc);
-    if (u >= 0.95) break;
-    rc /= u;
+  // Round-robin "starts to queue" where its mean TTFT passes twice its TTFT at the given (light)
+  // speedup: grow the speedup by 1.5x until it does (at most 8 runs), then two geometric bisections.
+  const t0 = await ttftAt(sim.arrivalSpeedupRatio);
+  if (!(t0 > 0)) throw new Error('sweep: round-robin finished no request; cannot find its capacity');
+  let good = sim.arrivalSpeedupRatio;
+  let bad = NaN;
+  for (let i = 0; i < 8 && Number.isNaN(bad); i++) {
+    const r = good * 1.5;
+    if ((await ttftAt(r)) > 2 * t0) bad = r;
+    else good = r;
   }
+  for (let i = 0; i < 2 && !Number.isNaN(bad); i++) {
+    const mid = Math.sqrt(good * bad);
+    if ((await ttftAt(mid)) > 2 * t0) bad = mid;
+    else good = mid;
+  }
+  const rc = good;
   const isl = Float64Array.from(w.rows, (r) => r.input_length);
   const ideal = oracle ? idealTtftMs(isl, oracle.pooledHitRate, sim, timing) : NaN;
   const points: SweepPoint[] = [];
