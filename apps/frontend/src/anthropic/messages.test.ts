@@ -69,6 +69,30 @@ async function rawEvents(body: Record<string, unknown>): Promise<[string, Record
     });
 }
 
+/**
+ * A streamed request through the SDK on `f`: the event types as they arrive, and the error that
+ * ended the stream (null when it ended normally).
+ */
+function streamOf(f: Frontend, maxTokens: number) {
+  const c = new Anthropic({ baseURL: f.url, apiKey: 'unused', maxRetries: 0 });
+  const events: string[] = [];
+  const run = (async (): Promise<InstanceType<typeof Anthropic.APIError> | null> => {
+    const s = await c.messages.create({
+      model: MODEL,
+      max_tokens: maxTokens,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    try {
+      for await (const e of s) events.push(e.type);
+    } catch (e) {
+      return e as InstanceType<typeof Anthropic.APIError>;
+    }
+    return null;
+  })();
+  return { events, run };
+}
+
 /** Event names with each run of identical (name, delta type) collapsed into one entry. */
 function shape(evs: [string, Record<string, unknown>][]): string[] {
   const out: string[] = [];
@@ -445,25 +469,10 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
     const slow = await startFrontend(['--enable-anthropic-api', '--mocker-workers', '1'], {
       embedded: { engine: { speedupRatio: 0.5 } },
     });
-    const c = new Anthropic({ baseURL: slow.url, apiKey: 'unused', maxRetries: 0 });
-    const events: string[] = [];
-    const run = (async () => {
-      const s = await c.messages.create({
-        model: MODEL,
-        max_tokens: 5000,
-        stream: true,
-        messages: [{ role: 'user', content: 'hi' }],
-      });
-      try {
-        for await (const e of s) events.push(e.type);
-      } catch (e) {
-        return e;
-      }
-      return null;
-    })();
+    const { events, run } = streamOf(slow, 5000);
     await eventually(() => events.includes('content_block_delta'), 5000, 'a streaming delta');
     await slow.close(0.3);
-    const err = (await run) as InstanceType<typeof Anthropic.APIError> | null;
+    const err = await run;
     expect(err).toBeInstanceOf(Anthropic.APIError);
     expect(err!.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
     expect(err!.message).toMatch(/shutting down/);
@@ -476,29 +485,14 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
       embedded: { engine: { speedupRatio: 2 } },
     });
     try {
-      const c = new Anthropic({ baseURL: one.url, apiKey: 'unused', maxRetries: 0 });
-      const events: string[] = [];
-      const run = (async () => {
-        const s = await c.messages.create({
-          model: MODEL,
-          max_tokens: 2000,
-          stream: true,
-          messages: [{ role: 'user', content: 'hi' }],
-        });
-        try {
-          for await (const e of s) events.push(e.type);
-        } catch (e) {
-          return e;
-        }
-        return null;
-      })();
+      const { events, run } = streamOf(one, 2000);
       await eventually(
         () => events.filter((e) => e === 'content_block_delta').length >= 3,
         5000,
         'three deltas',
       );
       one.fleet!.workers[0]!.crash();
-      const err = (await run) as InstanceType<typeof Anthropic.APIError> | null;
+      const err = await run;
       expect(err).toBeInstanceOf(Anthropic.APIError);
       // The engine failure in Anthropic's shape (an internal error of the in-process request plane).
       expect(err!.error).toMatchObject({ type: 'error', error: { type: 'api_error' } });
