@@ -353,7 +353,9 @@ describe('KServe v2 gRPC frontend', () => {
     const health = await fetch(`http://127.0.0.1:${fe.kserve!.metricsPort}/health`);
     expect(health.status).toBe(200);
     expect(((await health.json()) as { status: string }).status).toBe('healthy');
-    expect((await fetch(`http://127.0.0.1:${fe.kserve!.metricsPort}/v1/models`)).status).toBe(404);
+    const models = await fetch(`http://127.0.0.1:${fe.kserve!.metricsPort}/v1/models`);
+    expect(((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual([MODEL]);
+    expect((await fetch(`http://127.0.0.1:${fe.kserve!.metricsPort}/v1/completions`)).status).toBe(404);
   });
 
   it('no ready worker: UNAVAILABLE, and ServerReady / ModelReady say false', async () => {

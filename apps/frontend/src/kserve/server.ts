@@ -53,7 +53,7 @@ export interface KserveOptions {
   accepting: () => boolean;
   /** In-flight inference requests (graceful shutdown waits for the frontend's count to reach zero). */
   onInflight?: (delta: number) => void;
-  paths: { metrics: string; health: string; live: string };
+  paths: { metrics: string; health: string; live: string; models: string };
   log: Logger;
 }
 
@@ -445,7 +445,7 @@ function modelConfig(
   };
 }
 
-/** The `--grpc-metrics-port` listener: metrics, health (503 when a check fails), live; else 404. */
+/** The `--grpc-metrics-port` listener: metrics, health (503 when a check fails), live, models; else 404. */
 async function metricsListener(
   o: KserveOptions,
   req: http.IncomingMessage,
@@ -474,6 +474,14 @@ async function metricsListener(
         checks,
       });
     } else if (path === o.paths.live) json(200, { status: 'live', message: 'the gRPC service serves' });
+    // Dynamo's gRPC metrics service lists the models too.
+    else if (path === o.paths.models)
+      json(200, {
+        object: 'list',
+        data: o.registry
+          .list()
+          .map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: 'kvrouter' })),
+      });
     else json(404, { error: { message: `no route ${path} on the gRPC metrics port`, code: 'not_found' } });
   } catch (e) {
     o.log.error(`kserve metrics port: ${(e as Error)?.stack ?? String(e)}`);
