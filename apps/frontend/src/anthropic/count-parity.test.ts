@@ -122,6 +122,25 @@ describe.each(['qwen3', 'deepseek_v3'] as const)('count_tokens parity: %s', (nam
         got[id] = (await client.messages.countTokens({ model: name, ...body })).input_tokens;
       }
       expect(got).toEqual(want);
+
+      // A breakpoint on the system prompt: its prefix is the rendered system turn alone, in the
+      // reference ids of system-user: Qwen3 "<|im_start|>system\n…<|im_end|>\n" = the first 11 ids;
+      // DeepSeek V3 "<｜begin▁of▁sentence｜>You are a helpful assistant." = the first 7 (then <｜User｜>).
+      const r = await client.messages.create({
+        model: name,
+        max_tokens: 1,
+        system: [
+          { type: 'text', text: 'You are a helpful assistant.', cache_control: { type: 'ephemeral' } },
+        ],
+        messages: [{ role: 'user', content: 'What is the capital of France?' }],
+      });
+      const prefix = { qwen3: 11, deepseek_v3: 7 }[name];
+      // Nothing was dispatched before on this fresh fleet: nothing to read from cache.
+      expect(r.usage).toMatchObject({
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: prefix,
+        input_tokens: ref.get('system-user')! - prefix,
+      });
     } finally {
       await fe.close(0);
     }
