@@ -217,7 +217,7 @@ export const FLAGS = [
 
   // ---- KServe gRPC
   { key: 'kserveGrpcServer', flag: '--kserve-grpc-server', env: ['DYN_KSERVE_GRPC_SERVER'], type: 'bool', default: false, group: 'KServe gRPC', apps: F, help: 'Start a KServe v2 inference gRPC server (text generation over the same router) beside HTTP, on --kserve-grpc-port.' },
-  { key: 'grpcMetricsPort', flag: '--grpc-metrics-port', env: ['DYN_GRPC_METRICS_PORT'], type: 'u16', default: 8788, group: 'KServe gRPC', apps: F, help: 'HTTP port of the gRPC service serving /metrics (the same registry as the HTTP port), /health and /live; used only with --kserve-grpc-server.' },
+  { key: 'grpcMetricsPort', flag: '--grpc-metrics-port', env: ['DYN_GRPC_METRICS_PORT'], type: 'u16', default: 8788, group: 'KServe gRPC', apps: F, help: 'HTTP port of the gRPC service serving /metrics (the same registry as the HTTP port), /health, /live and /v1/models; used only with --kserve-grpc-server.' },
   { key: 'kserveGrpcPort', flag: '--kserve-grpc-port', env: ['KVR_KSERVE_GRPC_PORT'], type: 'u16', default: 8787, group: 'KServe gRPC', apps: F, help: 'kvrouter addition: gRPC listen port of --kserve-grpc-server (on --http-host; 0 = OS-assigned). Dynamo serves gRPC on --http-port instead of HTTP; kvrouter keeps both.' },
 
   // ---- Monitoring
