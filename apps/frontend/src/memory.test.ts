@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_MODEL_LABELS } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER } from '@kvrouter/radix-indexer';
-import { MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import { MAX_LIVE_REQUESTS, MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
 import { parityModelDir } from '@kvrouter/testkit/parity';
 import type { Frontend } from './frontend.js';
 import { TABLES } from './memory.js';
@@ -104,5 +104,6 @@ describe('bounded tables on /metrics', () => {
     });
     expect(await table(TABLES.sessions)).toMatchObject({ entries: 1, evicted: 0 });
     expect(await table(TABLES.parked)).toEqual({ entries: 0, limit: MAX_PARKED_REQUESTS });
+    expect(await table(TABLES.live)).toEqual({ entries: 0, limit: MAX_LIVE_REQUESTS });
   });
 });

@@ -6,7 +6,7 @@
 import { MAX_MODEL_LABELS, type FrontendMetricSet } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER, RadixIndexer } from '@kvrouter/radix-indexer';
 import type { FastTokenizer } from '@kvrouter/tokenizer';
-import { MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import { MAX_LIVE_REQUESTS, MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
 import type { ModelRegistry } from './models.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
 import type { ModelTokenizers } from './tokenizer/per-model.js';
@@ -16,6 +16,7 @@ export const TABLES = Object.freeze({
   index: 'kv_index_blocks',
   sessions: 'router_session_bindings',
   parked: 'router_parked_requests',
+  live: 'router_live_requests',
   prefixCache: 'tokenizer_prefix_cache_tokens',
   wordCache: 'tokenizer_word_cache_entries',
   modelLabels: 'metric_model_labels',
@@ -60,6 +61,13 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
     return {
       entries: rs.reduce((n, r) => n + r.queueDepth, 0),
       limit: rs.length * MAX_PARKED_REQUESTS,
+    };
+  });
+  m.register(TABLES.live, () => {
+    const rs = routers();
+    return {
+      entries: rs.reduce((n, r) => n + r.liveRequestCount + r.queueDepth, 0),
+      limit: rs.length * MAX_LIVE_REQUESTS,
     };
   });
   m.register(TABLES.prefixCache, () => {

@@ -8,7 +8,12 @@
  * A decision is one synchronous call: gate (filters → load snapshot → park check → cost → pick)
  * then booking, with no await between them, so each decision sees the previous booking (§10).
  */
-import { MultiWorkerSequences, validateBusyThresholds, type BusyThresholds } from '@kvrouter/core-cost';
+import {
+  MultiWorkerSequences,
+  allWorkersBusy,
+  validateBusyThresholds,
+  type BusyThresholds,
+} from '@kvrouter/core-cost';
 import {
   KvrError,
   invalidArgument,
@@ -45,6 +50,13 @@ export {
   MAINTENANCE_INTERVAL_MS,
   DEFAULT_OVERLAP_REFRESH_AFTER_SECS,
 } from './options.js';
+
+/**
+ * Requests one router tracks at most (decided and not yet freed, plus parked; issue 17, bounded
+ * memory): past it a new request is refused as `all_workers_busy` (503, overload). Each holds its
+ * booking (hash copies, ~16 bytes per prompt block, plus a few hundred bytes); docs/memory.md.
+ */
+export const MAX_LIVE_REQUESTS = 65_536;
 
 export class KvRouter {
   readonly blockSize: number;
@@ -237,6 +249,7 @@ export class KvRouter {
   private routeNow(req: RouteRequest): Promise<RoutingDecision> {
     try {
       if (this.closed) throw new KvrError('router_closed', 'router is closed', 503);
+      if (this.bookings.size + (this.queue?.size ?? 0) >= MAX_LIVE_REQUESTS) throw allWorkersBusy();
       const p = prepareIntent(req, this.intentCtx);
       if (this.mode !== 'kv') return this.sessions.afterDecision(p, this.simple.admit(p));
       // Earlier arrivals first: a newcomer never overtakes a queued request that could go now.
