@@ -221,7 +221,15 @@ export async function startMocker(config: MockerConfig, io: MockerIo): Promise<R
         : null,
       startupDelayMs: plan.startupDelayMs,
       staggerMs: plan.staggerMs,
-      card: { runtimeConfig, extra: cardFiles },
+      card: {
+        runtimeConfig: {
+          ...runtimeConfig,
+          // Published in the card like the worker adapter does: frontends parse the output with them.
+          ...(config.dynToolCallParser ? { tool_call_parser: config.dynToolCallParser } : {}),
+          ...(config.dynReasoningParser ? { reasoning_parser: config.dynReasoningParser } : {}),
+        },
+        extra: cardFiles,
+      },
       disagg,
       media: plan.media,
       onEngineKvEvents: plan.kvCacheTrace ? (id, evs) => traceEvents(io, id, evs) : undefined,
