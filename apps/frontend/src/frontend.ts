@@ -36,6 +36,7 @@ import { KserveServer } from './kserve/server.js';
 import { LoraCatalog } from './openai/lora.js';
 import { pathsFromConfig } from './http/paths.js';
 import { OpenStreams } from './http/streams.js';
+import { limitHeaderCount, TLS_PROFILE } from './http/util.js';
 import { ModelRegistry, type Logger } from './models.js';
 import { checkChatProcessor } from './flags.js';
 import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
@@ -348,7 +349,8 @@ export class Frontend {
         if (dashboard) cleanup.push(() => dashboard.close());
         const app = createApp({
           streams: {
-            add: (res, abort, errorFrame) => ref.fe?.streams.add(res, abort, errorFrame) ?? (() => undefined),
+            add: (res, abort, errorFrame) =>
+              ref.fe?.streams.add(res, abort, errorFrame, config.httpMaxStreams) ?? (() => undefined),
             track: (res, shape) => ref.fe?.streams.track(res, shape),
           },
           dashboard,
@@ -368,17 +370,32 @@ export class Frontend {
           lora: loraCatalog(discovery, log, cleanup),
           internalErrors: { error: (m) => log.error(m), count: (r) => metrics.frontend.internalError(r) },
         });
+        // Hardening (issue 17): bounded heads (bytes and fields), slow-client timeouts on receiving
+        // the request (never on the response: long prompts and slow engines), a modern TLS profile.
+        const requestMs = config.httpRequestTimeoutSecs * 1000;
+        const headersMs = Math.min(config.httpHeadersTimeoutSecs * 1000, requestMs || Infinity);
+        const limits: http.ServerOptions = {
+          maxHeaderSize: config.httpMaxHeaderBytes,
+          requestTimeout: requestMs,
+          headersTimeout: headersMs,
+          // How often those timeouts are checked (Node's default, 30 s, would let a slow client stay longer).
+          connectionsCheckingInterval: Math.min(1000, headersMs),
+          keepAliveTimeout: 65_000,
+        };
+        const listener = limitHeaderCount(config.httpMaxHeaders, app);
         server =
           config.tlsCertPath && config.tlsKeyPath
             ? https.createServer(
-                { cert: fs.readFileSync(config.tlsCertPath), key: fs.readFileSync(config.tlsKeyPath) },
-                app,
+                {
+                  ...limits,
+                  ...TLS_PROFILE,
+                  cert: fs.readFileSync(config.tlsCertPath),
+                  key: fs.readFileSync(config.tlsKeyPath),
+                },
+                listener,
               )
-            : http.createServer(app);
-        // Long prompts and slow engines: no server-side timeouts on requests.
-        server.requestTimeout = 0;
-        server.headersTimeout = 60_000;
-        server.keepAliveTimeout = 65_000;
+            : http.createServer(limits, listener);
+        server.maxHeadersCount = config.httpMaxHeaders + 1;
         const s = server;
         await new Promise<void>((resolve, reject) => {
           s.once('error', reject);

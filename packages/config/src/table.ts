@@ -126,6 +126,11 @@ export const FLAGS = [
   // ---- HTTP server environment
   { key: 'httpBodyLimitMb', env: ['DYN_HTTP_BODY_LIMIT_MB'], type: 'u32', default: 192, range: GE1, group: 'HTTP server environment', apps: F, help: 'Maximum request body in MB; larger bodies get 413.' },
   { key: 'httpGracefulShutdownTimeoutSecs', env: ['DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS'], type: 'u32', default: 5, group: 'HTTP server environment', apps: F, help: 'On SIGTERM stop accepting, let in-flight requests finish for this many seconds, then close.' },
+  { key: 'httpMaxHeaderBytes', flag: '--http-max-header-bytes', env: ['DYN_HTTP_MAX_HEADER_BYTES'], type: 'u32', default: 16384, range: GE1, group: 'HTTP server environment', apps: F, help: 'Largest request head (request line + headers) in bytes; larger heads get 431 and the connection is closed.' },
+  { key: 'httpMaxHeaders', flag: '--http-max-headers', env: ['DYN_HTTP_MAX_HEADERS'], type: 'u32', default: 100, range: GE1, group: 'HTTP server environment', apps: F, help: 'Most header fields in one request; more get 431.' },
+  { key: 'httpHeadersTimeoutSecs', flag: '--http-headers-timeout-secs', env: ['DYN_HTTP_HEADERS_TIMEOUT_SECS'], type: 'u32', default: 20, range: GE1, group: 'HTTP server environment', apps: F, help: 'A client must send the whole request head within this many seconds (slow-header clients get 408 and are disconnected).' },
+  { key: 'httpRequestTimeoutSecs', flag: '--http-request-timeout-secs', env: ['DYN_HTTP_REQUEST_TIMEOUT_SECS'], type: 'u32', default: 300, group: 'HTTP server environment', apps: F, help: 'A client must send the whole request (head and body) within this many seconds (408 otherwise); the response may take any time. 0 = no limit.' },
+  { key: 'httpMaxStreams', flag: '--http-max-streams', env: ['DYN_HTTP_MAX_STREAMS'], type: 'u32', default: 0, group: 'HTTP server environment', apps: F, help: 'Most streaming (SSE) responses open at once; a stream past it gets 503 too_many_streams with Retry-After. 0 = no limit.' },
 
   // ---- Routing
   { key: 'routerMode', flag: '--router-mode', env: ['DYN_ROUTER_MODE'], type: 'enum', choices: ['round-robin', 'random', 'kv', 'direct', 'least-loaded', 'device-aware-weighted', 'power-of-two'], default: 'round-robin', group: 'Routing', apps: FR, help: 'Worker selection strategy (PROTOCOL §8.8).' },

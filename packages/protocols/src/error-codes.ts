@@ -42,6 +42,17 @@ export const ERROR_CODES = {
       'A namespace, component, endpoint or model name breaks the naming rules of subjects and discovery keys.',
   },
   payload_too_large: { status: 413, group: 'request', meaning: 'The body or frame exceeds the size limit.' },
+  headers_too_large: {
+    status: 431,
+    group: 'request',
+    meaning:
+      'The request has more header fields than `--http-max-headers` (or a head above `--http-max-header-bytes`).',
+  },
+  too_many_streams: {
+    status: 503,
+    group: 'request',
+    meaning: 'The frontend has `--http-max-streams` streaming responses open; retry after `Retry-After`.',
+  },
   tokenize_budget_exceeded: {
     status: 413,
     group: 'request',

@@ -56,8 +56,19 @@ export class OpenStreams implements StreamRegistry {
     res.once('close', () => this.requests.delete(res));
   }
 
-  /** Registers a stream whose headers are (about to be) sent; returns its unregister. */
-  add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame): () => void {
+  /**
+   * Registers a stream whose headers are (about to be) sent; returns its unregister. With `max` > 0
+   * (`--http-max-streams`) and that many streams open, throws 503 `too_many_streams` (before any
+   * byte of the stream is written, so the handler answers it as a plain error).
+   */
+  add(res: ServerResponse, abort: () => void, errorFrame?: ErrorFrame, max = 0): () => void {
+    if (max > 0 && this.open.size >= max)
+      throw new KvrError(
+        'too_many_streams',
+        `stream: ${this.open.size} streaming responses are open, the limit is ${max} (--http-max-streams); retry later`,
+        503,
+        { field: 'stream', limit: max },
+      );
     const s: OpenStream = { res, abort, ...(errorFrame ? { errorFrame } : {}) };
     this.open.add(s);
     return () => void this.open.delete(s);

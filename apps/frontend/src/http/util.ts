@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
 import { reportInternal } from './internal-errors.js';
@@ -103,4 +103,54 @@ export function sendError(res: ServerResponse, err: unknown): void {
     JSON.stringify(body),
     status === 503 ? { 'retry-after': '1' } : requestId !== null ? { 'x-request-id': requestId } : undefined,
   );
+}
+
+/**
+ * TLS settings of the HTTPS listener: TLS 1.2 and 1.3 only, and for TLS 1.2 only forward-secret
+ * AEAD suites (Mozilla's "intermediate" profile: ECDHE/DHE with AES-GCM or ChaCha20-Poly1305; no
+ * RSA key exchange, CBC, 3DES, RC4 or SHA-1 MACs). TLS 1.3's suites are all strong (OpenSSL's own).
+ */
+export const TLS_PROFILE = {
+  minVersion: 'TLSv1.2',
+  ciphers: [
+    'ECDHE-ECDSA-AES128-GCM-SHA256',
+    'ECDHE-RSA-AES128-GCM-SHA256',
+    'ECDHE-ECDSA-AES256-GCM-SHA384',
+    'ECDHE-RSA-AES256-GCM-SHA384',
+    'ECDHE-ECDSA-CHACHA20-POLY1305',
+    'ECDHE-RSA-CHACHA20-POLY1305',
+    'DHE-RSA-AES128-GCM-SHA256',
+    'DHE-RSA-AES256-GCM-SHA384',
+  ].join(':'),
+  honorCipherOrder: true,
+} as const;
+
+/**
+ * Refuses a request with more than `max` header fields with 431 `headers_too_large` (the head's
+ * byte size is bounded by the server's `maxHeaderSize`, which answers 431 itself). The server must
+ * keep at least `max + 1` fields (`maxHeadersCount`) so that the excess is visible here.
+ */
+export function limitHeaderCount(max: number, next: RequestListener): RequestListener {
+  return (req, res) => {
+    const n = req.rawHeaders.length / 2;
+    if (n <= max) {
+      next(req, res);
+      return;
+    }
+    res.shouldKeepAlive = false;
+    sendError(
+      res,
+      new KvrError(
+        'headers_too_large',
+        `headers: ${n} header fields, the limit is ${max} (--http-max-headers)`,
+        431,
+        {
+          field: 'headers',
+          limit: max,
+        },
+      ),
+    );
+    // The body (if any) is not read.
+    req.resume();
+  };
 }
