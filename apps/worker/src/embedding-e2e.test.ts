@@ -4,48 +4,13 @@
  * `--model-type embedding` in front of it, and the frontend, meeting through file discovery. The
  * frontend's `/v1/embeddings` reaches the engine through the request plane's `embed` endpoint.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killAll, line, sleep, start } from './test-procs.js';
 
-const APPS = fileURLToPath(new URL('../../', import.meta.url));
-const children: ChildProcess[] = [];
-const logs: string[] = [];
 const DIM = 24;
-
-function start(script: string, args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', join(APPS, script), ...args],
-    {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
-  children.push(child);
-  return child;
-}
-
-/** First stdout line matching `re`. */
-function line(child: ChildProcess, re: RegExp, what: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.on('line', (l) => {
-      if (re.test(l)) {
-        rl.close();
-        resolve(l);
-      }
-    });
-    child.once('exit', (c) => reject(new Error(`${what} exited with ${c}: ${logs.join('').slice(-2000)}`)));
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('frontend → worker adapter → embedding engine (separate processes)', () => {
   let url = '';
@@ -89,7 +54,7 @@ describe('frontend → worker adapter → embedding engine (separate processes)'
   }, 120_000);
 
   afterAll(() => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    killAll();
   });
 
   it('embeddings of token ids: unit vectors of the engine dimension, equal inputs equal vectors, usage', async () => {

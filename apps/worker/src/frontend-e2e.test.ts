@@ -5,45 +5,12 @@
  * routing on events relayed by the adapters); killing that engine mid-stream makes its adapter fail
  * the stream with a migratable error, and the frontend finishes it on the other engine.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const APPS = fileURLToPath(new URL('../../', import.meta.url));
-const children: ChildProcess[] = [];
-const logs: string[] = [];
-
-function start(script: string, args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', join(APPS, script), ...args],
-    {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
-  children.push(child);
-  return child;
-}
-
-/** First stdout line matching `re`. */
-function line(child: ChildProcess, re: RegExp, what: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.on('line', (l) => {
-      if (re.test(l)) {
-        rl.close();
-        resolve(l);
-      }
-    });
-    child.once('exit', (c) => reject(new Error(`${what} exited with ${c}: ${logs.join('').slice(-2000)}`)));
-  });
-}
+import { killAll, line, sleep, start } from './test-procs.js';
 
 interface Engine {
   child: ChildProcess;
@@ -57,7 +24,6 @@ async function blocks(e: Engine): Promise<number> {
   return r.ranks[0].blocks.length;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // ~700 cl100k tokens, so ~44 blocks of 16: a clear cache win for the engine that holds them.
 const PROMPT = Array.from(
   { length: 120 },
@@ -146,7 +112,7 @@ describe('frontend → worker adapters → vLLM-compatible engines (separate pro
   }, 120_000);
 
   afterAll(() => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    killAll();
   });
 
   const chat = (maxTokens: number, stream = false) =>

@@ -7,49 +7,16 @@
  * `vllm_xargs.mock_output_token_ids` (cl100k ids of the text the test wants back), and
  * `GET /debug/requests` shows what reached each engine.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killAll, line, logs, sleep, start } from './test-procs.js';
 
-const APPS = fileURLToPath(new URL('../../', import.meta.url));
-const children: ChildProcess[] = [];
-const logs: string[] = [];
 const MODEL = 'mock-vllm';
 
-function start(script: string, args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', join(APPS, script), ...args],
-    {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  child.stderr!.on('data', (d: Buffer) => logs.push(d.toString()));
-  children.push(child);
-  return child;
-}
-
-function line(child: ChildProcess, re: RegExp, what: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.on('line', (l) => {
-      if (re.test(l)) {
-        rl.close();
-        resolve(l);
-      }
-    });
-    child.once('exit', (c) => reject(new Error(`${what} exited with ${c}: ${logs.join('').slice(-3000)}`)));
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ids = (text: string): number[] => cl100k.encode(text);
 /** Body fields the openai client's types do not know (it sends them as given). */
 const extra = (o: Record<string, unknown>) => o as object;
@@ -145,7 +112,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll();
 });
 
 describe('request surface: openai client → frontend → worker adapters → vLLM-compatible engines', () => {
