@@ -112,7 +112,7 @@ export interface LiveRequestList {
 }
 
 /** The reconciliation topic beside §5.4's: `{component subject}.active_sequences_events_live`. */
-export const activeSequencesLiveTopic = (ns: string, component: string): EventTopic => ({
+const activeSequencesLiveTopic = (ns: string, component: string): EventTopic => ({
   subject: `${activeSequencesSubject(ns, component)}_live`,
   namespace: ns,
   component,

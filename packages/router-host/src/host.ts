@@ -39,9 +39,9 @@ import { Closers, routerClock } from './lifecycle.js';
 import { createRemoteIndex } from './remote-index.js';
 
 /** How often a router with replica sync publishes its live request ids (issue 18). */
-export const LIVE_LIST_EVERY_MS = 2000;
+const LIVE_LIST_EVERY_MS = 2000;
 /** A peer whose lists stopped this long ago has its bookings freed. */
-export const LIVE_LIST_SILENT_MS = 10_000;
+const LIVE_LIST_SILENT_MS = 10_000;
 
 export interface GroupPath {
   namespace: string;

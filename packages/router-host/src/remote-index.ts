@@ -37,7 +37,7 @@ const LOG_EVERY_MS = 10_000;
 /** Transport failures that say nothing about the query itself: the instance is unreachable. */
 const UNREACHABLE = new Set(['cannot_connect', 'disconnected', 'connection_timeout', 'request_timeout']);
 
-export const PROBE_EVERY_MS = 1000;
+const PROBE_EVERY_MS = 1000;
 
 interface Served {
   readonly id: bigint;

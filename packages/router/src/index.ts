@@ -7,7 +7,7 @@ export {
   DEFAULT_OVERLAP_REFRESH_AFTER_SECS,
 } from './router.js';
 export type { WorkerConfig } from './workers.js';
-export { LIVE_GRACE_MS, type ReplicaLiveList } from './replica.js';
+export type { ReplicaLiveList } from './replica.js';
 export {
   StickySessions,
   SESSION_REAP_INTERVAL_MS,

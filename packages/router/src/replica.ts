@@ -32,6 +32,8 @@ export interface ReplicaContext {
   drain(): void;
   /** Request ids this router decided and has not seen freed. */
   ownIds(): Iterable<string>;
+  /** A worker this router routes to (a booking on any other would resurrect a removed worker's load). */
+  knowsWorker(workerId: bigint): boolean;
 }
 
 /** What a router says of itself in reconciliation: its request ids still live. */
@@ -41,7 +43,7 @@ export interface ReplicaLiveList {
 }
 
 /** A peer booking younger than this is kept even when absent from its router's list (the list may predate it). */
-export const LIVE_GRACE_MS = 1000;
+const LIVE_GRACE_MS = 1000;
 
 interface Peer {
   /** Request id -> when this router booked it (ms). */
@@ -200,6 +202,8 @@ export class ReplicaSync {
       this.peers.get(ev.router_id)?.bookings.delete(ev.request_id);
     } else if (data === 'MarkPrefillCompleted') changed = seqs.markPrefillCompleted(ev.request_id, now);
     else if (data && typeof data === 'object' && 'AddRequest' in data) {
+      // A peer's booking on a worker this router removed (dead, or not yet known) is not load here.
+      if (!c.knowsWorker(w.worker_id)) return false;
       const a = data.AddRequest;
       const hint = a.prefill_load_hint;
       const prefill = hint ? hint.initial_effective_prefill_tokens : 0;

@@ -126,6 +126,7 @@ export class KvRouter {
       armMaintenance,
       drain,
       ownIds: () => this.bookings.ids(),
+      knowsWorker: (id) => this.workers.get(id) !== undefined,
     });
     this.bookings = new Bookings({
       o,

@@ -87,6 +87,8 @@ function leaseWithId(client: Etcd3, id: bigint, ttl: number): Lease {
   return new (Lease as unknown as LeaseCtor)(granting, inner.nsApplicator, ttl);
 }
 
+const PAUSE_TICK_MS = 500;
+
 const sleep = (ms: number): Promise<void> =>
   new Promise((r) => {
     setTimeout(r, ms).unref();
@@ -103,6 +105,9 @@ export class EtcdDiscovery implements Discovery {
   /** Resolves when the current gap ends (null while the lease is held). */
   private restoring: Promise<void> | null = null;
   private abandoned = false;
+  /** Notices the process was paused (SIGSTOP, a VM freeze): see `checkAfterPause`. */
+  private readonly pauseTimer: ReturnType<typeof setInterval>;
+  private lastTick = Date.now();
 
   private constructor(
     private readonly client: Etcd3,
@@ -112,6 +117,21 @@ export class EtcdDiscovery implements Discovery {
     readonly endpoints: string[],
   ) {
     this.watchLease(lease);
+    this.pauseTimer = setInterval(() => this.checkAfterPause(), PAUSE_TICK_MS);
+    this.pauseTimer.unref();
+  }
+
+  /**
+   * A tick that comes far too late means the process was not running: if that lasted near the
+   * TTL, the lease may be gone. Asking etcd at once (instead of at the next keep-alive, up to ttl/3
+   * later) starts the re-registration within a round trip of the process's return.
+   */
+  private checkAfterPause(): void {
+    const now = Date.now();
+    const late = now - this.lastTick - PAUSE_TICK_MS;
+    this.lastTick = now;
+    if (late < (this.ttlSec * 1000) / 2 || this.closed || this.abandoned || this.restoring) return;
+    this.lease.keepaliveOnce().catch(() => undefined);
   }
 
   private watchLease(lease: Lease): void {
@@ -320,12 +340,14 @@ export class EtcdDiscovery implements Discovery {
 
   abandon(): void {
     this.abandoned = true;
+    clearInterval(this.pauseTimer);
     this.lease.release();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.pauseTimer);
     for (const w of [...this.watches]) {
       w.end();
       this.unwatch(w);
