@@ -17,7 +17,7 @@ import { KvrError } from '@kvrouter/protocols';
 import type { TokenizerSpec } from './types.js';
 
 /** Default time budget of one tokenization job (`--dyn-preprocess-budget-ms`). */
-export const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
+const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
 /** Texts of at least this many characters (~256k tokens) are large jobs. */
 const DEFAULT_LARGE_CHARS = 1 << 20;
 
