@@ -6,7 +6,8 @@ export {
   type FrontendOptions,
   type EmbeddedOptions,
 } from './frontend.js';
-export { createApp, type AppDeps } from './http/app.js';
+export { createApp } from './http/app.js';
+export type { AppDeps } from './http/deps.js';
 export { pathsFromConfig, type Paths } from './http/paths.js';
 export { openApiSpec } from './http/docs.js';
 export { ModelRegistry, Model, WorkerSet, type Logger, type ModelRegistryOptions } from './models.js';

@@ -13,54 +13,15 @@ import './cjs-interop.js';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
-import type { HealthReport } from '@kvrouter/runtime';
 import { modelNotFound } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
-import type { InferenceService } from '../service.js';
 import { registerApis } from './apis.js';
+import type { AppDeps } from './deps.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
-import type { LoraCatalog } from '../openai/lora.js';
-import { completionsHandler, type CompletionsHandler, type ParserFlags } from './openai.js';
-import type { Paths } from './paths.js';
+import { completionsHandler, type CompletionsHandler } from './openai.js';
 import { watchResponse, type InternalErrorSink } from './internal-errors.js';
-import type { StreamRegistry } from './streams.js';
 import { payloadTooLarge, plainUtf8Body, readUtf8Body, sendError } from './util.js';
-
-export interface AppDeps {
-  service: InferenceService;
-  registry: ModelRegistry;
-  paths: Paths;
-  bodyLimitMb: number;
-  enableAnthropicApi: boolean;
-  /** Prometheus exposition (content type, text). */
-  metrics: () => Promise<{ contentType: string; body: string }>;
-  /** False once shutdown began (the process still serves `/live`, but can no longer route). */
-  healthy: () => boolean;
-  /**
-   * The connection probes of `/health` (discovery reachable, NATS up where routing needs it);
-   * absent: none. `/health` adds `shutting_down` and `workers` (at least one ready worker per model).
-   */
-  probes?: (() => Promise<HealthReport>) | null;
-  /** Bounded tables report their size and limit here (`dynamo_frontend_table_*`, issue 17); absent: not reported. */
-  tables?: { register(table: string, read: () => { entries: number; limit: number } | null): void } | null;
-  /** `/health` detail `routing`: the truth-checked routing report per model (issue 19); absent: none. */
-  routing?: (() => unknown) | null;
-  /** `/dashboard` and its event stream (`--dashboard`; null when off). */
-  dashboard?: { middleware: (req: IncomingMessage, res: ServerResponse, next: () => void) => void } | null;
-  /** Number of in-flight HTTP requests changes (graceful shutdown waits for zero). */
-  onInflight?: (delta: number) => void;
-  /** `--dyn-tool-call-parser` / `--dyn-reasoning-parser` (override every card). */
-  parsers?: ParserFlags | null;
-  /** LoRA adapters registered by workers, served as models. */
-  lora?: LoraCatalog | null;
-  /** Open SSE responses (graceful shutdown cuts them with an error event); absent: not tracked. */
-  streams?: StreamRegistry | null;
-  /** Where internal errors (500) are logged and counted (default: stderr, not counted). */
-  internalErrors?: InternalErrorSink | null;
-  /** `--responses-store-size` / `--responses-store-ttl-secs` (`previous_response_id`); absent: 1000 / 3600. */
-  responsesStore?: { size: number; ttlSecs: number } | null;
-}
 
 /** `ok` when every known model has a ready worker (and there is at least one model), else why not. */
 function workersCheck(registry: ModelRegistry): string {

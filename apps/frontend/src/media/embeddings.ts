@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EMBED_ENDPOINT, KvrError, type EmbedItem, type EmbedRequest } from '@kvrouter/protocols';
 import { badRequest } from '../errors.js';
-import type { AppDeps } from '../http/app.js';
+import type { AppDeps } from '../http/deps.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';
 import { MediaRequest, type MediaPicker } from './pick.js';
 

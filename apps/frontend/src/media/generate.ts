@@ -22,7 +22,7 @@ import {
   type VideosRequest,
 } from '@kvrouter/protocols';
 import { badRequest, toOpenAiError } from '../errors.js';
-import type { AppDeps } from '../http/app.js';
+import type { AppDeps } from '../http/deps.js';
 import { reportInternal } from '../http/internal-errors.js';
 import { SseWriter } from '../http/sse.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';

@@ -1,6 +1,6 @@
 /** Embeddings, image and video generation APIs (`embeddings.ts`, `generate.ts`, worker choice in `pick.ts`). */
 import type { Express, Request, Response } from 'express';
-import type { ApiContext } from '../http/apis.js';
+import type { ApiContext } from '../http/deps.js';
 import { embeddingsHandler } from './embeddings.js';
 import { imagesHandler, videosHandler } from './generate.js';
 import { MediaPicker } from './pick.js';
