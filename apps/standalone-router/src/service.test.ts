@@ -282,3 +282,34 @@ describe('StandaloneRouter (mem discovery)', () => {
     });
   }, 60_000);
 });
+
+describe('frontend-only router flags on the standalone router (issue 15: honoured or refused)', () => {
+  it('--router-min-initial-workers: 503 model_not_ready until that many workers were ready once', async () => {
+    const hub = new MemDiscoveryHub();
+    const r = await router(hub, ['--no-router-kv-events', '--router-min-initial-workers', '2']);
+    await worker(hub);
+    await until(() => r.workerCount === 1);
+    await expect(r.route({ token_ids: [1, 2, 3] })).rejects.toMatchObject({
+      code: 'model_not_ready',
+      status: 503,
+      message: 'waiting for --router-min-initial-workers 2 workers (1 ready)',
+    });
+    const second = await worker(hub);
+    await until(() => r.workerCount === 2);
+    expect((await r.route({ token_ids: [1, 2, 3] })).worker_id).toBeDefined();
+    // Reached once: a worker leaving later does not stop routing.
+    await second.close();
+    await until(() => r.workerCount === 1);
+    expect((await r.route({ token_ids: [1, 2, 3] })).worker_id).toBeDefined();
+  });
+
+  it('--enforce-disagg and --decode-fallback are refused (the frontend orchestrates disaggregation)', async () => {
+    for (const flag of ['--enforce-disagg', '--decode-fallback'])
+      await expect(router(new MemDiscoveryHub(), [flag])).rejects.toMatchObject({
+        code: 'not_supported',
+        message: expect.stringMatching(
+          new RegExp(`^${flag}: disaggregated serving is orchestrated by the frontend`),
+        ) as string,
+      });
+  });
+});

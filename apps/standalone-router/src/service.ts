@@ -32,6 +32,7 @@ import {
   checkServedIndexRules,
   planRouter,
   readTextFile,
+  refuse,
   registerServedIndex,
   serveIndexHandlers,
   startDurableKvFeed,
@@ -92,6 +93,7 @@ export class StandaloneRouter {
   /** The NATS connection where routing needs it (request plane, or KV events), for `/health`. */
   private healthNats: { nc: NatsConnection; role: string } | null = null;
   private readonly routedAt = new Map<string, number>();
+  private reachedMin = false;
   private http_: JsonServer | null = null;
   private host!: RouterHost;
   private catalog!: WorkerCatalog<RouterHost>;
@@ -150,6 +152,16 @@ export class StandaloneRouter {
     const log = opts.log ?? stderrLogger;
     // Every refusal (and the --aic-* errors) before anything is connected.
     const plan = planRouter(config, 'standalone-router', { readText: readTextFile });
+    // Accepted (Dynamo's router flags are shared) but not this process's job: refused, not ignored.
+    for (const [on, flag] of [
+      [config.enforceDisagg, '--enforce-disagg'],
+      [config.decodeFallback, '--decode-fallback'],
+    ] as const)
+      if (on)
+        throw refuse(
+          flag,
+          'disaggregated serving is orchestrated by the frontend (its prefill and decode routers); a standalone router routes one endpoint — set it on the frontend',
+        );
     const discovery = await createDiscovery({
       backend: config.discoveryBackend,
       ...(opts.memHub ? { hub: opts.memHub } : {}),
@@ -420,6 +432,15 @@ export class StandaloneRouter {
   async route(body: unknown, signal?: AbortSignal): Promise<RouteReply> {
     if (this.closing) throw new KvrError('router_closed', 'router is shutting down', 503);
     const p = parseRoute(body, randomUUID);
+    // --router-min-initial-workers (§6.5): no decision until that many workers were ready once.
+    if (!this.reachedMin && this.catalog.readyCount < this.config.routerMinInitialWorkers)
+      throw new KvrError(
+        'model_not_ready',
+        `waiting for --router-min-initial-workers ${this.config.routerMinInitialWorkers} workers (${this.catalog.readyCount} ready)`,
+        503,
+        { error_type: 'overload' },
+      );
+    this.reachedMin = true;
     const r = this.router;
     if (!r)
       throw new KvrError(
