@@ -84,7 +84,8 @@ function step2(h: number, c: number): number {
 export class PromptEncoder {
   readonly tokenizer: TextTokenizer;
   readonly mode: 'default' | 'fastokens';
-  private readonly pool: TokenizerPool | null;
+  /** The tokenizer threads (null: everything inline). */
+  readonly pool: TokenizerPool | null;
   private readonly offloadChars: number;
   private readonly cacheTokens: number;
   private readonly inlineWhenBlocked: number;

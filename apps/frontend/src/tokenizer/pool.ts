@@ -218,6 +218,13 @@ export class TokenizerPool {
     }
   }
 
+  /** Threads running a job. */
+  get busy(): number {
+    let n = 0;
+    for (const t of this.threads) if (t.job !== null) n++;
+    return n;
+  }
+
   /** Jobs waiting for a thread. */
   get queued(): number {
     return this.queue.length;
