@@ -56,9 +56,19 @@ export function toOpenAiError(err: unknown): { status: number; body: OpenAiError
   const s = typeof e?.status === 'number' ? e.status : typeof e?.statusCode === 'number' ? e.statusCode : 500;
   if (s >= 400 && s < 500) {
     const msg = typeof e?.message === 'string' ? e.message : 'invalid request';
+    // Named like every other 4xx: the router's param decoding fails on the path, anything else
+    // here is the body reader (bad JSON, charset, a compressed body that does not inflate).
+    const field = msg.startsWith('Failed to decode param') ? 'path' : 'body';
     return {
       status: s,
-      body: { error: { message: msg, type: typeOf(s), code: typeof e?.type === 'string' ? e.type : null } },
+      body: {
+        error: {
+          message: `${field === 'body' ? 'request body' : 'path'}: ${msg}`,
+          type: typeOf(s),
+          code: typeof e?.type === 'string' ? e.type : null,
+          param: field,
+        },
+      },
     };
   }
   return {

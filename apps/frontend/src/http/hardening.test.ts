@@ -147,6 +147,23 @@ describe('limits and slow clients', () => {
     expect(await third.text()).toMatch(/data: \[DONE\]/);
   });
 
+  it('a compressed body that does not inflate, or a path that does not decode, gets a 400 naming it (found by fuzzing)', async () => {
+    const r = await fetch(`${fe.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: new Uint8Array([0x1f, 0x8b, 8, 0]),
+    });
+    expect(r.status).toBe(400);
+    const b = (await r.json()) as { error: { param: string; message: string } };
+    expect(b.error.param).toBe('body');
+    expect(b.error.message).toBe('request body: unexpected end of file');
+    const p = await fetch(`${fe.url}/v1/models/%E0%A4%A`);
+    expect(p.status).toBe(400);
+    const pb = (await p.json()) as { error: { param: string; message: string } };
+    expect(pb.error.param).toBe('path');
+    expect(pb.error.message).toMatch(/^path: Failed to decode param/);
+  });
+
   it('error bodies carry no stack trace or internal path', async () => {
     const LEAK = /\n\s+at |\/work\/|\/home\/|node_modules|\.ts:\d+|\.js:\d+|Error: /;
     const cases: Array<[string, string, string?]> = [

@@ -6,6 +6,7 @@
  * message that names the field (`param`, or the message starting with the field path).
  */
 import net from 'node:net';
+import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzzParams, fuzzTimeout, mutatedBytes, mutatedTree } from '@kvrouter/testkit';
@@ -159,6 +160,37 @@ describe.each(POSTS)('POST %s under fuzzing', (path, valid, kind) => {
       );
     },
   );
+});
+
+const compress: Record<string, (b: Uint8Array) => Uint8Array> = {
+  gzip: (b) => zlib.gzipSync(b),
+  deflate: (b) => zlib.deflateSync(b),
+  br: (b) => zlib.brotliCompressSync(b),
+  identity: (b) => b,
+};
+
+describe.each(POSTS)('POST %s with encoded bodies under fuzzing', (path, valid, kind) => {
+  it('compressed, cut or mislabelled bodies and charsets: no 5xx, no hang', { timeout: T }, async () => {
+    const base = enc.encode(JSON.stringify(valid));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('gzip', 'deflate', 'br', 'identity'),
+        fc.oneof(fc.constant(base), mutatedBytes(base), fc.uint8Array({ maxLength: 30 })),
+        fc.oneof(fc.constant(null), fc.nat()),
+        fc.constantFrom('utf-8', 'utf-16le', 'latin1', 'foo', null),
+        fc.boolean(),
+        async (encoding, bytes, cut, charset, compressIt) => {
+          let b = compressIt ? compress[encoding]!(bytes) : bytes;
+          if (cut !== null && b.length > 0) b = b.subarray(0, cut % b.length);
+          const headers: Record<string, string> = { 'content-encoding': encoding };
+          if (charset !== null) headers['content-type'] = `application/json; charset=${charset}`;
+          const what = `POST ${path} ${encoding}${compressIt ? '' : ' (not compressed)'} cut=${cut} charset=${charset}`;
+          checkAnswer(await send('POST', path, b, headers), kind, what);
+        },
+      ),
+      fuzzParams(15, 600),
+    );
+  });
 });
 
 const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20}$/);
