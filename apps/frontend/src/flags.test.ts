@@ -46,22 +46,6 @@ describe('refused at startup (exit 2, naming the flag and the allowed values)', 
   });
 });
 
-describe('accepted but without effect: said at startup', () => {
-  it('--router-durable-kv-events when the router keeps no event-driven index', async () => {
-    const log = captureLog();
-    const fe = await startFrontend(
-      ['--router-mode', 'round-robin', '--event-plane', 'nats', '--router-durable-kv-events'],
-      {
-        log,
-      },
-    );
-    await fe.close(0);
-    expect(log.lines).toContain(
-      'warn --router-durable-kv-events has no effect: --router-mode round-robin keeps no index (only kv mode reads KV events)',
-    );
-  });
-});
-
 describe('--dyn-debug-perf', () => {
   it('logs received → tokenized → routed → first token → done for each request', async () => {
     const log = captureLog();

@@ -67,21 +67,6 @@ export function checkRouterServiceFlags(config: ServiceFlags, plan: RouterPlan):
     throw why('--serve-indexer', 'serving the index to other routers');
 }
 
-/** Why a plan has no event-driven index for durable KV events to feed. */
-function noEventIndex(plan: RouterPlan): string {
-  const mode = plan.params.policy.mode ?? 'kv';
-  switch (plan.params.index.kind) {
-    case 'approximate':
-      return 'with --no-router-kv-events the index predicts from its own decisions and reads no KV events';
-    case 'remote':
-      return 'with --use-remote-indexer this router keeps no index (the serving router reads the events)';
-    default:
-      return mode === 'kv'
-        ? 'with --router-kv-overlap-score-credit 0 the router keeps no index'
-        : `--router-mode ${mode} keeps no index (only kv mode reads KV events)`;
-  }
-}
-
 export interface RouterServicesOptions {
   config: ServiceFlags;
   plan: RouterPlan;
@@ -98,8 +83,6 @@ export function routerServices(
 ): ((set: WorkerSet) => { close(): Promise<void> }) | null {
   const { config, plan, log } = o;
   const durable = durableKvEventsOn(config, plan);
-  if (config.routerDurableKvEvents && !durable)
-    log.warn(`--router-durable-kv-events has no effect: ${noEventIndex(plan)}`);
   const serve = config.serveIndexer;
   // §6.5: every kv-mode router registers `router-discovery` under its worker component (issue 18).
   // (Not with mem discovery: no other process sees it.)

@@ -261,6 +261,25 @@ describe('obsolete aliases and deprecations', () => {
     ).not.toContain('--router-reset-states has no effect without --router-durable-kv-events (ignored)');
   });
 
+  it('--router-durable-kv-events without an event-driven index warns why it has no effect', () => {
+    const nats = ['--router-durable-kv-events', '--event-plane', 'nats'];
+    const why = (argv: string[], app: 'frontend' | 'router' = 'frontend') =>
+      resolveConfig(app, [...nats, ...argv], {}).warnings.filter((w) => w.includes('has no effect:'));
+    expect(why([])).toEqual([
+      '--router-durable-kv-events has no effect: --router-mode round-robin keeps no index (only kv mode reads KV events)',
+    ]);
+    expect(why(['--router-mode', 'kv', '--router-kv-overlap-score-credit', '0'], 'router')).toEqual([
+      '--router-durable-kv-events has no effect: with --router-kv-overlap-score-credit 0 the router keeps no index',
+    ]);
+    expect(why(['--router-mode', 'kv', '--use-remote-indexer'])).toEqual([
+      '--router-durable-kv-events has no effect: with --use-remote-indexer this router keeps no index (the serving router reads the events)',
+    ]);
+    expect(why(['--router-mode', 'kv', '--no-router-kv-events'])).toEqual([
+      '--router-durable-kv-events has no effect: with --no-router-kv-events the index predicts from its own decisions and reads no KV events',
+    ]);
+    expect(why(['--router-mode', 'kv'])).toEqual([]);
+  });
+
   it('the gRPC port flags without --kserve-grpc-server warn (ignored)', () => {
     expect(fe(['--kserve-grpc-port', '9001'], { DYN_GRPC_METRICS_PORT: '9002' }).warnings).toEqual([
       '--kserve-grpc-port has no effect without --kserve-grpc-server (ignored)',

@@ -504,6 +504,21 @@ function lateWarnings(cfg: Cfg, sources: Record<string, Source>, warnings: strin
       ['grpcMetricsPort', '--grpc-metrics-port'],
     ] as const)
       if (explicit(sources[k])) warnings.push(`${f} has no effect without --kserve-grpc-server (ignored)`);
+  // Durable KV events feed an event-driven index: a router that keeps none ignores them (the same
+  // index choice as the router's, docs/cost-model.md §8 / protocol.md §7.4).
+  if ('routerMode' in cfg && cfg.routerDurableKvEvents === true) {
+    const why =
+      cfg.routerMode !== 'kv'
+        ? `--router-mode ${String(cfg.routerMode)} keeps no index (only kv mode reads KV events)`
+        : cfg.routerKvOverlapScoreCredit === 0
+          ? 'with --router-kv-overlap-score-credit 0 the router keeps no index'
+          : cfg.useRemoteIndexer === true
+            ? 'with --use-remote-indexer this router keeps no index (the serving router reads the events)'
+            : cfg.routerKvEvents === false
+              ? 'with --no-router-kv-events the index predicts from its own decisions and reads no KV events'
+              : null;
+    if (why) warnings.push(`--router-durable-kv-events has no effect: ${why}`);
+  }
   for (const k of ['kvCacheBlockSize', 'blockSize'])
     if (cfg[k] === 1)
       warnings.push('KV block size 1: every token is a block; index and event volume will be very high');
