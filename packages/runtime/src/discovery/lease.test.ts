@@ -3,11 +3,15 @@
  * real etcd: the lease is revoked behind the process's back through etcd's JSON gateway (what
  * etcd does itself when a paused process misses its TTL), another "process" watches the keys go
  * and come back, and `/health`'s probe reports the gap while it lasts and the gap after it ended.
+ * The file backend does the same for a process stalled past its TTL.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startEtcd, type ServiceHandle } from '@kvrouter/testkit';
 import { probeHealth, type HealthReport } from '../health.js';
-import { EtcdDiscovery, type LeaseStatus, type WatchEvent } from './index.js';
+import { EtcdDiscovery, FileDiscovery, type LeaseStatus, type WatchEvent } from './index.js';
 
 let etcd: ServiceHandle;
 beforeAll(async () => {
@@ -89,3 +93,28 @@ it('re-grants a revoked lease under the same id, puts every key again, and /heal
     await other.close();
   }
 }, 30_000);
+
+it('file discovery: a process stalled past its TTL writes its keys again (same id), reporting the gap', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'kvr-lease-'));
+  const d = await FileDiscovery.open({ root, ttlSec: 1, pollMs: 50 });
+  const other = await FileDiscovery.open({ root, ttlSec: 1, pollMs: 50 });
+  try {
+    await d.put('v1/test/a', 'A');
+    const lost: string[] = [];
+    d.onLeaseLost((e) => lost.push(e.code));
+    const restored = new Promise<LeaseStatus>((r) => d.onLeaseRestored(r));
+    // Stall the event loop past the 1 s TTL, as a paused process would be.
+    const until = Date.now() + 1600;
+    while (Date.now() < until);
+    const st = await restored;
+    expect(lost).toEqual(['lease_lost']);
+    expect(st.reacquired).toBe(1);
+    expect(st.lastGap?.keys).toBe(1);
+    expect(await other.get('v1/test/a')).toBe('A');
+    expect(d.leaseStatus().state).toBe('held');
+  } finally {
+    await d.close();
+    await other.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
