@@ -129,6 +129,8 @@ export const wireValue = (): fc.Arbitrary<unknown> =>
       fc.bigInt({ min: -(1n << 63n), max: (1n << 64n) - 1n }),
       fc.double(),
       fc.string({ maxLength: 12 }),
+      // Any UTF-16 code units: non-ASCII, astral characters, lone surrogates.
+      fc.string({ unit: 'binary', maxLength: 8 }),
       fc.uint8Array({ maxLength: 12 }),
       fc.array(tie('v'), { maxLength: 5 }),
       fc.dictionary(fc.string({ maxLength: 8 }), tie('v'), { maxKeys: 5 }),
@@ -162,8 +164,13 @@ export function replaceAt(tree: unknown, path: readonly number[], value: unknown
   };
 }
 
-/** `tree` with one field replaced by a random wire value, or deleted (undefined), or kept. */
+const oneEdit = fc.tuple(
+  fc.array(fc.nat({ max: 64 }), { maxLength: 8 }),
+  fc.oneof(wireValue(), fc.constant(undefined)),
+);
+
+/** `tree` with one to three fields replaced by random wire values, or deleted (undefined). */
 export const mutatedTree = (tree: unknown): fc.Arbitrary<unknown> =>
   fc
-    .tuple(fc.array(fc.nat({ max: 64 }), { maxLength: 8 }), fc.oneof(wireValue(), fc.constant(undefined)))
-    .map(([path, v]) => replaceAt(tree, path, v));
+    .array(oneEdit, { minLength: 1, maxLength: 3 })
+    .map((edits) => edits.reduce((t, [path, v]) => replaceAt(t, path, v), tree));
