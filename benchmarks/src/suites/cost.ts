@@ -1,6 +1,7 @@
 /**
  * core-cost hot paths, per routing decision and per lifecycle event:
- * - score: computeCosts + pick over 64 / 256 candidates (T = 0 and T = 0.5);
+ * - score: computeCosts + pick over 64 / 256 candidates (T = 0 and T = 0.5), and the ttft policy's
+ *   computeTtftCosts + pickTtft;
  * - loads: MultiWorkerSequences.fillLoads for 256 ranks with a 128-block prompt (one walk of the
  *   holder tree for every rank's prefix depth, flat per-slot load rows), looked up by rank and
  *   with the (slot, generation) the router caches — the full snapshot taken before scoring;
@@ -15,8 +16,11 @@ import {
   computeCosts,
   CostBreakdown,
   DEFAULT_COST_PARAMS,
+  DEFAULT_TTFT_PARAMS,
   MultiWorkerSequences,
+  computeTtftCosts,
   pickIndex,
+  pickTtft,
   RouterQueue,
   type AddRequestInput,
 } from '@kvrouter/core-cost';
@@ -65,7 +69,7 @@ export const suite: Suite = {
     const rows: Row[] = [];
     const reps = ctx.quick ? 5 : 15;
     const r = rng(42);
-    const total = 9;
+    const total = 11;
     let done = 0;
     const step = (label: string) => ctx.progress(label, ++done, total);
 
@@ -102,6 +106,25 @@ export const suite: Suite = {
         });
         step('score');
       }
+      for (let i = 0; i < n; i++) {
+        batch.prefillRate[i] = 30 + (r.u32() % 20);
+        batch.capacityBlocks[i] = 16_384;
+      }
+      const ns = medianNs(
+        () => {
+          computeTtftCosts(batch, req, DEFAULT_TTFT_PARAMS, true, 0.75, 0.25, out);
+          pickTtft(out.cost, out.cachedTokens, n, r.next);
+        },
+        ctx.quick ? 2000 : 20_000,
+        reps,
+      );
+      rows.push({
+        name: `computeTtftCosts + pickTtft, ${n} candidates`,
+        value: ns,
+        unit: 'ns/decision',
+        extra: { nsPerCandidate: +(ns / n).toFixed(1) },
+      });
+      step('score');
     }
 
     // --- loads snapshot ------------------------------------------------------------------
