@@ -46,6 +46,9 @@ export interface Admission {
 
 export type Verdict = Admission | 'park' | 'unknown_pin';
 
+/** Weight of a rank's seed rate, in prompt tokens (one typical pass budget). */
+const SEED_TOKENS = 8192;
+
 export class AdmissionGate {
   /** Scoring scratch, reused by every decision (the gate is synchronous). */
   readonly batch = new CandidateBatch(64);
@@ -183,14 +186,16 @@ export class AdmissionGate {
 
   /**
    * The rank's learned prefill rate; created on first use, seeded from the AIC predictor (time of
-   * one full token budget from scratch) when there is one, else `DEFAULT_PREFILL_TOKENS_PER_MS`.
+   * one token budget, at most 8192 tokens, from scratch) when there is one, else
+   * `DEFAULT_PREFILL_TOKENS_PER_MS`; the seed weighs as much as that many observed tokens.
    */
   rateOf(r: RankEntry): PrefillRate {
     let rate = this.rates.get(r.key);
     if (rate === undefined) {
       let seed = DEFAULT_PREFILL_TOKENS_PER_MS;
       const predictor = this.o.predictor;
-      const mnbt = r.owner.maxNumBatchedTokens;
+      // One pass worth of tokens (a worker without a budget reports a huge default).
+      const mnbt = Math.min(r.owner.maxNumBatchedTokens, SEED_TOKENS);
       if (predictor) {
         try {
           const ms = predictor({ worker: r.worker, isl: mnbt, prefixTokens: 0 });

@@ -57,3 +57,35 @@ describe('bursts of siblings share', () => {
     expect((await router.route({ requestId: 's1', tokens: P })).workerId).toBe(2n);
   });
 });
+
+describe("the ttft policy learns each rank's prefill rate from first tokens", () => {
+  it('a slow first prefill makes that rank slower in the next prediction (worked by hand)', async () => {
+    const { router, clock } = harness({
+      mode: 'kv',
+      indexer: new RadixIndexer(),
+      cost: { policy: 'ttft' },
+    } as TestOptions);
+    router.addWorker({ workerId: 1 });
+    router.addWorker({ workerId: 2 });
+    // A: 1600 tokens, pinned to worker 1 at t = 0, first token at t = 100 ms.
+    await router.route({
+      requestId: 'A',
+      tokens: toks(1, 1600),
+      nvext: { backend_instance_id: 1n as WorkerId },
+    });
+    clock.advance(100);
+    router.markPrefillCompleted('A');
+    // Worker 1: seed 40 tok/ms weighing 8192 tokens (204.8 ms), keep 0.9, no decode pressure (no
+    // total_kv_blocks): tokens 0.9·8192 + 1600 = 8972.8, ms 0.9·204.8 + 100 = 284.32 → 31.5588 tok/ms.
+    // B (320 new tokens): worker 1 predicts 320 / 31.5588 = 10.140 ms plus λ·the same = 15.210;
+    // worker 2 (seed 40): 8 + 4 = 12 → worker 2.
+    const d = await router.route({ requestId: 'B', tokens: toks(2, 320), explain: true });
+    expect(d.workerId).toBe(2n);
+    const c = d.explanation.candidates!;
+    const w1 = c.find((t) => t.worker_id === 1n)!;
+    const w2 = c.find((t) => t.worker_id === 2n)!;
+    expect(w1.prefill_term).toBeCloseTo(320 / (8972.8 / 284.32), 9);
+    expect(w1.cost).toBeCloseTo(1.5 * (320 / (8972.8 / 284.32)), 9);
+    expect([w2.prefill_term, w2.cost]).toEqual([8, 12]);
+  });
+});
