@@ -210,7 +210,8 @@ describe('graceful shutdown of non-streaming requests', () => {
       type: 'error',
       error: {
         type: 'overloaded_error',
-        message: 'the server is shutting down: the request was cut at the end of the graceful shutdown period',
+        message:
+          'the server is shutting down: the request was cut at the end of the graceful shutdown period',
       },
     });
   });
