@@ -31,6 +31,7 @@
 import * as jinja from '@huggingface/jinja';
 import { Template } from '@huggingface/jinja';
 import { KvrError } from '@kvrouter/protocols';
+import { compileTemplate, Unsupported, type CompiledTemplate } from './jinja/compile.js';
 
 /** The runtime part of @huggingface/jinja used here (its .d.ts imports are extensionless; NodeNext cannot follow them). */
 interface JinjaEnvironment {
@@ -110,6 +111,8 @@ export class ChatMlTemplate implements ChatTemplate {
 export interface JinjaTemplateOptions {
   /** The date `strftime_now` formats (default: now). Tests pin it. */
   now?: () => Date;
+  /** `interpreter`: never use the compiled renderer (tests compare the two). Default `auto`. */
+  renderer?: 'auto' | 'interpreter';
 }
 
 /** transformers' `special_tokens_map` from a tokenizer_config.json (AddedToken objects → their text). */
@@ -214,6 +217,12 @@ function strftime(d: Date, fmt: string): string {
 export class JinjaChatTemplate implements ChatTemplate {
   readonly name = 'jinja';
   private readonly t: Template;
+  /** The template compiled to closures (null: a construct it does not mirror; see `compiledFallback`). */
+  private readonly compiled: CompiledTemplate | null = null;
+  /** Why the template is rendered by the interpreter (null when compiled). */
+  readonly compiledFallback: string | null = null;
+  /** Renders by the compiled renderer / by the interpreter after the compiled one gave up or threw. */
+  readonly renders = { compiled: 0, interpreted: 0 };
   /** The template iterates over message contents (OpenAI "parts" format) rather than using them as strings. */
   readonly partsContent: boolean;
   /** The template tests contents against none: a null content is passed as null, not "". */
@@ -239,6 +248,12 @@ export class JinjaChatTemplate implements ChatTemplate {
         },
       );
     }
+    try {
+      if (opts.renderer !== 'interpreter') this.compiled = compileTemplate(this.t.parsed);
+    } catch (e) {
+      if (!(e instanceof Unsupported)) throw e;
+      this.compiledFallback = e.message;
+    }
     const s: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(specials)) if (v !== null && v !== undefined) s[k] = v;
     this.specials = s;
@@ -258,6 +273,16 @@ export class JinjaChatTemplate implements ChatTemplate {
    * clock): the library's globals cannot be redeclared, so they are set up here the same way.
    */
   private run(items: Record<string, unknown>): string {
+    if (this.compiled) {
+      try {
+        const text = this.compiled.render(this.vars(items));
+        this.renders.compiled++;
+        return text;
+      } catch {
+        // a case the compiled renderer does not mirror, or an error: the interpreter decides
+      }
+    }
+    this.renders.interpreted++;
     const env = new Environment();
     const now = this.opts.now ?? (() => new Date());
     const globals: Record<string, unknown> = {
@@ -276,6 +301,27 @@ export class JinjaChatTemplate implements ChatTemplate {
     for (const [k, v] of Object.entries(globals)) env.set(k, v);
     for (const [k, v] of Object.entries(items)) if (!(k in globals)) env.set(k, v);
     return new Interpreter(env).run(this.t.parsed).value;
+  }
+
+  /** The variables of `run` as plain values (the same names the interpreter's environment gets). */
+  private vars(items: Record<string, unknown>): Record<string, unknown> {
+    const now = this.opts.now ?? (() => new Date());
+    const vars: Record<string, unknown> = {
+      false: false,
+      true: true,
+      none: null,
+      raise_exception: (msg: unknown) => {
+        throw new Error(String(msg));
+      },
+      range,
+      strftime_now: (fmt: string) => strftime(now(), fmt),
+      True: true,
+      False: false,
+      None: null,
+    };
+    const globals = { ...vars };
+    for (const [k, v] of Object.entries(items)) if (!(k in globals)) vars[k] = v;
+    return vars;
   }
 
   private prepare(messages: readonly TemplateMessage[]): unknown[] {
