@@ -10,6 +10,8 @@
  * 2. SIGKILL it and start another: after the dead instance's first refused connection no query goes
  *    to it, and the new router announces its index only once rebuilt (its first answer already holds
  *    the prompt's blocks).
+ * 3. SIGSTOP the mocker past its workers' leases and SIGCONT it: both workers re-register under
+ *    the same ids, the router routes to them again and their blocks are back in its index.
  */
 import { RouterRequestMetrics, createRegistry } from '@kvrouter/metrics';
 import {
@@ -193,4 +195,35 @@ it('a killed router gets no query after its first refused connection; its succes
   // workers' local indexers before it announced kv_indexer_query).
   expect(firstAnswers[0]).toBe(4);
   expect(warnings.some((w) => /unreachable .*out of rotation/.test(w))).toBe(true);
+}, 60_000);
+
+it('workers paused past their leases re-register under the same ids; the router routes to them and rebuilds their blocks', async () => {
+  const workerKeys = async (): Promise<string[]> =>
+    (await d.list(`v1/instances/${NS}/backend/generate/`)).map((e) => e.key).sort();
+  const before = await workerKeys();
+  expect(before).toHaveLength(2);
+  mocker.child.kill('SIGSTOP');
+  // Both workers' leases expire: etcd deletes their keys and the router drops them (and their blocks).
+  await eventually(async () => (await workerKeys()).length === 0, 20_000, 'worker keys expired');
+  await eventually(
+    async () =>
+      ((await (await fetch(`${router.systemUrl}/health`)).json()) as { workers: number }).workers === 0,
+    10_000,
+    'the router dropped both workers',
+  );
+  mocker.child.kill('SIGCONT');
+  // Same instance ids, routable again, and the router's index has the prompt's blocks back (from
+  // the workers' local indexers), as the served index shows.
+  await eventually(
+    async () => (await workerKeys()).join() === before.join(),
+    10_000,
+    'workers re-registered',
+  );
+  await eventually(
+    async () =>
+      ((await (await fetch(`${router.systemUrl}/health`)).json()) as { workers: number }).workers === 2,
+    10_000,
+    'the router routes to both again',
+  );
+  await eventually(async () => (await query()) === 4, 10_000, 'the blocks are back in the index');
 }, 60_000);
