@@ -212,6 +212,16 @@ describe('Responses API (openai client)', () => {
     await expect(
       client.responses.create({ model: MODEL, previous_response_id: unstored.id, input: 'again' }),
     ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // GET /v1/responses/{id}: neither an unknown id nor a store: false response is readable.
+    for (const id of ['resp_nope', unstored.id]) {
+      const e = await client.responses.retrieve(id).then(
+        () => null,
+        (x: unknown) => x,
+      );
+      expect(e, id).toBeInstanceOf(OpenAI.NotFoundError);
+      expect((e as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('not_found');
+      expect((e as InstanceType<typeof OpenAI.NotFoundError>).param).toBe('response_id');
+    }
   });
 
   it('400 naming the field: built-in tools, bad items, unknown model is 404', async () => {

@@ -259,7 +259,8 @@ export function registerResponses(app: Express, ctx: ApiContext): void {
     const id = String((req.params as { id?: string }).id ?? '');
     const s = store.get(id);
     if (!s) {
-      sendError(res, new KvrError('not_found', `No response with id '${id.slice(0, 256)}' is stored.`, 404));
+      const msg = `No response with id '${id.slice(0, 256)}' is stored.`;
+      sendError(res, new KvrError('not_found', msg, 404, { field: 'response_id' }));
       return;
     }
     sendJson(res, 200, JSON.stringify(s.response));
