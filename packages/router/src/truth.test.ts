@@ -63,7 +63,7 @@ describe('TruthMonitor', () => {
     expect(state(m, 1).drift).toBe(0);
   });
 
-  it('a worker the index holds nothing for is silent after 8 requests, and recovers once its events arrive', () => {
+  it('a worker the index holds nothing for is silent after 8 requests (5 s after the first), and recovers once its events arrive', () => {
     const sizes = new Map([
       ['1:0', 0],
       ['2:0', 40],
@@ -72,13 +72,18 @@ describe('TruthMonitor', () => {
     for (let i = 0; i < 16; i++) m.observe(2n, 32, 32, 64, i);
     for (let i = 0; i < 7; i++) m.observe(1n, 0, 0, 64, i);
     expect(flips).toEqual([]);
+    // The 8th request, but the first one is only 8 ms old: a pause in delivery, not yet silence.
     m.observe(1n, 0, 0, 64, 8);
+    expect(flips).toEqual([]);
+    m.evaluate(DEFAULT_TRUTH_THRESHOLDS.silentMinMs - 1);
+    expect(flips).toEqual([]);
+    m.evaluate(DEFAULT_TRUTH_THRESHOLDS.silentMinMs);
     expect(flips).toEqual([[1n, true]]);
     expect(m.report()).toMatchObject({ mode: 'degraded' });
     expect(m.report().reasons).toContain('worker 1: no KV events from it reach the index');
     // Events arrive: after the next poll the worker gathers fresh comparisons, still load-only.
     sizes.set('1:0', 4);
-    const t1 = 8 + TRUTH_INDEX_POLL_MS;
+    const t1 = DEFAULT_TRUTH_THRESHOLDS.silentMinMs + TRUTH_INDEX_POLL_MS;
     m.evaluate(t1);
     expect(state(m, 1)).toMatchObject({ state: 'load_only', samples: 0, indexBlocks: 4 });
     for (let i = 0; i < 7; i++) m.observe(1n, 32, 32, 64, t1 + i);
@@ -91,6 +96,29 @@ describe('TruthMonitor', () => {
     expect(m.report().mode).toBe('exact');
   });
 
+  it('a worker checked a few times once and never since stops holding the mode back', () => {
+    const { m } = monitor(
+      2,
+      new Map([
+        ['1:0', 5],
+        ['2:0', 5],
+      ]),
+    );
+    m.observe(2n, 32, 32, 64, 0);
+    m.observe(2n, 32, 32, 64, 1);
+    // Worker 2 has 2 checks (< 8): converging while it was checked within the router's last 32.
+    for (let i = 0; i < 31; i++) m.observe(1n, 32, 32, 64, 2 + i);
+    expect(m.report()).toMatchObject({
+      mode: 'degraded',
+      reasons: ['converging: 1 worker(s) under 8 checks'],
+    });
+    // 33 checks in all, worker 2's last was check 2: 33 − 2 = 31 < 32, still converging. The 34th
+    // check makes it 32 old: no longer judged.
+    m.observe(1n, 32, 32, 64, 40);
+    expect(m.report()).toMatchObject({ mode: 'exact', reasons: [] });
+    expect(m.report().workers.find((x) => x.workerId === 2n)!.state).toBe('converging');
+  });
+
   it('the time rule: one request, then 30 s without events', () => {
     const { m, flips } = monitor(1, new Map([['1:0', 0]]));
     m.observe(1n, 0, 0, 64, 1000);
@@ -101,15 +129,17 @@ describe('TruthMonitor', () => {
     expect(flips).toEqual([[1n, true]]);
   });
 
-  it('an index that never applied an event: every worker load-only at the 16th request (fallback)', () => {
+  it('an index that never applied an event: every worker load-only after 16 requests and 5 s (fallback)', () => {
     const { m, flips } = monitor(8, new Map());
     // 15 requests over 8 workers: at most 2 each, so no worker is silent on its own yet.
     for (let i = 0; i < 15; i++) m.observe(BigInt((i % 8) + 1), 0, 0, 64, i);
     expect(flips).toEqual([]);
     expect(m.report().mode).toBe('degraded');
     m.observe(1n, 0, 0, 64, 15);
-    // Workers are judged as they report (the 16th request's worker now; the others at evaluate).
-    m.evaluate(16);
+    m.evaluate(4999);
+    expect(flips).toEqual([]);
+    // 16 requests, the first 5 s ago: every worker at once (the poll of the frontend, or a request).
+    m.evaluate(5000);
     expect(flips.filter(([, on]) => on)).toHaveLength(8);
     const r = m.report();
     expect(r.mode).toBe('fallback');

@@ -38,6 +38,11 @@ export interface TruthThresholds {
   silentRequests: number;
   /** ... or this long (ms) since the first such request: the worker is silent. */
   silentAfterMs: number;
+  /**
+   * The request counts above flag only once their first request is at least this old (ms): event
+   * delivery that pauses for less (a NATS restart recovers within 2 s) is not an alarm.
+   */
+  silentMinMs: number;
   /** The whole index empty after this many such requests (any workers): every worker is load-only. */
   indexEmptyRequests: number;
 }
@@ -45,7 +50,9 @@ export interface TruthThresholds {
 /**
  * Documented defaults (docs/memory.md lists the state, packages/router/README.md the rules).
  * Within 100 requests: `indexEmptyRequests` (16) flips a model whose events never arrive;
- * `silentRequests` (8) a single silent worker; `silentAfterMs` (30 s) covers slow traffic.
+ * `silentRequests` (8) a single silent worker — each once its first such request is `silentMinMs`
+ * (5 s) old; `silentAfterMs` (30 s) covers slow traffic. So a silent index is flagged within 30 s
+ * whenever requests flow, and pauses shorter than 5 s never are.
  */
 export const DEFAULT_TRUTH_THRESHOLDS: Readonly<TruthThresholds> = Object.freeze({
   driftAlpha: 0.1,
@@ -55,6 +62,7 @@ export const DEFAULT_TRUTH_THRESHOLDS: Readonly<TruthThresholds> = Object.freeze
   modelMinSamples: 16,
   silentRequests: 8,
   silentAfterMs: 30_000,
+  silentMinMs: 5_000,
   indexEmptyRequests: 16,
 });
 
@@ -93,6 +101,8 @@ interface WorkerState {
   /** Block-bearing requests seen while the index held nothing for the worker. */
   emptyRequests: number;
   emptySince: number;
+  /** The router's check count at this worker's last check (recent traffic, for `converging`). */
+  lastCheck: number;
   /** Samples since the worker became load-only, or since its events came back (recovery needs `minSamples`). */
   sinceFlag: number;
   /** Load-only for silence and its events arrive again: fresh comparisons are being gathered. */
@@ -104,6 +114,7 @@ interface WorkerState {
 const fresh = (): WorkerState => ({
   samples: 0,
   drift: 0,
+  lastCheck: 0,
   emptyRequests: 0,
   emptySince: 0,
   sinceFlag: 0,
@@ -134,6 +145,8 @@ function checkThresholds(t: TruthThresholds): TruthThresholds {
   count('indexEmptyRequests');
   if (typeof t.silentAfterMs !== 'number' || !(t.silentAfterMs > 0))
     throw invalidArgument('truth.silentAfterMs', 'must be a number > 0', t.silentAfterMs);
+  if (typeof t.silentMinMs !== 'number' || !(t.silentMinMs >= 0) || t.silentMinMs > t.silentAfterMs)
+    throw invalidArgument('truth.silentMinMs', 'must be a number in [0, truth.silentAfterMs]', t.silentMinMs);
   return t;
 }
 
@@ -142,8 +155,9 @@ export class TruthMonitor {
   private readonly bs: number;
   private readonly workers = new Map<bigint, WorkerState>();
   private samples = 0;
-  /** Block-bearing requests seen while the whole index was empty. */
+  /** Block-bearing requests seen while the whole index was empty, since `emptyIndexSince`. */
   private emptyIndexRequests = 0;
+  private emptyIndexSince = 0;
   /** Held blocks per worker (all ranks) at the last poll, and their sum. */
   private sizes: Map<bigint, number> | null = null;
   private sizesTotal = 0;
@@ -190,6 +204,7 @@ export class TruthMonitor {
     const err = Math.min(1, Math.max(0, Math.abs(predictedTokens - reportedTokens) - bs) / Math.max(isl, bs));
     w.samples++;
     this.samples++;
+    w.lastCheck = this.samples;
     const t = this.thresholds;
     w.drift += (err - w.drift) / Math.min(w.samples, Math.round(1 / t.driftAlpha));
     if (w.reason !== null) w.sinceFlag++;
@@ -200,8 +215,9 @@ export class TruthMonitor {
         if (w.indexBlocks === 0) {
           if (w.emptyRequests++ === 0) w.emptySince = now;
         } else w.emptyRequests = 0;
-        if (this.sizesTotal === 0) this.emptyIndexRequests++;
-        else this.emptyIndexRequests = 0;
+        if (this.sizesTotal === 0) {
+          if (this.emptyIndexRequests++ === 0) this.emptyIndexSince = now;
+        } else this.emptyIndexRequests = 0;
       }
     }
     this.judge(workerId, w, now);
@@ -240,7 +256,10 @@ export class TruthMonitor {
       const traffic = w.samples > 0 || w.reason !== null;
       if (traffic) withTraffic++;
       if (state === 'load_only') loadOnly++;
-      else if (state === 'converging' && w.samples > 0) converging++;
+      // Unverified and still served (a check within the last 2 × modelMinSamples of the router's):
+      // a worker that got a few requests once and none since does not hold the mode back for ever.
+      else if (state === 'converging' && w.samples > 0 && this.samples - w.lastCheck < 2 * t.modelMinSamples)
+        converging++;
       else if (state === 'drifting') drifting++;
       workers.push({
         workerId: id,
@@ -281,11 +300,15 @@ export class TruthMonitor {
 
   private judge(id: bigint, w: WorkerState, now: number): void {
     const t = this.thresholds;
+    const age = now - w.emptySince;
     const silent =
       this.o.treeSizes !== null &&
       w.emptyRequests > 0 &&
-      (w.emptyRequests >= t.silentRequests || now - w.emptySince >= t.silentAfterMs);
-    const indexEmpty = this.o.treeSizes !== null && this.emptyIndexRequests >= t.indexEmptyRequests;
+      ((w.emptyRequests >= t.silentRequests && age >= t.silentMinMs) || age >= t.silentAfterMs);
+    const indexEmpty =
+      this.o.treeSizes !== null &&
+      this.emptyIndexRequests >= t.indexEmptyRequests &&
+      now - this.emptyIndexSince >= t.silentMinMs;
     const drift = w.samples >= t.minSamples && w.drift >= t.driftFallback;
     if (w.reason === null) {
       const reason: LoadOnlyReason | null = indexEmpty
