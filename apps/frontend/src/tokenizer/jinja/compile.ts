@@ -19,7 +19,7 @@
 /** A template construct the compiler does not mirror (the template falls back to the interpreter). */
 export class Unsupported extends Error {}
 /** A run-time case outside what the compiler mirrors exactly (the request falls back). */
-export class Bail extends Error {}
+class Bail extends Error {}
 
 const bail = (what: string): never => {
   throw new Bail(what);
@@ -27,7 +27,7 @@ const bail = (what: string): never => {
 
 type Kw = Map<string, unknown> | null;
 /** A callable value (FunctionValue): a macro, a global, a bound builtin. */
-export class Fn {
+class Fn {
   constructor(readonly call: (args: unknown[], kw: Kw, scope: Scope) => unknown) {}
 }
 /** `namespace(...)` (NamespaceValue). */
