@@ -14,134 +14,23 @@
  * router's lease and the frontends' `router-discovery` keys). Results: a table on stdout and
  * benchmarks/results/faults.json.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  SessionWorkload,
-  Rng,
-  eventually,
-  startEtcd,
-  startFrontendProcess,
-  startMocker,
-  startNats,
-  startRouterProcess,
-  type FrontendProc,
-  type Proc,
-  type RouterProc,
-  type ServiceHandle,
-} from '@kvrouter/testkit';
-import { send, type Answer } from './traffic.js';
+import { Fleet, Traffic, now, numberArg, sleep } from './fleet.js';
 
-const arg = (name: string, dflt: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) return dflt;
-  const v = Number(process.argv[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) {
-    console.error(`faults: --${name} must be a positive number, got ${process.argv[i + 1]}`);
-    process.exit(2);
-  }
-  return v;
-};
-const RATE = arg('rate', 8);
-const WINDOW_S = arg('window', 40);
-const SEED = arg('seed', 1);
-const NS = 'faults';
-const MODEL = 'mock-model';
+const RATE = numberArg('faults', 'rate', 8);
+const WINDOW_S = numberArg('faults', 'window', 40);
+const SEED = numberArg('faults', 'seed', 1);
 const HIT_WINDOW_S = 5;
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'results');
 const log = (m: string) => process.stdout.write(`${m}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.now() / 1000;
 
-// ---------------------------------------------------------------- fleet
-let nats: ServiceHandle;
-let etcd: ServiceHandle;
-const mockers: Proc[] = [];
-let router: RouterProc;
-const frontends: FrontendProc[] = [];
-const infra = () => ({ etcd: etcd.url, nats: nats.url });
-const MOCKER_ARGS = ['--speedup-ratio', '5', '--num-gpu-blocks-override', '2048'];
-const ROUTER_ARGS = ['--serve-indexer', '--router-replica-sync'];
-
-async function workersOf(url: string): Promise<number> {
-  const h = (await (await fetch(`${url}/health`, { signal: AbortSignal.timeout(3000) })).json()) as {
-    instances?: unknown[];
-  };
-  return h.instances?.length ?? 0;
-}
-
-async function startFleet(): Promise<void> {
-  [nats, etcd] = await Promise.all([startNats({ jetstream: true }), startEtcd()]);
-  for (let i = 0; i < 2; i++) mockers.push(startMocker(infra(), NS, 4, MOCKER_ARGS));
-  router = await startRouterProcess(infra(), NS, ROUTER_ARGS);
-  const common = ['--router-mode', 'kv', '--router-replica-sync'];
-  frontends.push(await startFrontendProcess(infra(), NS, common));
-  frontends.push(await startFrontendProcess(infra(), NS, [...common, '--use-remote-indexer']));
-  for (const fe of frontends)
-    await eventually(async () => (await workersOf(fe.url)) >= 8, 90_000, `8 workers on ${fe.url}`);
-}
-
-async function stopFleet(): Promise<void> {
-  for (const p of [...frontends, router, ...mockers]) await p?.kill('SIGKILL');
-  await Promise.all([nats?.stop(), etcd?.stop()]);
-}
-
-// ---------------------------------------------------------------- traffic
-interface Rec {
-  t: number;
-  answer: Answer | null;
-}
-const records: Rec[] = [];
-const pending = new Set<Promise<void>>();
-const rng = new Rng(SEED);
-const workload = new SessionWorkload({ sessions: 32, promptTokens: 1500, turns: 8, seed: SEED });
-let sending = false;
+const fleet = new Fleet('faults');
+const traffic = new Traffic(fleet, { rate: RATE, seed: SEED, sessions: 32, deadlineMs: 120_000 });
+const records = traffic.sent;
 let t0 = now();
-
-function sendOne(k: number): void {
-  const rec: Rec = { t: now() - t0, answer: null };
-  records.push(rec);
-  const p = send({
-    url: frontends[k % frontends.length]!.url,
-    model: MODEL,
-    messages: workload.take().messages,
-    stream: rng.bool(0.7),
-    maxTokens: 16 + rng.int(0, 32),
-    disconnect: false,
-    cancelAfterMs: null,
-    deadlineMs: 120_000,
-  }).then((a) => {
-    rec.answer = a;
-  });
-  pending.add(p);
-  void p.finally(() => pending.delete(p));
-}
-
-let k = 0;
-async function trafficLoop(): Promise<void> {
-  let next = now();
-  while (sending) {
-    next += 1 / RATE;
-    const wait = next - now();
-    if (wait > 0.002) await sleep(wait * 1000);
-    if (!sending) break;
-    sendOne(k++);
-  }
-}
-
-/** Engine hit rate (cached / prompt tokens) of the ok answers sent in [a, b). */
-function hitRate(a: number, b: number): number | null {
-  let p = 0;
-  let c = 0;
-  for (const r of records)
-    if (r.answer?.outcome === 'ok' && r.t >= a && r.t < b) {
-      p += r.answer.promptTokens;
-      c += r.answer.cachedTokens;
-    }
-  return p > 0 ? c / p : null;
-}
 
 // ---------------------------------------------------------------- probes
 const metric = (text: string, re: RegExp): number => {
@@ -157,58 +46,12 @@ const remoteFailures: [number, number][] = [];
 async function sampleRemote(): Promise<void> {
   try {
     const text = await (
-      await fetch(`${frontends[1]!.url}/metrics`, { signal: AbortSignal.timeout(2000) })
+      await fetch(`${fleet.frontends[1]!.url}/metrics`, { signal: AbortSignal.timeout(2000) })
     ).text();
     remoteFailures.push([now() - t0, metric(text, REMOTE_FAILURES)]);
   } catch {
     // Sampled again in 500 ms.
   }
-}
-
-const IDLE_GAUGES =
-  /^(dynamo_frontend_(inflight_requests|queued_requests|worker_active_decode_blocks|worker_active_prefill_tokens|router_queue_pending_requests))(\{|\s)/;
-
-/** What is left once the fleet is idle: non-zero load gauges, series of workers no longer in discovery. */
-async function leftovers(): Promise<Record<string, unknown>> {
-  const live = new Set<string>();
-  for (const fe of frontends) {
-    const h = (await (await fetch(`${fe.url}/health`)).json()) as { instances?: { instance_id: unknown }[] };
-    for (const i of h.instances ?? []) live.add(String(i.instance_id));
-  }
-  const out: Record<string, unknown> = {};
-  for (const [i, fe] of frontends.entries()) {
-    const text = await (await fetch(`${fe.url}/metrics`)).text();
-    const load: Record<string, number> = {};
-    const stale = new Set<string>();
-    for (const line of text.split('\n')) {
-      const m = IDLE_GAUGES.exec(line);
-      if (m) load[m[1]!] = (load[m[1]!] ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
-      const w = /^dynamo_frontend_worker_[a-z_]+\{.*worker_id="(\d+)"/.exec(line);
-      if (w && !live.has(w[1]!)) stale.add(w[1]!);
-    }
-    out[i === 0 ? 'A' : 'B'] = {
-      load_left: Object.fromEntries(Object.entries(load).filter(([, v]) => v !== 0)),
-      dead_worker_series: stale.size,
-      workers: await workersOf(fe.url),
-    };
-  }
-  try {
-    const h = (await (
-      await fetch(`${router.systemUrl}/health`, { signal: AbortSignal.timeout(3000) })
-    ).json()) as {
-      status: string;
-      lease?: { state: string; reacquired: number; lastGap: { lostAt: number; restoredAt: number } | null };
-    };
-    out.router = {
-      status: h.status,
-      lease: h.lease?.state ?? null,
-      reacquired: h.lease?.reacquired ?? 0,
-      last_gap_ms: h.lease?.lastGap ? h.lease.lastGap.restoredAt - h.lease.lastGap.lostAt : null,
-    };
-  } catch (e) {
-    out.router = { error: (e as Error).message };
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------- faults
@@ -225,47 +68,33 @@ const faults: Fault[] = [
   {
     name: 'kill -9 mocker (4 of 8 workers), restarted after 5 s',
     run: async () => {
-      await mockers[1]!.kill('SIGKILL');
-      await sleep(5000);
-      mockers[1] = startMocker(infra(), NS, 4, MOCKER_ARGS);
+      await fleet.killMocker(1, 5000);
     },
   },
   {
     name: 'nats-server restart (down 2 s)',
     run: async () => {
-      const port = nats.port;
-      await nats.stop();
-      await sleep(2000);
-      nats = await startNats({ jetstream: true, port });
+      await fleet.restartNats(2000);
     },
   },
   {
     name: 'SIGSTOP standalone router 15 s (past its 10 s lease)',
     run: async () => {
-      router.child.kill('SIGSTOP');
-      await sleep(15_000);
-      router.child.kill('SIGCONT');
+      await fleet.pause(fleet.router, 15_000);
     },
   },
   {
     name: 'kill -9 standalone router, new one after 1 s',
     run: async () => {
       const s = now() - t0;
-      await router.kill('SIGKILL');
-      await sleep(1000);
-      router = await startRouterProcess(infra(), NS, ROUTER_ARGS);
+      await fleet.restartRouter(1000);
       note('new_router_ready_after_s', s);
     },
   },
   {
     name: 'etcd restart (kill -9, down 2 s)',
     run: async () => {
-      const old = etcd;
-      const exited = new Promise<void>((r) => old.proc.once('exit', () => r()));
-      old.proc.kill('SIGKILL');
-      await exited;
-      await sleep(2000);
-      etcd = await startEtcd({ restartOf: old });
+      await fleet.restartEtcd(2000);
     },
   },
 ];
@@ -285,27 +114,21 @@ interface Row {
 
 // ---------------------------------------------------------------- run
 log(`faults: ${RATE} req/s, ${WINDOW_S} s per fault, seed ${SEED}; starting the fleet…`);
-await startFleet();
-log(`faults: fleet up (frontends ${frontends.map((f) => f.url).join(', ')}, 8 workers, standalone router)`);
-t0 = now();
+await fleet.start();
+log(
+  `faults: fleet up (frontends ${fleet.frontends.map((f) => f.url).join(', ')}, 8 workers, standalone router)`,
+);
+t0 = traffic.t0 = now();
 const sampler = setInterval(() => void sampleRemote(), 500);
 const rows: Row[] = [];
-let traffic: Promise<void> = Promise.resolve();
-const resume = () => {
-  sending = true;
-  traffic = trafficLoop();
-};
-const pause = async () => {
-  sending = false;
-  await traffic;
-  await Promise.all([...pending]);
-};
+const resume = () => traffic.start();
+const pause = () => traffic.drain();
 try {
   resume();
   await sleep(30_000); // warm-up: sessions build their prefixes
   for (const f of faults) {
     const s = now() - t0;
-    const before = hitRate(Math.max(0, s - 20), s);
+    const before = traffic.hitRate(Math.max(0, s - 20), s);
     log(`  fault at ${Math.round(s)} s: ${f.name}`);
     notes = {};
     await f.run();
@@ -314,12 +137,12 @@ try {
     await pause();
     const e = now() - t0;
     await sleep(3000);
-    const left = await leftovers();
+    const left = await fleet.leftovers();
     // Hit rate back: the first 5 s window after the fault at >= 90 % of the level before.
     let back: number | null = null;
     if (before !== null)
       for (let t = s; t + HIT_WINDOW_S <= e; t += 1) {
-        const h = hitRate(t, t + HIT_WINDOW_S);
+        const h = traffic.hitRate(t, t + HIT_WINDOW_S);
         if (h !== null && h >= 0.9 * before) {
           back = Math.max(0, t + HIT_WINDOW_S - s);
           break;
@@ -358,10 +181,10 @@ try {
   await pause();
 } finally {
   clearInterval(sampler);
-  await stopFleet();
+  await fleet.stop();
 }
 
-const loadavg = (await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').trim();
+const loadavg = readFileSync('/proc/loadavg', 'utf8').trim();
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(
   join(resultsDir, 'faults.json'),

@@ -22,79 +22,27 @@
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  SessionWorkload,
-  Rng,
-  startEtcd,
-  startFrontendProcess,
-  startMocker,
-  startNats,
-  startRouterProcess,
-  eventually,
-  type FrontendProc,
-  type Proc,
-  type RouterProc,
-  type ServiceHandle,
-} from '@kvrouter/testkit';
 import { timeSeriesSvg, type Marker } from './chart.js';
-import { send, type Answer } from './traffic.js';
+import { Fleet, Traffic, now, numberArg, sleep } from './fleet.js';
 
-const arg = (name: string, dflt: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) return dflt;
-  const v = Number(process.argv[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) {
-    console.error(`soak: --${name} must be a positive number, got ${process.argv[i + 1]}`);
-    process.exit(2);
-  }
-  return v;
-};
-const MINUTES = arg('minutes', 20);
-const RATE = arg('rate', 12);
-const SEED = arg('seed', 1);
-const NS = 'soak';
-const MODEL = 'mock-model';
+const MINUTES = numberArg('soak', 'minutes', 20);
+const RATE = numberArg('soak', 'rate', 12);
+const SEED = numberArg('soak', 'seed', 1);
 const DURATION = MINUTES * 60;
 const WARMUP = Math.min(120, DURATION * 0.1);
 const WINDOW = 10;
 
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'results');
 const log = (m: string) => process.stdout.write(`${m}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.now() / 1000;
 
-// ---------------------------------------------------------------- fleet
-let nats: ServiceHandle;
-let etcd: ServiceHandle;
-const mockers: Proc[] = [];
-let router: RouterProc;
-const frontends: FrontendProc[] = [];
-const infra = () => ({ etcd: etcd.url, nats: nats.url });
-const MOCKER_ARGS = ['--speedup-ratio', '5', '--num-gpu-blocks-override', '2048'];
-
-async function startFleet(): Promise<void> {
-  [nats, etcd] = await Promise.all([startNats({ jetstream: true }), startEtcd()]);
-  for (let i = 0; i < 2; i++) mockers.push(startMocker(infra(), NS, 4, MOCKER_ARGS));
-  router = await startRouterProcess(infra(), NS, ['--serve-indexer', '--router-replica-sync']);
-  const common = ['--router-mode', 'kv', '--router-replica-sync'];
-  frontends.push(await startFrontendProcess(infra(), NS, common));
-  frontends.push(await startFrontendProcess(infra(), NS, [...common, '--use-remote-indexer']));
-  // Every worker routable from both frontends.
-  for (const fe of frontends)
-    await eventually(
-      async () => {
-        const h = (await (await fetch(`${fe.url}/health`)).json()) as { instances?: unknown[] };
-        return (h.instances?.length ?? 0) >= 8;
-      },
-      90_000,
-      `8 workers on ${fe.url}`,
-    );
-}
-
-async function stopFleet(): Promise<void> {
-  for (const p of [...frontends, router, ...mockers]) await p?.kill('SIGKILL');
-  await Promise.all([nats?.stop(), etcd?.stop()]);
-}
+const fleet = new Fleet('soak');
+const traffic = new Traffic(fleet, {
+  rate: RATE,
+  seed: SEED,
+  sessions: 48,
+  disconnectShare: 0.05,
+  cancelShare: 0.02,
+});
 
 /** Resident set size of a process in MB (null once it is gone). */
 function rssMb(pid: number | undefined): number | null {
@@ -104,53 +52,6 @@ function rssMb(pid: number | undefined): number | null {
     return m ? Number(m[1]) / 1024 : null;
   } catch {
     return null;
-  }
-}
-
-// ---------------------------------------------------------------- traffic
-interface Record_ {
-  t: number;
-  fe: number;
-  answer: Answer | null;
-}
-const records: Record_[] = [];
-const pending = new Set<Promise<void>>();
-const rng = new Rng(SEED);
-const workload = new SessionWorkload({ sessions: 48, promptTokens: 1500, turns: 8, seed: SEED });
-let rateFactor = 1;
-let sending = true;
-
-function sendOne(k: number, extra: { slowBytesPerSec?: number; maxTokens?: number } = {}): void {
-  const fe = k % frontends.length;
-  const stream = rng.bool(0.7);
-  const rec: Record_ = { t: now() - t0, fe, answer: null };
-  records.push(rec);
-  const p = send({
-    url: frontends[fe]!.url,
-    model: MODEL,
-    messages: workload.take().messages,
-    stream: stream || extra.slowBytesPerSec !== undefined,
-    maxTokens: extra.maxTokens ?? 16 + rng.int(0, 48),
-    disconnect: stream && rng.bool(0.05),
-    cancelAfterMs: rng.bool(0.02) ? rng.int(0, 400) : null,
-    deadlineMs: 180_000,
-    ...(extra.slowBytesPerSec ? { slowBytesPerSec: extra.slowBytesPerSec } : {}),
-  }).then((a) => {
-    rec.answer = a;
-  });
-  pending.add(p);
-  void p.finally(() => pending.delete(p));
-}
-
-async function trafficLoop(): Promise<void> {
-  let k = 0;
-  let next = now();
-  while (sending) {
-    next += 1 / (RATE * rateFactor);
-    const wait = next - now();
-    if (wait > 0.002) await sleep(wait * 1000);
-    if (!sending) break;
-    sendOne(k++);
   }
 }
 
@@ -170,56 +71,42 @@ const faults: Fault[] = [
     at: 0.14,
     name: 'kill -9 mocker (4 workers), restart after 5 s',
     run: async () => {
-      await mockers[1]!.kill('SIGKILL');
-      await sleep(5000);
-      mockers[1] = startMocker(infra(), NS, 4, MOCKER_ARGS);
+      await fleet.killMocker(1, 5000);
     },
   },
   {
     at: 0.24,
     name: 'nats-server restart (down 2 s)',
     run: async () => {
-      const port = nats.port;
-      await nats.stop();
-      await sleep(2000);
-      nats = await startNats({ jetstream: true, port });
+      await fleet.restartNats(2000);
     },
   },
   {
     at: 0.34,
     name: 'etcd restart (kill -9, down 2 s)',
     run: async () => {
-      const old = etcd;
-      const exited = new Promise<void>((r) => old.proc.once('exit', () => r()));
-      old.proc.kill('SIGKILL');
-      await exited;
-      await sleep(2000);
-      etcd = await startEtcd({ restartOf: old });
+      await fleet.restartEtcd(2000);
     },
   },
   {
     at: 0.44,
     name: 'SIGSTOP standalone router 15 s',
     run: async () => {
-      router.child.kill('SIGSTOP');
-      await sleep(15_000);
-      router.child.kill('SIGCONT');
+      await fleet.pause(fleet.router, 15_000);
     },
   },
   {
     at: 0.54,
     name: 'SIGSTOP frontend B 15 s',
     run: async () => {
-      frontends[1]!.child.kill('SIGSTOP');
-      await sleep(15_000);
-      frontends[1]!.child.kill('SIGCONT');
+      await fleet.pause(fleet.frontends[1]!, 15_000);
     },
   },
   {
     at: 0.64,
     name: 'slow client (4 streams read at 400 B/s)',
     run: async () => {
-      for (let i = 0; i < 4; i++) sendOne(i, { slowBytesPerSec: 400, maxTokens: 120 });
+      for (let i = 0; i < 4; i++) traffic.sendOne({ slowBytesPerSec: 400, maxTokens: 120 });
       await sleep(30_000);
     },
   },
@@ -227,18 +114,18 @@ const faults: Fault[] = [
     at: 0.7,
     name: "KV events of mocker 1's 4 workers stop for 30 s (SIGUSR2)",
     run: async () => {
-      mockers[0]!.child.kill('SIGUSR2');
+      fleet.mockers[0]!.child.kill('SIGUSR2');
       await sleep(30_000);
-      mockers[0]!.child.kill('SIGUSR2');
+      fleet.mockers[0]!.child.kill('SIGUSR2');
     },
   },
   {
     at: 0.78,
     name: 'burst at 3x the rate for 20 s',
     run: async () => {
-      rateFactor = 3;
+      traffic.factor = 3;
       await sleep(20_000);
-      rateFactor = 1;
+      traffic.factor = 1;
     },
   },
 ];
@@ -254,9 +141,9 @@ const samples: Sample[] = [];
 const MODE_LEVEL: Record<string, number> = { exact: 2, degraded: 1, fallback: 0 };
 const truth: { t: number; modes: (number | null)[] }[] = [];
 async function truthModes(): Promise<void> {
-  const t = now() - t0;
+  const t = now() - traffic.t0;
   const modes = await Promise.all(
-    frontends.map(async (fe) => {
+    fleet.frontends.map(async (fe) => {
       try {
         const text = await (await fetch(`${fe.url}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
         const m = /^dynamo_frontend_router_truth_mode\{[^}]*mode="(\w+)"[^}]*\} 1$/m.exec(text);
@@ -270,32 +157,14 @@ async function truthModes(): Promise<void> {
 }
 function sample(): void {
   samples.push({
-    t: now() - t0,
+    t: now() - traffic.t0,
     rss: {
-      'frontend A': rssMb(frontends[0]?.child.pid),
-      'frontend B': rssMb(frontends[1]?.child.pid),
-      'standalone router': rssMb(router?.child.pid),
-      'mocker 1': rssMb(mockers[0]?.child.pid),
+      'frontend A': rssMb(fleet.frontends[0]?.child.pid),
+      'frontend B': rssMb(fleet.frontends[1]?.child.pid),
+      'standalone router': rssMb(fleet.router?.child.pid),
+      'mocker 1': rssMb(fleet.mockers[0]?.child.pid),
     },
   });
-}
-
-/** Gauges that must read 0 once the fleet is idle: in-flight and queued requests, booked load. */
-const IDLE_GAUGES =
-  /^(dynamo_frontend_(inflight_requests|queued_requests|worker_active_decode_blocks|worker_active_prefill_tokens|router_queue_pending_requests))(\{|\s)/;
-
-async function leftovers(url: string): Promise<{ total: Record<string, number>; nonzero: string[] }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const total: Record<string, number> = {};
-  const nonzero: string[] = [];
-  for (const line of text.split('\n')) {
-    const m = IDLE_GAUGES.exec(line);
-    if (!m) continue;
-    const v = Number(line.slice(line.lastIndexOf(' ') + 1));
-    total[m[1]!] = (total[m[1]!] ?? 0) + v;
-    if (v !== 0) nonzero.push(line);
-  }
-  return { total, nonzero };
 }
 
 /** Least-squares slope of (t, y) in units per minute. */
@@ -314,12 +183,15 @@ function slopePerMin(pts: [number, number][]): number | null {
 }
 
 // ---------------------------------------------------------------- run
-let t0 = now();
 log(`soak: ${MINUTES} min at ${RATE} req/s, seed ${SEED}; starting the fleet…`);
-await startFleet();
-log(`soak: fleet up (2 frontends ${frontends.map((f) => f.url).join(', ')}, 8 workers, standalone router)`);
-t0 = now();
-const traffic = trafficLoop();
+await fleet.start();
+log(
+  `soak: fleet up (2 frontends ${fleet.frontends.map((f) => f.url).join(', ')}, 8 workers, standalone router)`,
+);
+traffic.t0 = now();
+const t0 = traffic.t0;
+const records = traffic.sent;
+traffic.start();
 const sampler = setInterval(sample, 2000);
 const truthSampler = setInterval(() => void truthModes(), 5000);
 const progress = setInterval(() => {
@@ -329,7 +201,7 @@ const progress = setInterval(() => {
   const width = 30;
   const bar = '#'.repeat(Math.round((width * Math.min(t, DURATION)) / DURATION)).padEnd(width, '.');
   log(
-    `  [${bar}] ${Math.round(t)}/${DURATION} s  sent ${records.length}  ended ${done}  failed ${failed}  in flight ${pending.size}`,
+    `  [${bar}] ${Math.round(t)}/${DURATION} s  sent ${records.length}  ended ${done}  failed ${failed}  in flight ${traffic.pending.size}`,
   );
 }, 10_000);
 try {
@@ -348,10 +220,8 @@ try {
   }
   const rest = DURATION - (now() - t0);
   if (rest > 0) await sleep(rest * 1000);
-  sending = false;
-  await traffic;
-  log(`soak: traffic stopped at ${Math.round(now() - t0)} s; draining ${pending.size} in flight…`);
-  await Promise.all([...pending]);
+  log(`soak: traffic stops at ${Math.round(now() - t0)} s; draining ${traffic.pending.size} in flight…`);
+  await traffic.drain();
   await sleep(5000);
 } finally {
   clearInterval(progress);
@@ -365,22 +235,9 @@ for (const r of records) {
   const o = r.answer?.outcome ?? 'lost';
   outcomes[o] = (outcomes[o] ?? 0) + 1;
 }
-const left = await Promise.all(
-  frontends.map((f) => leftovers(f.url).catch((e: Error) => ({ error: e.message }))),
-);
+const left = await fleet.leftovers().catch((e: Error) => ({ error: e.message }));
 const tEnd = now() - t0;
-
-/** Engine hit rate (cached / prompt tokens) of the ok answers that arrived in [a, b). */
-function hitRate(a: number, b: number): number | null {
-  let p = 0;
-  let c = 0;
-  for (const r of records)
-    if (r.answer?.outcome === 'ok' && r.t >= a && r.t < b) {
-      p += r.answer.promptTokens;
-      c += r.answer.cachedTokens;
-    }
-  return p > 0 ? c / p : null;
-}
+const hitRate = (a: number, b: number) => traffic.hitRate(a, b);
 const windows: [number, number | null, number, number][] = [];
 for (let t = 0; t < tEnd; t += WINDOW) {
   const rs = records.filter((r) => r.t >= t && r.t < t + WINDOW);
@@ -450,7 +307,7 @@ const summary = {
   cancelled_on_purpose: outcomes.cancelled ?? 0,
   lost: outcomes.lost ?? 0,
   failed_by_cause: Object.fromEntries(Object.entries(outcomes).filter(([k]) => k.startsWith('failed'))),
-  left_after_drain: { 'frontend A': left[0], 'frontend B (remote index)': left[1] },
+  left_after_drain: left,
   faults: perFault,
   rss_after_warmup: rss,
   windows: windows.map(([t, h, ok, bad]) => ({ t, hit_rate: h, ok_per_s: ok, failed_per_s: bad })),
@@ -481,7 +338,7 @@ writeFileSync(
       {
         title: 'routing truth mode per frontend',
         unit: '2 exact, 1 degraded, 0 fallback',
-        series: frontends.map((_, i) => ({
+        series: fleet.frontends.map((_, i) => ({
           label: `frontend ${'AB'[i]}`,
           points: truth.map((x) => [x.t, x.modes[i] ?? null] as [number, number | null]),
         })),
@@ -513,5 +370,5 @@ for (const [i, f] of perFault.entries())
 for (const [name, r] of Object.entries(rss))
   log(`  RSS ${name}: ${r.start_mb} → ${r.end_mb} MB, slope ${r.slope_mb_per_min} MB/min`);
 log(`  results/soak.json, results/soak.svg`);
-await stopFleet();
+await fleet.stop();
 process.exit(summary.lost === 0 ? 0 : 1);
