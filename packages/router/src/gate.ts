@@ -49,6 +49,9 @@ export type Verdict = Admission | 'park' | 'unknown_pin';
 /** Weight of a rank's seed rate, in prompt tokens (one typical pass budget). */
 const SEED_TOKENS = 8192;
 
+/** Learned rates kept beyond twice the live ranks before those of departed ranks are dropped. */
+const RATES_SLACK = 16;
+
 export class AdmissionGate {
   /** Scoring scratch, reused by every decision (the gate is synchronous). */
   readonly batch = new CandidateBatch(64);
@@ -57,7 +60,10 @@ export class AdmissionGate {
   private epoch = 0;
   private thresholds: BusyThresholds;
   private busyOn: boolean;
-  /** ttft policy: learned prefill rate per rank (rank key), fed by `Bookings.markPrefillCompleted`. */
+  /**
+   * ttft policy: learned prefill rate per rank (rank key), fed by `Bookings.markPrefillCompleted`;
+   * departed ranks' entries are dropped by `rateOf` once the map outgrows the live ranks.
+   */
   readonly rates = new Map<string, PrefillRate>();
   private readonly verdict: Admission = {
     n: 0,
@@ -192,6 +198,10 @@ export class AdmissionGate {
   rateOf(r: RankEntry): PrefillRate {
     let rate = this.rates.get(r.key);
     if (rate === undefined) {
+      // Bounded under worker churn: past twice the live ranks (plus slack), departed ranks' rates go.
+      const live = this.workers.byKey;
+      if (this.rates.size >= 2 * live.size + RATES_SLACK)
+        for (const k of this.rates.keys()) if (!live.has(k)) this.rates.delete(k);
       let seed = DEFAULT_PREFILL_TOKENS_PER_MS;
       const predictor = this.o.predictor;
       // One pass worth of tokens (a worker without a budget reports a huge default).

@@ -88,4 +88,28 @@ describe("the ttft policy learns each rank's prefill rate from first tokens", ()
     expect(w1.cost).toBeCloseTo(1.5 * (320 / (8972.8 / 284.32)), 9);
     expect([w2.prefill_term, w2.cost]).toEqual([8, 12]);
   });
+
+  it('keeps no rate for ranks that left: the map stays within twice the live ranks plus 16', async () => {
+    const { router } = harness({
+      mode: 'kv',
+      indexer: new RadixIndexer(),
+      cost: { policy: 'ttft' },
+    } as TestOptions);
+    const rates = (router as unknown as { gate: { rates: Map<string, unknown> } }).gate.rates;
+    router.addWorker({ workerId: 1000 });
+    const sizes: number[] = [];
+    // Cycle k: worker k joins, one request is scored on {1000, k} (k's rate is created), k leaves.
+    // Two live ranks: bound 2·2 + 16 = 20. The map holds k + 1 rates after cycle k until, at cycle
+    // 20, 20 entries are found before k's is created: the 19 departed are dropped (1000 stays), then
+    // k's is added → 2. Period 19: drops at cycles 20, 39, 58, 77, 96; after cycle 100: 2 + 4 = 6.
+    for (let k = 1; k <= 100; k++) {
+      router.addWorker({ workerId: k });
+      await router.route({ requestId: `r${k}`, tokens: toks(k, 64) });
+      router.removeWorker(k);
+      sizes.push(rates.size);
+    }
+    expect(sizes.slice(0, 21)).toEqual([...Array.from({ length: 19 }, (_, i) => i + 2), 2, 3]);
+    expect(Math.max(...sizes)).toBe(20);
+    expect(sizes[99]).toBe(6);
+  });
 });
