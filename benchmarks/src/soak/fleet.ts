@@ -39,7 +39,7 @@ export function numberArg(tool: string, name: string, dflt: number): number {
 
 const MOCKER_ARGS = ['--speedup-ratio', '5', '--num-gpu-blocks-override', '2048'];
 const ROUTER_ARGS = ['--serve-indexer', '--router-replica-sync'];
-export const MODEL = 'mock-model';
+const MODEL = 'mock-model';
 
 /** Load gauges that must read 0 once the fleet is idle: in-flight and queued requests, booked load. */
 const IDLE_GAUGES =
