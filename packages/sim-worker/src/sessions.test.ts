@@ -38,6 +38,24 @@ describe('EngineSessions (worker side of session_control, §5.6)', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('a timeout beyond one Node timer (2^31 − 1 ms, ~24.8 days) expires at its deadline, not at once', () => {
+    const clock = new VirtualClock();
+    const asked: number[] = [];
+    const timers = {
+      now: () => clock.now(),
+      setTimeout: (fn: () => void, ms: number) => (asked.push(ms), clock.setTimeout(fn, ms)),
+      clearTimeout: (h: unknown) => clock.clearTimeout(h as never),
+    };
+    const s = new EngineSessions(timers);
+    // 5,000,000 s = 5e9 ms: two full timers of 2,147,483,647 ms, then 705,032,706 ms.
+    expect(s.handle(open('long', 5_000_000))).toEqual({ status: 'ok' });
+    clock.advance(5e9 - 1);
+    expect(s.ids).toEqual(['long']);
+    clock.advance(1);
+    expect(s.ids).toEqual([]);
+    expect(asked).toEqual([2_147_483_647, 2_147_483_647, 705_032_706]);
+  });
+
   it('answers every bad request with {"error"} naming what is wrong', () => {
     const s = new EngineSessions(new VirtualClock());
     expect(s.handle(null)).toEqual({ error: 'session_control: expected a map with action and session_id' });

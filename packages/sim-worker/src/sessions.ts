@@ -17,11 +17,17 @@ export type SessionEvent =
 
 interface Session {
   timeoutS: number;
+  /** Clock time (ms) the session expires at. */
+  deadline: number;
+  /** Set by `arm` right after the session is created. */
   timer: TimerHandle;
 }
 
 /** Sessions a worker holds at most (an `open_session` beyond it gets an error). */
 const MAX_SESSIONS = 65_536;
+
+/** Longest single timer: Node runs a longer one after 1 ms; a later deadline is reached in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class EngineSessions {
   private readonly open = new Map<string, Session>();
@@ -57,12 +63,9 @@ export class EngineSessions {
         if (!prev && this.open.size >= MAX_SESSIONS)
           return { error: `open_session ${id}: the worker already holds ${MAX_SESSIONS} sessions` };
         if (prev) this.clock.clearTimeout(prev.timer);
-        const ms = t * 1000;
-        const s: Session = {
-          timeoutS: t,
-          timer: this.clock.setTimeout(() => this.expire(id, s), ms),
-        };
+        const s: Session = { timeoutS: t, deadline: this.clock.now() + t * 1000, timer: undefined };
         this.open.set(id, s);
+        this.arm(id, s);
         this.onEvent({ kind: 'opened', sessionId: id, timeoutS: t, reopened: prev !== undefined });
         return { status: 'ok' };
       }
@@ -79,6 +82,15 @@ export class EngineSessions {
           error: `session_control: action must be open_session or close_session, got ${JSON.stringify(p.action)}`,
         };
     }
+  }
+
+  /** The session's timer, up to `MAX_TIMER_MS` at a time until its deadline. */
+  private arm(id: string, s: Session): void {
+    const left = s.deadline - this.clock.now();
+    s.timer = this.clock.setTimeout(
+      () => (left > MAX_TIMER_MS ? this.arm(id, s) : this.expire(id, s)),
+      Math.min(Math.max(0, left), MAX_TIMER_MS),
+    );
   }
 
   private expire(id: string, s: Session): void {
