@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAll, line, sleep, start } from './test-procs.js';
+import { killAll, line, listening, start, until, type Models } from './test-procs.js';
 
 const DIM = 24;
 
@@ -22,7 +22,7 @@ describe('frontend → worker adapter → embedding engine (separate processes)'
       ['--discovery-backend', 'file', '--http-host', '127.0.0.1', '--http-port', '0'],
       env,
     );
-    const feUrl = line(fe, /listening on http/, 'frontend');
+    const feUrl = listening(fe);
     const engine = start(
       'mocker/src/main.ts',
       [
@@ -40,17 +40,12 @@ describe('frontend → worker adapter → embedding engine (separate processes)'
       env,
     );
     await line(w, /^\{"instance_id"/, 'worker');
-    url = /listening on (http:\/\/\S+)/.exec(await feUrl)![1]!;
-    const end = Date.now() + 30_000;
-    for (;;) {
-      const r = await fetch(`${url}/v1/models`).then(
-        (x) => x.json() as Promise<{ data: Array<{ id: string }> }>,
-        () => null,
-      );
-      if (r?.data.some((m) => m.id === 'mock-embed')) break;
-      if (Date.now() > end) throw new Error('the frontend never listed mock-embed');
-      await sleep(200);
-    }
+    url = await feUrl;
+    await until<Models>(
+      `${url}/v1/models`,
+      (b) => b.data.some((m) => m.id === 'mock-embed'),
+      'listed mock-embed',
+    );
   }, 120_000);
 
   afterAll(() => {

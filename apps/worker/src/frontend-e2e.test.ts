@@ -10,7 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAll, line, sleep, start } from './test-procs.js';
+import { killAll, line, listening, sleep, start, until, type Models } from './test-procs.js';
 
 interface Engine {
   child: ChildProcess;
@@ -53,7 +53,7 @@ describe('frontend → worker adapters → vLLM-compatible engines (separate pro
       ],
       env,
     );
-    const feUrl = line(fe, /listening on http/, 'frontend');
+    const feUrl = listening(fe);
     await Promise.all(
       [0, 1].map(async () => {
         const child = start(
@@ -97,17 +97,12 @@ describe('frontend → worker adapters → vLLM-compatible engines (separate pro
         await line(w, /^\{"instance_id"/, 'worker');
       }),
     );
-    url = /listening on (http:\/\/\S+)/.exec(await feUrl)![1];
-    const end = Date.now() + 30_000;
-    for (;;) {
-      const r = await fetch(`${url}/v1/models`).then(
-        (x) => x.json() as Promise<{ data: Array<{ id: string }> }>,
-        () => null,
-      );
-      if (r?.data.some((m) => m.id === 'mock-vllm')) break;
-      if (Date.now() > end) throw new Error('the frontend never listed mock-vllm');
-      await sleep(200);
-    }
+    url = await feUrl;
+    await until<Models>(
+      `${url}/v1/models`,
+      (b) => b.data.some((m) => m.id === 'mock-vllm'),
+      'listed mock-vllm',
+    );
     await sleep(1000); // both adapters' cards, instances and event channels
   }, 120_000);
 

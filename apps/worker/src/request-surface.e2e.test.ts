@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAll, line, logs, sleep, start } from './test-procs.js';
+import { killAll, line, listening, start, until } from './test-procs.js';
 
 const MODEL = 'mock-vllm';
 
@@ -57,7 +57,7 @@ beforeAll(async () => {
     ['--discovery-backend', 'file', '--router-mode', 'kv', '--http-host', '127.0.0.1', '--http-port', '0'],
     env,
   );
-  const feUrl = line(fe, /listening on http/, 'frontend');
+  const feUrl = listening(fe);
   const mocker = start(
     'mocker/src/main.ts',
     [
@@ -96,19 +96,14 @@ beforeAll(async () => {
     }),
   );
   engines.sort((a, b) => es.findIndex((e) => e.http === a) - es.findIndex((e) => e.http === b));
-  url = /listening on (http:\/\/\S+)/.exec(await feUrl)![1]!;
+  url = await feUrl;
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  const end = Date.now() + 60_000;
-  for (;;) {
-    const r = await fetch(`${url}/health`).then(
-      (x) => x.json() as Promise<{ instances: unknown[] }>,
-      () => null,
-    );
-    if ((r?.instances.length ?? 0) >= 2) break;
-    if (Date.now() > end)
-      throw new Error(`the frontend never saw both workers: ${logs.join('').slice(-2000)}`);
-    await sleep(200);
-  }
+  await until<{ instances: unknown[] }>(
+    `${url}/health`,
+    (b) => b.instances.length >= 2,
+    'saw both workers',
+    60_000,
+  );
 }, 180_000);
 
 afterAll(() => {

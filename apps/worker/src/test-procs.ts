@@ -42,6 +42,38 @@ export function line(child: ChildProcess, re: RegExp, what: string): Promise<str
   });
 }
 
+/** `GET /v1/models`'s body. */
+export interface Models {
+  data: Array<{ id: string }>;
+}
+
+/** The frontend's base URL from its `listening on http://…` line. */
+export async function listening(fe: ChildProcess): Promise<string> {
+  return /listening on (http:\/\/\S+)/.exec(await line(fe, /listening on http/, 'frontend'))![1]!;
+}
+
+/**
+ * Polls `GET url` every 200 ms until `ok` holds for its JSON body; after `ms` fails naming `what`
+ * with the stderr tail.
+ */
+export async function until<T>(
+  url: string,
+  ok: (body: T) => boolean,
+  what: string,
+  ms = 30_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const body = await fetch(url).then(
+      (r) => r.json() as Promise<T>,
+      () => null,
+    );
+    if (body !== null && ok(body)) return;
+    if (Date.now() > end) throw new Error(`the frontend never ${what}: ${logs.join('').slice(-2000)}`);
+    await sleep(200);
+  }
+}
+
 /** SIGKILL to every started process still running. */
 export function killAll(): void {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
