@@ -91,6 +91,26 @@ const esc = (s: string): string =>
   s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const n2 = (x: number): string => (Math.round(x * 100) / 100).toString();
 
+/**
+ * A log axis over the whole decades `10^d0 … 10^d1` that contain the positive values (at least one
+ * decade; 1–10 when there are none), and a value's place on it (0..1; below the axis: 0).
+ */
+function logDecades(values: Iterable<number>): { d0: number; d1: number; at: (v: number) => number } {
+  let lo = Infinity;
+  let hi = 0;
+  for (const v of values) {
+    if (v > 0 && v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (!Number.isFinite(lo)) {
+    lo = 1;
+    hi = 10;
+  }
+  const d0 = Math.floor(Math.log10(lo));
+  const d1 = Math.max(d0 + 1, Math.ceil(Math.log10(hi)));
+  return { d0, d1, at: (v) => (Math.log10(Math.max(v, 10 ** d0)) - d0) / (d1 - d0) };
+}
+
 /** Two panels: TTFT CDF (log-scale ms) and hit rate per configuration with the oracle bounds. */
 export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter replay compare'): string {
   const W = 1060; // room right of the hit-rate panel for the oracle labels
@@ -104,21 +124,12 @@ export function compareSvg(entries: readonly CompareEntry[], title = 'kvrouter r
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="16">${esc(title)}</text>`,
   );
   // Left: CDFs on a log axis spanning the decades that contain the data.
-  let lo = Infinity;
-  let hi = 0;
-  for (const e of entries) {
-    for (const v of e.ttftMs) {
-      if (v > 0 && v < lo) lo = v;
-      if (v > hi) hi = v;
-    }
-  }
-  if (!Number.isFinite(lo)) {
-    lo = 1;
-    hi = 10;
-  }
-  const d0 = Math.floor(Math.log10(lo));
-  const d1 = Math.max(d0 + 1, Math.ceil(Math.log10(hi)));
-  const xOf = (v: number): number => L.x + ((Math.log10(Math.max(v, 10 ** d0)) - d0) / (d1 - d0)) * L.w;
+  const { d0, d1, at } = logDecades(
+    (function* () {
+      for (const e of entries) yield* e.ttftMs;
+    })(),
+  );
+  const xOf = (v: number): number => L.x + at(v) * L.w;
   const yOf = (p: number): number => L.y + L.h - p * L.h;
   parts.push(
     `<text x="${L.x + L.w / 2}" y="${L.y - 12}" text-anchor="middle" font-size="14">TTFT CDF</text>`,
@@ -285,21 +296,8 @@ export function sweepSvg(points: readonly SweepPoint[], title = 'kvrouter replay
     );
   }
   // Right: mean TTFT, log scale over the decades of the data.
-  let lo = Infinity;
-  let hi = 0;
-  for (const p of points)
-    for (const e of p.entries) {
-      const m = e.report.ttft_ms.mean;
-      if (m > 0 && m < lo) lo = m;
-      if (m > hi) hi = m;
-    }
-  if (!Number.isFinite(lo)) {
-    lo = 1;
-    hi = 10;
-  }
-  const d0 = Math.floor(Math.log10(lo));
-  const d1 = Math.max(d0 + 1, Math.ceil(Math.log10(hi)));
-  const yT = (v: number): number => R.y + R.h - ((Math.log10(Math.max(v, 10 ** d0)) - d0) / (d1 - d0)) * R.h;
+  const { d0, d1, at } = logDecades(points.flatMap((p) => p.entries.map((e) => e.report.ttft_ms.mean)));
+  const yT = (v: number): number => R.y + R.h - at(v) * R.h;
   frame(R, 'mean time to first token', 'ms (log scale)');
   for (let d = d0; d <= d1; d++) {
     const y = n2(yT(10 ** d));
