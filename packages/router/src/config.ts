@@ -109,20 +109,21 @@ function policyFileSpecs(): Map<string, FlagSpec> {
 function applyPolicyFile<C extends RouterConfigFields>(c: C, read: ReadPolicyFile | undefined): C {
   const path = c.routerPolicyConfig;
   if (path == null) return c;
-  const fail = (msg: string): never => {
+  // Typed up front so that a call to it narrows like a throw.
+  const fail: (msg: string) => never = (msg) => {
     throw new ConfigError(`${POLICY_FILE_FLAG} ${path}: ${msg}`, POLICY_FILE_FLAG);
   };
   if (!read) fail('no file reader available in this host');
   let text: string | null = null;
   try {
-    text = read!(path);
+    text = read(path);
   } catch (e) {
     fail(`cannot read: ${(e as Error).message}`);
   }
   if (text === null) fail('cannot read: no such file');
   let doc: unknown;
   try {
-    doc = parseYaml(text!);
+    doc = parseYaml(text);
   } catch (e) {
     fail(`not valid YAML/JSON: ${(e as Error).message.split('\n')[0]}`);
   }
@@ -138,15 +139,15 @@ function applyPolicyFile<C extends RouterConfigFields>(c: C, read: ReadPolicyFil
     }
     let v: unknown = raw;
     if (typeof v === 'string' && v.toLowerCase() === 'none') v = null;
-    if (spec!.type === 'u64' && typeof v === 'number' && Number.isSafeInteger(v)) v = BigInt(v);
-    if (spec!.type === 'float' && typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)))
+    if (spec.type === 'u64' && typeof v === 'number' && Number.isSafeInteger(v)) v = BigInt(v);
+    if (spec.type === 'float' && typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)))
       v = Number(v);
     const err =
-      (spec!.type === 'float' || spec!.type === 'u32') && v !== null && typeof v !== 'number'
-        ? `${displayName(spec!)} must be a number, got ${JSON.stringify(v)}`
-        : checkValue(spec!, v);
+      (spec.type === 'float' || spec.type === 'u32') && v !== null && typeof v !== 'number'
+        ? `${displayName(spec)} must be a number, got ${JSON.stringify(v)}`
+        : checkValue(spec, v);
     if (err !== undefined) fail(`key '${k}': ${err}`);
-    out[spec!.key] = v;
+    out[spec.key] = v;
   }
   return out as C;
 }
