@@ -25,7 +25,7 @@ export interface SweepConfig {
 }
 
 export interface SweepResult {
-  /** Arrival speedup at round-robin's extrapolated capacity, and the offered req/s there. */
+  /** Arrival speedup at round-robin's capacity (the calibration's search below), and the offered req/s there. */
   capacityRatio: number;
   capacityRps: number;
   calibration: { ratio: number; utilization: number; ttftMs: number }[];
