@@ -277,6 +277,10 @@ describe('compiled chat templates: random conversations (reference: the interpre
       ["{{ 'A' < 'b' }}", null],
       ['{{ [1, 2] == [1, 2] }}', 'false'], // compares the inner arrays by reference; the compiled renderer gives up
       ['{{ -true }}{{ not [] }}{{ 1 if [] else 2 }}', '-1true2'],
+      [
+        '{{ raise_exception.call }}{{ raise_exception is mapping }}{{ raise_exception is callable }}',
+        'falsetrue',
+      ],
     ];
     const globals = {
       raise_exception: (m: unknown) => {

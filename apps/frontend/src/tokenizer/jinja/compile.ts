@@ -83,7 +83,7 @@ type Expr = (s: Scope) => unknown;
 type Stmt = (s: Scope) => string;
 
 const isObj = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Ns);
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Ns) && !(v instanceof Fn);
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
 /** An attribute container (ObjectValue or NamespaceValue). */
 const isContainer = (v: unknown): boolean => isObj(v) || v instanceof Ns;
