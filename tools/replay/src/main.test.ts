@@ -20,6 +20,16 @@ async function cli(...argv: string[]): Promise<{ code: number; out: string; err:
 
 const trace = join(dir, 'burst.jsonl');
 const small = ['--num-workers', '2', '--num-gpu-blocks-override', '2048', '--no-progress'];
+/** `replay compare` of round-robin against `config` on the small fleet. */
+const vsRoundRobin = (config: string): string[] => [
+  'compare',
+  trace,
+  ...small,
+  '-c',
+  'round-robin',
+  '-c',
+  config,
+];
 
 describe('replay CLI', () => {
   it('generates a synthetic trace as Mooncake JSONL', async () => {
@@ -85,13 +95,7 @@ describe('replay CLI', () => {
     const svg = join(dir, 'c.svg');
     const json = join(dir, 'c.json');
     const r = await cli(
-      'compare',
-      trace,
-      ...small,
-      '-c',
-      'round-robin',
-      '-c',
-      '--router-mode kv --router-predicted-ttl-secs 5',
+      ...vsRoundRobin('--router-mode kv --router-predicted-ttl-secs 5'),
       '--svg',
       svg,
       '--report-json',
@@ -113,13 +117,7 @@ describe('replay CLI', () => {
     const md = join(dir, 's.md');
     const json = join(dir, 's.json');
     const r = await cli(
-      'compare',
-      trace,
-      ...small,
-      '-c',
-      'round-robin',
-      '-c',
-      '--router-mode kv --ttft-aware',
+      ...vsRoundRobin('--router-mode kv --ttft-aware'),
       '--sweep',
       '0.5,1.1',
       '--svg',
