@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 const APPS = fileURLToPath(new URL('../../', import.meta.url));
 const children: ChildProcess[] = [];
 /** Everything the started processes wrote to stderr (error messages quote its tail). */
-export const logs: string[] = [];
+const logs: string[] = [];
 
 /** Starts `apps/<script>` under tsx with `env` added to this process's environment. */
 export function start(script: string, args: string[], env: Record<string, string>): ChildProcess {
