@@ -46,5 +46,9 @@ export function loadTokenizer(spec: TokenizerSpec, notice: NoticeSink = stderrLi
   const template = files.chatTemplate
     ? new JinjaChatTemplate(files.chatTemplate, specialTokensMap(files.config))
     : new ChatMlTemplate();
+  if (template instanceof JinjaChatTemplate && template.compiledFallback !== null)
+    notice(
+      `chat template: ${name}: rendered by the interpreter (${template.compiledFallback} is not compiled)`,
+    );
   return { spec, tokenizer: tok, template, engine: tok instanceof HfTokenizer ? 'hf' : 'fast' };
 }
