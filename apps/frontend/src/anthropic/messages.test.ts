@@ -12,19 +12,13 @@ import Anthropic from '@anthropic-ai/sdk';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
-import type { Logger } from '../models.js';
-import { eventually, routerIdle, startFrontend } from '../test-helpers.js';
+import { captureLog, eventually, routerIdle, startFrontend } from '../test-helpers.js';
 
 let fe: Frontend;
 let client: Anthropic;
 const MODEL = 'mock-model';
 const BS = 16;
-const lines: string[] = [];
-const log: Logger = {
-  info: (m) => void lines.push(`info ${m}`),
-  warn: (m) => void lines.push(`warn ${m}`),
-  error: (m) => void lines.push(`error ${m}`),
-};
+const log = captureLog();
 const bpe = (t: string) => cl100k.encode(t).length;
 /** Engine output given as cl100k ids (test hook of the simulated engine). */
 const mock = (text: string) => ({ vllm_xargs: { mock_output_token_ids: cl100k.encode(text) } }) as object;
@@ -376,7 +370,7 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
       type: 'error',
       error: { type: 'invalid_request_error', message: 'max_tokens: Field required' },
     });
-    expect(lines.some((l) => l.startsWith('warn') && l.includes('(field max_tokens)'))).toBe(true);
+    expect(log.lines.some((l) => l.startsWith('warn') && l.includes('(field max_tokens)'))).toBe(true);
 
     const bad = async (body: Record<string, unknown>) =>
       client.messages
