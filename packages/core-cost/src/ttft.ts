@@ -23,6 +23,8 @@ import { finiteNonNeg, invalid, nonNegInt, posInt } from './validate.js';
 
 /** Prompt tokens per ms assumed before any completion was seen and without an AIC seed. */
 export const DEFAULT_PREFILL_TOKENS_PER_MS = 40;
+/** Weight of a rank's seed rate, in prompt tokens: one typical pass budget (at most; the router caps it at the rank's). */
+export const PREFILL_RATE_SEED_TOKENS = 8192;
 /**
  * Decode pressure κ: a decode step over a full KV cache costs about a fifth of a full prefill
  * pass (§17 polynomials: 34 ms vs 169 ms for 8192 tokens), so prefill slows by up to 25 %.
@@ -142,7 +144,7 @@ export class PrefillRate {
   /** `seedRate` tokens/ms carried with the weight of `seedTokens` tokens. */
   constructor(
     seedRate: number = DEFAULT_PREFILL_TOKENS_PER_MS,
-    seedTokens = 8192,
+    seedTokens = PREFILL_RATE_SEED_TOKENS,
     private readonly keep = 0.9,
   ) {
     this.tok = seedTokens;

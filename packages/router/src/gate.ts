@@ -13,6 +13,7 @@ import {
   DEFAULT_DECODE_PRESSURE,
   DEFAULT_PREFILL_TOKENS_PER_MS,
   DEFAULT_TTFT_WORK_WEIGHT,
+  PREFILL_RATE_SEED_TOKENS,
   PrefillRate,
   allWorkersBusy,
   computeCosts,
@@ -45,9 +46,6 @@ export interface Admission {
 }
 
 export type Verdict = Admission | 'park' | 'unknown_pin';
-
-/** Weight of a rank's seed rate, in prompt tokens (one typical pass budget). */
-const SEED_TOKENS = 8192;
 
 /** Learned rates kept beyond twice the live ranks before those of departed ranks are dropped. */
 const RATES_SLACK = 16;
@@ -205,7 +203,7 @@ export class AdmissionGate {
       let seed = DEFAULT_PREFILL_TOKENS_PER_MS;
       const predictor = this.o.predictor;
       // One pass worth of tokens (a worker without a budget reports a huge default).
-      const mnbt = Math.min(r.owner.maxNumBatchedTokens, SEED_TOKENS);
+      const mnbt = Math.min(r.owner.maxNumBatchedTokens, PREFILL_RATE_SEED_TOKENS);
       if (predictor) {
         try {
           const ms = predictor({ worker: r.worker, isl: mnbt, prefixTokens: 0 });
