@@ -14,10 +14,14 @@
  *
  * Reports (progress line every 10 s, then a summary; benchmarks/results/soak.json + soak.svg):
  * requests sent / answered / failed by cause, lost requests (sent, never answered: must be 0),
- * in-flight, queued and booked load left on each frontend after the drain (must be 0), per fault
- * the client-visible failures in the 60 s after it and the time until the engines' prompt hit rate
- * (usage.prompt_tokens_details.cached_tokens / prompt_tokens over 10 s windows) is back to 90 % of
- * its level before the fault, and RSS of every process over time (slope after warm-up, MB/min).
+ * in-flight, queued and booked load left on each frontend after the drain (must be 0) with dead
+ * workers' series and the standalone router's lease, per fault the client-visible failures in the
+ * 60 s after it, the engines' prompt hit rate (usage.prompt_tokens_details.cached_tokens /
+ * prompt_tokens) 60 s before and after it and the first 10 s window back at 90 % of the level
+ * before (the sessions' own cycle — 48 sessions of 8 turns restart their contexts every ~40 s at
+ * 10 req/s — makes that an upper bound), when a frontend's routing-truth mode
+ * (`dynamo_frontend_router_truth_mode`: engine-reported vs predicted overlap) left EXACT and when
+ * every frontend was EXACT again, and RSS of every process over time (slope after warm-up, MB/min).
  */
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -249,7 +253,7 @@ for (let t = 0; t < tEnd; t += WINDOW) {
       .length / WINDOW,
   ]);
 }
-const perFault = faults.map((f) => {
+const perFault = faults.map((f, i) => {
   const s = f.startedAt ?? 0;
   const before = hitRate(Math.max(WARMUP, s - 60), s);
   let recoveredAfter: number | null = null;
@@ -265,20 +269,23 @@ const perFault = faults.map((f) => {
       const o = r.answer?.outcome ?? 'lost';
       failures[o] = (failures[o] ?? 0) + 1;
     }
-  // Routing truth: the first reading after the fault at which every frontend is EXACT again
-  // (null if a frontend never left EXACT: then 0).
-  const after = truth.filter((x) => x.t >= s);
-  const leftExact = after.some((x) => x.modes.some((m) => m !== 2));
-  const back = leftExact ? after.find((x) => x.t > s + 1 && x.modes.every((m) => m === 2)) : null;
+  // Routing truth between this fault and the next: when a frontend first left EXACT, and the
+  // first reading after that at which every frontend is EXACT again.
+  const next = faults[i + 1]?.startedAt ?? tEnd;
+  const span = truth.filter((x) => x.t >= s && x.t < next);
+  const leftAt = span.find((x) => x.modes.some((m) => m !== 2)) ?? null;
+  const back = leftAt ? (span.find((x) => x.t > leftAt.t && x.modes.every((m) => m === 2)) ?? null) : null;
+  const after = hitRate(s, s + 60);
   return {
     fault: f.name,
     at_s: Math.round(s),
-    truth_left_exact: leftExact,
-    truth_exact_again_after_s: leftExact ? (back ? Math.round(back.t - s) : null) : 0,
+    truth_left_exact_after_s: leftAt ? Math.round(leftAt.t - s) : null,
+    truth_exact_again_after_s: leftAt ? (back ? Math.round(back.t - s) : null) : 0,
     lasted_s: Math.round((f.endedAt ?? s) - s),
     ...(f.error ? { injection_error: f.error } : {}),
     client_failures_within_60s: failures,
     hit_rate_before: before === null ? null : +before.toFixed(3),
+    hit_rate_60s_after: after === null ? null : +after.toFixed(3),
     hit_rate_recovered_after_s: recoveredAfter,
   };
 });
@@ -311,6 +318,7 @@ const summary = {
   faults: perFault,
   rss_after_warmup: rss,
   windows: windows.map(([t, h, ok, bad]) => ({ t, hit_rate: h, ok_per_s: ok, failed_per_s: bad })),
+  truth_modes: truth,
 };
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(join(resultsDir, 'soak.json'), `${JSON.stringify(summary, null, 2)}\n`);
@@ -365,7 +373,7 @@ log(`  failed by cause: ${JSON.stringify(summary.failed_by_cause)}`);
 log(`  left after drain: ${JSON.stringify(summary.left_after_drain)}`);
 for (const [i, f] of perFault.entries())
   log(
-    `  F${i + 1} ${f.fault} @${f.at_s}s: failures ${JSON.stringify(f.client_failures_within_60s)}, hit rate ${f.hit_rate_before} recovered after ${f.hit_rate_recovered_after_s ?? '-'} s, truth EXACT again after ${f.truth_exact_again_after_s ?? 'never'} s`,
+    `  F${i + 1} ${f.fault} @${f.at_s}s: failures ${JSON.stringify(f.client_failures_within_60s)}, hit rate ${f.hit_rate_before} (60 s before) / ${f.hit_rate_60s_after} (60 s after), back to 90 % after ${f.hit_rate_recovered_after_s ?? '-'} s; truth ${f.truth_left_exact_after_s === null ? 'stayed EXACT' : `left EXACT at +${f.truth_left_exact_after_s} s, EXACT again at +${f.truth_exact_again_after_s ?? 'never'} s`}`,
   );
 for (const [name, r] of Object.entries(rss))
   log(`  RSS ${name}: ${r.start_mb} → ${r.end_mb} MB, slope ${r.slope_mb_per_min} MB/min`);
