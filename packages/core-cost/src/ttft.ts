@@ -33,6 +33,11 @@ export const DEFAULT_DECODE_PRESSURE = 0.25;
 /** λ: weight of the prefill work a choice adds to the fleet, relative to the request's own TTFT. */
 export const DEFAULT_TTFT_WORK_WEIGHT = 0.5;
 
+/** `1 + κ · min(1, active decode blocks / total KV blocks)`; 1 when the capacity is unknown (0). */
+export function decodePressure(kappa: number, decodeBlocks: number, capacityBlocks: number): number {
+  return capacityBlocks > 0 ? 1 + kappa * Math.min(1, decodeBlocks / capacityBlocks) : 1;
+}
+
 export interface TtftParams {
   decodePressure: number;
   workWeight: number;
@@ -86,9 +91,9 @@ export function computeTtftCosts(
     const uncached = isl - cached;
     const queued = trackPrefillTokens ? c.activePrefillTokens[i] : 0;
     const rate = c.prefillRate[i] > 0 ? c.prefillRate[i] : tp.defaultRate;
-    const cap = c.capacityBlocks[i];
-    const u = cap > 0 ? Math.min(1, c.activeDecodeBlocks[i] / cap) : 0;
-    const ttft = ((queued + uncached) / rate) * (1 + tp.decodePressure * u);
+    const ttft =
+      ((queued + uncached) / rate) *
+      decodePressure(tp.decodePressure, c.activeDecodeBlocks[i], c.capacityBlocks[i]);
     const logit = ttft + (tp.workWeight * uncached) / rate;
     out.effectiveOverlap[i] = eff;
     out.cachedTokens[i] = cached;

@@ -4,7 +4,12 @@
  * gate's verdict; every booking ends through exactly one of `free`, expiry, or `forget` (its
  * worker or rank left).
  */
-import { DEFAULT_DECODE_PRESSURE, type MultiWorkerSequences, type PrefillRate } from '@kvrouter/core-cost';
+import {
+  DEFAULT_DECODE_PRESSURE,
+  decodePressure,
+  type MultiWorkerSequences,
+  type PrefillRate,
+} from '@kvrouter/core-cost';
 import { pairsToU64s, type SequenceHash, type WorkerWithDpRank, invalidArgument } from '@kvrouter/protocols';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
@@ -150,10 +155,11 @@ export class Bookings {
     const now = this.c.o.clock.now();
     if (e.rate !== null) {
       // Bare prefill speed: the observed one times the decode pressure at this moment.
-      const cap = e.entry?.totalKvBlocks ?? 0;
-      const decode = this.c.seqs.rank(e.worker)?.activeDecodeBlocks ?? 0;
-      const kappa = this.c.o.params.ttftDecodePressure ?? DEFAULT_DECODE_PRESSURE;
-      const pressure = cap > 0 ? 1 + kappa * Math.min(1, decode / cap) : 1;
+      const pressure = decodePressure(
+        this.c.o.params.ttftDecodePressure ?? DEFAULT_DECODE_PRESSURE,
+        this.c.seqs.rank(e.worker)?.activeDecodeBlocks ?? 0,
+        e.entry?.totalKvBlocks ?? 0,
+      );
       e.rate.observe(e.prefillTokens, e.bookedAt, now, pressure);
       e.rate = null;
     }
