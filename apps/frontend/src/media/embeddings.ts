@@ -13,14 +13,11 @@ import { EMBED_ENDPOINT, KvrError, type EmbedItem, type EmbedRequest } from '@kv
 import { badRequest } from '../errors.js';
 import type { AppDeps } from '../http/deps.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';
+import { isObj } from '../openai/validate.js';
 import { MediaRequest, type MediaPicker } from './pick.js';
-
-type Obj = Record<string, unknown>;
 
 const MAX_INPUTS = 2048;
 const U32_MAX = 0xffffffff;
-
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function tokenIds(v: unknown[], field: string): number[] {
   if (v.length === 0) throw badRequest(field, `${field}: must not be empty`);

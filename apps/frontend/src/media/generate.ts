@@ -26,13 +26,13 @@ import type { AppDeps } from '../http/deps.js';
 import { reportInternal } from '../http/internal-errors.js';
 import { SseWriter } from '../http/sse.js';
 import { parseBody, sendError, sendJson } from '../http/util.js';
+import { isObj } from '../openai/validate.js';
 import { MediaRequest, type MediaPicker } from './pick.js';
 
 type Obj = Record<string, unknown>;
 type Handler = (req: IncomingMessage, res: ServerResponse, bodyText: unknown) => Promise<void>;
 
 const MAX_SIDE = 4096;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function common(
   bodyText: unknown,

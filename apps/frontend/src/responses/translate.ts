@@ -7,11 +7,9 @@
  * conversation of `previous_response_id` is prepended by the caller.
  */
 import { badRequest } from '../errors.js';
+import { isObj, present } from '../openai/validate.js';
 
 type Obj = Record<string, unknown>;
-
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const present = (v: unknown): boolean => v !== undefined && v !== null;
 
 function describe(v: unknown): string {
   if (v === null) return 'null';
