@@ -55,28 +55,23 @@ export function checkVersion(model: string, version: string): void {
     );
 }
 
+/** The `parameter_choice` values a parameter of each kind accepts. */
+const SLOTS: Record<ParamKind, readonly string[]> = {
+  string: ['string_param'],
+  json: ['string_param'],
+  bool: ['bool_param'],
+  int: ['int64_param', 'uint64_param'],
+  number: ['double_param', 'int64_param', 'uint64_param'],
+};
+
 function paramValue(name: string, p: InferParameter, kind: ParamKind): unknown {
   const field = `parameters.${name}`;
   const set = p.parameter_choice;
   if (!set) throw invalidArgument(field, 'no value set');
   const v = p[set];
-  const ok =
-    kind === 'string' || kind === 'json'
-      ? set === 'string_param'
-      : kind === 'bool'
-        ? set === 'bool_param'
-        : kind === 'int'
-          ? set === 'int64_param' || set === 'uint64_param'
-          : set === 'int64_param' || set === 'uint64_param' || set === 'double_param';
-  if (!ok) {
-    const want =
-      kind === 'string' || kind === 'json'
-        ? 'string_param'
-        : kind === 'bool'
-          ? 'bool_param'
-          : kind === 'int'
-            ? 'int64_param or uint64_param'
-            : 'double_param, int64_param or uint64_param';
+  const slots = SLOTS[kind];
+  if (!slots.includes(set)) {
+    const want = slots.length === 1 ? slots[0] : `${slots.slice(0, -1).join(', ')} or ${slots.at(-1)}`;
     throw invalidArgument(field, `expected ${want}, got ${set}`);
   }
   if (kind === 'json') {
