@@ -161,6 +161,11 @@ describe('parseInfer', () => {
         'parameters.ignore_eos: expected bool_param, got int64_param',
       ],
       [
+        { top_p: { parameter_choice: 'string_param', string_param: '0.5' } },
+        'parameters.top_p',
+        'parameters.top_p: expected double_param, int64_param or uint64_param, got string_param',
+      ],
+      [
         { vllm_xargs: { parameter_choice: 'string_param', string_param: '{' } },
         'parameters.vllm_xargs',
         'parameters.vllm_xargs: not valid JSON',
