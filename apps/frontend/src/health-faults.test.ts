@@ -84,7 +84,13 @@ describe('/health follows discovery, workers and the event plane', () => {
   it('turns unhealthy with the reason when etcd, then NATS, is killed, and recovers when each is back', async () => {
     await bothReport(true, null, 'healthy with its worker');
     const ok = await health(fe.url);
-    expect(Object.keys(ok.body.checks).sort()).toEqual(['discovery', 'lease', 'nats', 'shutting_down', 'workers']);
+    expect(Object.keys(ok.body.checks).sort()).toEqual([
+      'discovery',
+      'lease',
+      'nats',
+      'shutting_down',
+      'workers',
+    ]);
 
     // etcd: kill -9 (data kept), then the same etcd again.
     etcd.proc.kill('SIGKILL');
