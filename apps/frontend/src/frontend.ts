@@ -351,7 +351,7 @@ export class Frontend {
           streams: {
             add: (res, abort, errorFrame) =>
               ref.fe?.streams.add(res, abort, errorFrame, config.httpMaxStreams) ?? (() => undefined),
-            track: (res, shape) => ref.fe?.streams.track(res, shape),
+            track: (res, plain) => ref.fe?.streams.track(res, plain),
           },
           dashboard,
           service,

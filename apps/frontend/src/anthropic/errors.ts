@@ -6,6 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { toOpenAiError } from '../errors.js';
 import { reportInternal } from '../http/internal-errors.js';
+import type { PlainError } from '../http/streams.js';
 import { sendJson } from '../http/util.js';
 import type { Logger } from '../models.js';
 
@@ -40,6 +41,12 @@ function toAnthropicError(err: unknown): {
     field: body.error.param ?? null,
   };
 }
+
+/** The JSON error response in Anthropic's shape (a request still unanswered when shutdown's grace period ends). */
+export const anthropicPlainError: PlainError = (err) => {
+  const { status, body } = toAnthropicError(err);
+  return { status, text: JSON.stringify(body) };
+};
 
 /** The SSE error event that ends a stream. */
 export function errorEvent(err: unknown): string {

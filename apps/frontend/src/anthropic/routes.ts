@@ -15,7 +15,7 @@ import type { AppDeps } from '../http/deps.js';
 import { header, promptTail, runtimeConfigOf } from '../http/openai.js';
 import { reportInternal } from '../http/internal-errors.js';
 import { SseWriter } from '../http/sse.js';
-import { parseBody, payloadTooLarge, sendJson } from '../http/util.js';
+import { abortOnClose, parseBody, payloadTooLarge, sendJson } from '../http/util.js';
 import { ChoiceOutput, parserNames, parses } from '../openai/choices.js';
 import type { ChatRequest } from '../openai/validate.js';
 import type { Completion, Delta, InferenceService } from '../service.js';
@@ -65,10 +65,7 @@ function messagesHandler(d: AppDeps) {
 
   return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
     const receivedAt = performance.now();
-    const ac = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) ac.abort();
-    });
+    const ac = abortOnClose(res);
     let m: MessagesRequest;
     let c: Completion | null = null;
     let out: ChoiceOutput;

@@ -15,7 +15,9 @@ import type { NextFunction, Request, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
 import { modelNotFound } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
+import { anthropicPlainError } from '../anthropic/errors.js';
 import { registerApis } from './apis.js';
+import { openAiPlainError } from './streams.js';
 import type { AppDeps } from './deps.js';
 import { busyThresholdGet, busyThresholdPost } from './busy.js';
 import { docsRouter, openApiSpec } from './docs.js';
@@ -52,7 +54,7 @@ export function createApp(d: AppDeps): RequestListener {
 
   const track = (res: ServerResponse, path: string): void => {
     // Answered with a 503 error in its API's shape if still unanswered when shutdown's grace ends.
-    d.streams?.track?.(res, path.startsWith(p.anthropic) ? 'anthropic' : 'openai');
+    d.streams?.track?.(res, path.startsWith(p.anthropic) ? anthropicPlainError : openAiPlainError);
     const on = d.onInflight;
     if (!on) return;
     on(1);

@@ -11,7 +11,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvrError, stringifyJson, type WorkerId } from '@kvrouter/protocols';
-import { toOpenAiError } from '../errors.js';
 import { ChoiceOutput, parserNames, parses, tokenTextOf, type ParserNames } from '../openai/choices.js';
 import type { LoraCatalog } from '../openai/lora.js';
 import {
@@ -21,10 +20,9 @@ import {
   type InferenceRequest,
 } from '../openai/validate.js';
 import type { Completion, Delta, InferenceService } from '../service.js';
-import { reportInternal } from './internal-errors.js';
 import { SseWriter } from './sse.js';
 import type { StreamRegistry } from './streams.js';
-import { parseBody, sendError, sendJson } from './util.js';
+import { abortOnClose, endWithError, parseBody, sendError, sendJson } from './util.js';
 
 type Kind = 'chat' | 'completions';
 
@@ -167,11 +165,7 @@ export function completionsHandler(
 
   return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
     const receivedAt = performance.now();
-    const ac = new AbortController();
-    // 'close' before the response finished = the client went away.
-    res.on('close', () => {
-      if (!res.writableFinished) ac.abort();
-    });
+    const ac = abortOnClose(res);
     const all: Started[] = [];
     const abandonAll = () => {
       for (const s of all) s.c.abandon();
@@ -390,14 +384,7 @@ export function completionsHandler(
     } catch (e) {
       abandonAll();
       if (ac.signal.aborted) return;
-      if (!res.headersSent) {
-        sendError(res, e);
-        return;
-      }
-      // Mid-stream failure: an error event, then the end of the stream (what OpenAI clients expect).
-      reportInternal(res, e);
-      const { body } = toOpenAiError(e);
-      if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+      endWithError(res, e);
     } finally {
       unregister?.();
     }

@@ -16,17 +16,14 @@ interface OpenStream {
   errorFrame?: ErrorFrame;
 }
 
-/** The error body shape of a request's API (what a non-streaming answer cut at shutdown carries). */
-export type ErrorShape = 'openai' | 'anthropic';
+/** A status and JSON body for `err` in an API's error shape (what a non-streaming answer cut at shutdown carries). */
+export type PlainError = (err: unknown) => { status: number; text: string };
 
-/** A status and JSON body for `err` in `shape`. */
-function plainError(err: unknown, shape: ErrorShape): { status: number; text: string } {
+/** OpenAI's error body (every route but Anthropic's, whose shape anthropic/errors.ts makes). */
+export const openAiPlainError: PlainError = (err) => {
   const { status, body } = toOpenAiError(err);
-  if (shape === 'openai') return { status, text: JSON.stringify(body) };
-  // Anthropic's shape (anthropic/errors.ts): a 503 is its `overloaded_error`, a 500 its `api_error`.
-  const type = status === 503 ? 'overloaded_error' : status >= 500 ? 'api_error' : 'invalid_request_error';
-  return { status, text: JSON.stringify({ type: 'error', error: { type, message: body.error.message } }) };
-}
+  return { status, text: JSON.stringify(body) };
+};
 
 /** An API's error event for `err` (e.g. Anthropic's `event: error`). */
 export type ErrorFrame = (err: unknown) => string;
@@ -43,16 +40,16 @@ export interface StreamRegistry {
    * a 503 `shutting_down` error response in its API's shape instead of a silent close. Unregisters
    * itself when the response closes.
    */
-  track?(res: ServerResponse, shape: ErrorShape): void;
+  track?(res: ServerResponse, plain?: PlainError): void;
 }
 
 export class OpenStreams implements StreamRegistry {
   private readonly open = new Set<OpenStream>();
   /** Every in-flight response and its API's error shape (streams are also in `open`). */
-  private readonly requests = new Map<ServerResponse, ErrorShape>();
+  private readonly requests = new Map<ServerResponse, PlainError>();
 
-  track(res: ServerResponse, shape: ErrorShape): void {
-    this.requests.set(res, shape);
+  track(res: ServerResponse, plain: PlainError = openAiPlainError): void {
+    this.requests.set(res, plain);
     res.once('close', () => this.requests.delete(res));
   }
 
@@ -116,7 +113,7 @@ export class OpenStreams implements StreamRegistry {
       res.end(plain ? JSON.stringify(body) : s.errorFrame ? s.errorFrame(err) : event);
       s.abort();
     }
-    for (const [res, shape] of [...this.requests]) {
+    for (const [res, plain] of [...this.requests]) {
       this.requests.delete(res);
       if (res.destroyed || res.writableEnded) continue;
       flushed.push(
@@ -130,7 +127,7 @@ export class OpenStreams implements StreamRegistry {
         res.end();
         continue;
       }
-      const e = plainError(err, shape);
+      const e = plain(err);
       res.writeHead(e.status, {
         'content-type': 'application/json; charset=utf-8',
         'content-length': Buffer.byteLength(e.text),

@@ -89,6 +89,30 @@ export function sendJson(
   res.end(text);
 }
 
+/** An abort controller the client's going away aborts (`close` before the response finished). */
+export function abortOnClose(res: ServerResponse): AbortController {
+  const ac = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) ac.abort();
+  });
+  return ac;
+}
+
+/**
+ * Ends a failed OpenAI-style response: before its headers, the error response; mid-stream, the
+ * error as one more SSE data event and then `[DONE]` (what OpenAI clients expect), the error
+ * logged as internal when it is one.
+ */
+export function endWithError(res: ServerResponse, e: unknown): void {
+  if (!res.headersSent) {
+    sendError(res, e);
+    return;
+  }
+  reportInternal(res, e);
+  const { body } = toOpenAiError(e);
+  if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+}
+
 export function sendError(res: ServerResponse, err: unknown): void {
   const { status, body } = toOpenAiError(err);
   const requestId = reportInternal(res, err);

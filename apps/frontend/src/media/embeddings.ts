@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EMBED_ENDPOINT, KvrError, type EmbedItem, type EmbedRequest } from '@kvrouter/protocols';
 import { badRequest } from '../errors.js';
 import type { AppDeps } from '../http/deps.js';
-import { parseBody, sendError, sendJson } from '../http/util.js';
+import { abortOnClose, parseBody, sendError, sendJson } from '../http/util.js';
 import { isObj } from '../openai/validate.js';
 import { MediaRequest, type MediaPicker } from './pick.js';
 
@@ -74,10 +74,7 @@ function float32Base64(v: readonly number[]): string {
 export function embeddingsHandler(d: AppDeps, picker: MediaPicker) {
   const svc = d.service;
   return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
-    const ac = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) ac.abort();
-    });
+    const ac = abortOnClose(res);
     const mr = new MediaRequest(svc, 'embeddings', false);
     let named: unknown;
     try {

@@ -21,11 +21,10 @@ import {
   type VideosItem,
   type VideosRequest,
 } from '@kvrouter/protocols';
-import { badRequest, toOpenAiError } from '../errors.js';
+import { badRequest } from '../errors.js';
 import type { AppDeps } from '../http/deps.js';
-import { reportInternal } from '../http/internal-errors.js';
 import { SseWriter } from '../http/sse.js';
-import { parseBody, sendError, sendJson } from '../http/util.js';
+import { abortOnClose, endWithError, parseBody, sendError, sendJson } from '../http/util.js';
 import { isObj } from '../openai/validate.js';
 import { MediaRequest, type MediaPicker } from './pick.js';
 
@@ -74,17 +73,9 @@ function intIn(v: unknown, field: string, lo: number, hi: number, dflt: number):
   return v;
 }
 
-function closeSignal(res: ServerResponse): AbortController {
-  const ac = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) ac.abort();
-  });
-  return ac;
-}
-
 export function imagesHandler(d: AppDeps, picker: MediaPicker): Handler {
   return async (_req, res, bodyText) => {
-    const ac = closeSignal(res);
+    const ac = abortOnClose(res);
     const mr = new MediaRequest(d.service, 'images', false);
     const named: { model?: unknown } = {};
     try {
@@ -120,7 +111,7 @@ export function imagesHandler(d: AppDeps, picker: MediaPicker): Handler {
 /** `/v1/videos/generations` (`streamPath` false: unless `stream: true`) and its `/stream` twin. */
 export function videosHandler(d: AppDeps, picker: MediaPicker, streamPath: boolean): Handler {
   return async (_req, res, bodyText) => {
-    const ac = closeSignal(res);
+    const ac = abortOnClose(res);
     let unregister: (() => void) | null = null;
     const mr = new MediaRequest(d.service, 'videos', streamPath);
     const named: { model?: unknown } = {};
@@ -187,13 +178,7 @@ export function videosHandler(d: AppDeps, picker: MediaPicker, streamPath: boole
     } catch (e) {
       mr.failed(named.model, e, ac.signal.aborted);
       if (ac.signal.aborted) return;
-      if (!res.headersSent) {
-        sendError(res, e);
-        return;
-      }
-      reportInternal(res, e);
-      const { body } = toOpenAiError(e);
-      if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+      endWithError(res, e);
     } finally {
       unregister?.();
     }

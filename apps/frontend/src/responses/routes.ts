@@ -20,7 +20,7 @@ import type { AppDeps } from '../http/deps.js';
 import { reportInternal } from '../http/internal-errors.js';
 import { header, promptTail, runtimeConfigOf } from '../http/openai.js';
 import { SseWriter } from '../http/sse.js';
-import { parseBody, sendError, sendJson } from '../http/util.js';
+import { abortOnClose, parseBody, sendError, sendJson } from '../http/util.js';
 import { ChoiceOutput, parserNames, parses, tokenTextOf } from '../openai/choices.js';
 import { parseChatRequest } from '../openai/validate.js';
 import { ResponseBuilder } from './builder.js';
@@ -117,10 +117,7 @@ function responsesHandler(
   const endpoint = 'responses';
   return async (req, res, bodyText) => {
     const receivedAt = performance.now();
-    const ac = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) ac.abort();
-    });
+    const ac = abortOnClose(res);
     let unregister: (() => void) | null = null;
     let completion: Awaited<ReturnType<typeof svc.start>> | null = null;
     let builder: ResponseBuilder | null = null;
