@@ -124,6 +124,14 @@ describe('ActiveLoad (§5.5)', () => {
     expect(ActiveLoadCodec.decodeJson(ActiveLoadCodec.encodeJson(l))).toEqual(l);
   });
 
+  it('reads -0 as the integer 0 (found by fuzzing: kept as -0 it did not survive a JSON round trip)', () => {
+    // JSON `-0` for dp_rank and active_decode_blocks.
+    const l = ActiveLoadCodec.decodeJson('{"worker_id":1,"dp_rank":-0,"active_decode_blocks":-0}');
+    expect(Object.is(l.dp_rank, 0)).toBe(true);
+    expect(Object.is(l.active_decode_blocks, 0)).toBe(true);
+    expect(ActiveLoadCodec.decodeJson(ActiveLoadCodec.encodeJson(l))).toEqual(l);
+  });
+
   it('rejects a count that a JS number cannot hold exactly', () => {
     expectDecodeError(
       () => ActiveLoadCodec.decodeMsgpack(mp({ worker_id: 1, dp_rank: 0, active_decode_blocks: ABOVE_2_53 })),

@@ -94,7 +94,8 @@ export function u64OrNull(v: unknown, path: string, signed = false): bigint | nu
 
 export function u32(v: unknown, path: string): number {
   if (typeof v === 'number') {
-    if (Number.isInteger(v) && v >= 0 && v <= U32_MAX) return v;
+    // A float -0 on the wire is integer 0 (kept as -0 it would encode differently).
+    if (Number.isInteger(v) && v >= 0 && v <= U32_MAX) return v === 0 ? 0 : v;
   } else if (typeof v === 'bigint' && v >= 0n && v <= BigInt(U32_MAX)) return Number(v);
   return fail(path, 'u32', v);
 }
@@ -106,7 +107,7 @@ export function u32OrNull(v: unknown, path: string): number | null {
 /** A u64 count or duration that must stay exact as a JS number (< 2^53). */
 export function count(v: unknown, path: string): number {
   if (typeof v === 'number') {
-    if (Number.isSafeInteger(v) && v >= 0) return v;
+    if (Number.isSafeInteger(v) && v >= 0) return v === 0 ? 0 : v;
   } else if (typeof v === 'bigint' && v >= 0n && v <= MAX_SAFE) return Number(v);
   return fail(path, 'u64 below 2^53', v);
 }
