@@ -108,8 +108,9 @@ export class TruthWatch {
         const line = `routing truth: model ${model} is ${m.mode.toUpperCase()}${
           m.reasons.length > 0 ? ` (${m.reasons.join('; ')})` : ''
         }`;
-        if (m.mode === 'exact' || (before === undefined && m.mode === 'degraded' && m.checks === 0))
-          log.info(line);
+        // Still verifying (a new model or worker, no fault found) is news, not a warning.
+        const converging = m.mode === 'degraded' && m.reasons.every((r) => r.startsWith('converging'));
+        if (m.mode === 'exact' || converging) log.info(line);
         else log.warn(line);
       }
     }
