@@ -284,26 +284,16 @@ export class JinjaChatTemplate implements ChatTemplate {
     }
     this.renders.interpreted++;
     const env = new Environment();
-    const now = this.opts.now ?? (() => new Date());
-    const globals: Record<string, unknown> = {
-      false: false,
-      true: true,
-      none: null,
-      raise_exception: (msg: unknown) => {
-        throw new Error(String(msg));
-      },
-      range,
-      strftime_now: (fmt: string) => strftime(now(), fmt),
-      True: true,
-      False: false,
-      None: null,
-    };
-    for (const [k, v] of Object.entries(globals)) env.set(k, v);
-    for (const [k, v] of Object.entries(items)) if (!(k in globals)) env.set(k, v);
+    for (const [k, v] of Object.entries(this.vars(items))) env.set(k, v);
     return new Interpreter(env).run(this.t.parsed).value;
   }
 
-  /** The variables of `run` as plain values (the same names the interpreter's environment gets). */
+  /**
+   * The template's variables as plain values: our globals (`strftime_now` with Python's C-locale
+   * directives and an injectable clock, `raise_exception`, `range`, the Python constants) and then
+   * the render items, which never replace a global. The compiled renderer takes them as they are;
+   * the interpreter gets them set one by one in its environment.
+   */
   private vars(items: Record<string, unknown>): Record<string, unknown> {
     const now = this.opts.now ?? (() => new Date());
     const vars: Record<string, unknown> = {
@@ -319,8 +309,7 @@ export class JinjaChatTemplate implements ChatTemplate {
       False: false,
       None: null,
     };
-    const globals = { ...vars };
-    for (const [k, v] of Object.entries(items)) if (!(k in globals)) vars[k] = v;
+    for (const [k, v] of Object.entries(items)) if (!(k in vars)) vars[k] = v;
     return vars;
   }
 
