@@ -5,55 +5,25 @@
  * its decisions.
  */
 import type { WorkerId } from '@kvrouter/protocols';
-import { startEtcd, startNats, type ServiceHandle } from '@kvrouter/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
 import type { WorkerSet } from './models.js';
-import { startFrontend } from './test-helpers.js';
-import { eventually, startMocker, type Proc } from '@kvrouter/testkit';
+import { eventually } from '@kvrouter/testkit';
+import { readySet, startReplicaPair, type ReplicaPair } from './test-helpers.js';
 
 const NS = 'fereplica';
-let etcd: ServiceHandle;
-let nats: ServiceHandle;
-let mocker: Proc;
+let pair: ReplicaPair;
 let a: Frontend;
 let b: Frontend;
 
 beforeAll(async () => {
-  [etcd, nats] = await Promise.all([startEtcd(), startNats({ jetstream: false })]);
-  mocker = startMocker({ etcd: etcd.url, nats: nats.url }, NS, 2);
-  const argv = [
-    '--discovery-backend',
-    'etcd',
-    '--event-plane',
-    'nats',
-    '--namespace',
-    NS,
-    '--router-mode',
-    'kv',
-    '--router-replica-sync',
-    '--router-event-threads',
-    '1',
-  ];
-  const env = { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url };
-  [a, b] = await Promise.all([startFrontend(argv, { env }), startFrontend(argv, { env })]);
+  pair = await startReplicaPair(NS);
+  ({ a, b } = pair);
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([a?.close(0), b?.close(0)]);
-  await mocker?.kill();
-  await Promise.all([etcd?.stop(), nats?.stop()]);
-});
+afterAll(() => pair?.close());
 
-const ready = (fe: Frontend): Promise<WorkerSet> =>
-  eventually(
-    async () => {
-      const s = fe.registry.allSets()[0];
-      return s && s.readyCount === 2 ? s : null;
-    },
-    30_000,
-    'both workers routable',
-  );
+const ready = (fe: Frontend): Promise<WorkerSet> => readySet(fe, 2);
 
 /** 64 tokens = 4 blocks of 16 (the mocker's block size); families share no block. */
 const prompt = (f: number): Uint32Array => Uint32Array.from({ length: 64 }, (_, i) => f * 1000 + i + 1);

@@ -7,61 +7,25 @@
  * the live one was never dropped.
  */
 import type { RouterId, WorkerId } from '@kvrouter/protocols';
-import {
-  eventually,
-  startEtcd,
-  startMocker,
-  startNats,
-  type Proc,
-  type ServiceHandle,
-} from '@kvrouter/testkit';
+import { eventually, startNats } from '@kvrouter/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Frontend } from './frontend.js';
 import type { WorkerSet } from './models.js';
-import { startFrontend } from './test-helpers.js';
+import { readySet, startReplicaPair, type ReplicaPair } from './test-helpers.js';
 
 const NS = 'fehealreplica';
-let etcd: ServiceHandle;
-let nats: ServiceHandle;
-let mocker: Proc;
+let pair: ReplicaPair;
 let a: Frontend;
 let b: Frontend;
 
 beforeAll(async () => {
-  [etcd, nats] = await Promise.all([startEtcd(), startNats({ jetstream: false })]);
-  mocker = startMocker({ etcd: etcd.url, nats: nats.url }, NS, 2);
-  const argv = [
-    '--discovery-backend',
-    'etcd',
-    '--event-plane',
-    'nats',
-    '--namespace',
-    NS,
-    '--router-mode',
-    'kv',
-    '--router-replica-sync',
-    '--router-event-threads',
-    '1',
-  ];
-  const env = { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url };
-  [a, b] = await Promise.all([startFrontend(argv, { env }), startFrontend(argv, { env })]);
+  pair = await startReplicaPair(NS);
+  ({ a, b } = pair);
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([a?.close(0), b?.close(0)]);
-  await mocker?.kill();
-  await Promise.all([etcd?.stop(), nats?.stop()]);
-});
+afterAll(() => pair?.close());
 
-const ready = (fe: Frontend): Promise<WorkerSet> =>
-  eventually(
-    async () => {
-      const s = fe.registry.allSets()[0];
-      return s && s.readyCount === 2 ? s : null;
-    },
-    30_000,
-    'both workers routable',
-  );
+const ready = (fe: Frontend): Promise<WorkerSet> => readySet(fe, 2);
 
 /** 64 tokens = 4 blocks of 16; families share no block. */
 const prompt = (f: number): Uint32Array => Uint32Array.from({ length: 64 }, (_, i) => f * 1000 + i + 1);
@@ -102,8 +66,8 @@ it('bookings whose frees were lost in a NATS restart are gone from the peer with
     active_decode_blocks: 12,
   });
 
-  const port = nats.port;
-  await nats.stop();
+  const port = pair.nats.port;
+  await pair.nats.stop();
   // During the outage: two frees B cannot hear, and a booking of A's that B holds but A never had.
   expect(sa.router.free('live-1')).toBe(true);
   expect(sa.router.free('live-2')).toBe(true);
@@ -123,7 +87,7 @@ it('bookings whose frees were lost in a NATS restart are gone from the peer with
   expect(sb.router.rankLoad(w).active_requests).toBe(4);
   await new Promise((r) => setTimeout(r, 1500));
 
-  nats = await startNats({ jetstream: false, port });
+  pair.nats = await startNats({ jetstream: false, port });
   const back = Date.now();
   await eventually(async () => sb.router.rankLoad(w).active_requests === 1, 8_000, 'B reconciled with A');
   expect(Date.now() - back).toBeLessThanOrEqual(5_000);

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { resolveConfig } from '@kvrouter/config';
 import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
+import { startEtcd, startMocker, startNats, type Proc, type ServiceHandle } from '@kvrouter/testkit';
 import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
 import type { Logger, WorkerSet } from './models.js';
 
@@ -104,6 +105,44 @@ export async function readySet(fe: Frontend, n: number, ms = 30_000): Promise<Wo
     `${n} routable workers`,
   );
   return set!;
+}
+
+/**
+ * etcd + nats-server, a mocker process with two workers, and two frontends in this process with
+ * `--router-replica-sync` (kv mode, each its own lease and so its own router id). `close` stops
+ * whatever `nats` holds then (a test may restart it).
+ */
+export interface ReplicaPair {
+  etcd: ServiceHandle;
+  nats: ServiceHandle;
+  mocker: Proc;
+  a: Frontend;
+  b: Frontend;
+  close(): Promise<void>;
+}
+
+export async function startReplicaPair(ns: string): Promise<ReplicaPair> {
+  const [etcd, nats] = await Promise.all([startEtcd(), startNats({ jetstream: false })]);
+  const mocker = startMocker({ etcd: etcd.url, nats: nats.url }, ns, 2);
+  const argv = [
+    ...['--discovery-backend', 'etcd', '--event-plane', 'nats', '--namespace', ns],
+    ...['--router-mode', 'kv', '--router-replica-sync', '--router-event-threads', '1'],
+  ];
+  const env = { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url };
+  const [a, b] = await Promise.all([startFrontend(argv, { env }), startFrontend(argv, { env })]);
+  const pair: ReplicaPair = {
+    etcd,
+    nats,
+    mocker,
+    a,
+    b,
+    close: async () => {
+      await Promise.all([a.close(0), b.close(0)]);
+      await mocker.kill();
+      await Promise.all([etcd.stop(), pair.nats.stop()]);
+    },
+  };
+  return pair;
 }
 
 /** Every rank of every worker of every model: no requests, no prefill tokens, no blocks, nothing in flight. */
