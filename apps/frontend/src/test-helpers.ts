@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { resolveConfig } from '@kvrouter/config';
 import { InprocHub, MemDiscoveryHub } from '@kvrouter/runtime';
-import { startEtcd, startMocker, startNats, type Proc, type ServiceHandle } from '@kvrouter/testkit';
+import { Rng, startEtcd, startMocker, startNats, type Proc, type ServiceHandle } from '@kvrouter/testkit';
 import { Frontend, type EmbeddedOptions, type FrontendOptions } from './frontend.js';
 import type { Logger, WorkerSet } from './models.js';
 
@@ -202,4 +202,19 @@ export function bodyReader(r: Response): { read(): Promise<string | null>; cance
     },
     cancel: () => reader.cancel(),
   };
+}
+
+const WORDS = ['the', ' cat', ' sat', ' on', ' über', ' 日本語', ' mat', '\n', ' tokenizer', ' 42'];
+
+/** About `chars` characters of seeded text from a small mixed-script word list (tokenizer tests). */
+export function wordText(seed: number, chars: number): string {
+  const rng = new Rng(seed);
+  const parts: string[] = [];
+  let n = 0;
+  while (n < chars) {
+    const w = rng.pick(WORDS);
+    parts.push(w);
+    n += w.length;
+  }
+  return parts.join('');
 }

@@ -4,22 +4,9 @@
  * above the offload threshold) is answered; the huge one then gets its own answer.
  */
 import { describe, expect, it } from 'vitest';
-import { Rng } from '@kvrouter/testkit';
-import { eventually, startFrontend } from '../test-helpers.js';
+import { eventually, startFrontend, wordText as text } from '../test-helpers.js';
 
 const MODEL = 'mock-model';
-const WORDS = ['the', ' cat', ' sat', ' on', ' über', ' 日本語', ' mat', '\n', ' tokenizer', ' 42'];
-function text(seed: number, chars: number): string {
-  const rng = new Rng(seed);
-  const parts: string[] = [];
-  let n = 0;
-  while (n < chars) {
-    const w = rng.pick(WORDS);
-    parts.push(w);
-    n += w.length;
-  }
-  return parts.join('');
-}
 
 describe('tokenizer threads behind HTTP', () => {
   it('a normal request finishes while a huge prompt is being tokenized', async () => {

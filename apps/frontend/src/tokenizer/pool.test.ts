@@ -6,26 +6,13 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
-import { Rng } from '@kvrouter/testkit';
 import { PromptEncoder, type EncodeStats } from './encoder.js';
+import { wordText as text } from '../test-helpers.js';
 import { TokenizerPool } from './pool.js';
 import { TiktokenTokenizer } from './tiktoken.js';
 
 const SPEC = { kind: 'tiktoken', encoding: 'cl100k_base' } as const;
 const tok = new TiktokenTokenizer();
-const WORDS = ['the', ' cat', ' sat', ' on', ' über', ' 日本語', ' mat', '\n', ' tokenizer', ' 42'];
-
-function text(seed: number, chars: number): string {
-  const rng = new Rng(seed);
-  const parts: string[] = [];
-  let n = 0;
-  while (n < chars) {
-    const w = rng.pick(WORDS);
-    parts.push(w);
-    n += w.length;
-  }
-  return parts.join('');
-}
 
 /** Seconds of BPE (1.5 M characters of prose), a large job (>= 1 M characters here). */
 const HUGE = text(1, 1_500_000);
