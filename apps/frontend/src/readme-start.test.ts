@@ -4,19 +4,11 @@
  * within 30 s.
  */
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@kvrouter/testkit';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe('README start command', () => {
   it('npm start answers a chat request within 30 s', async () => {
