@@ -1,57 +1,27 @@
-import { KvrError, u64Hi, u64Lo } from '@kvrouter/protocols';
-import { checkRequest } from './request-check.js';
 import { BlockManager, PARTIAL } from './block-manager.js';
 import type { EngineConfig } from './config.js';
-import { Deque } from './deque.js';
-import { KvEventLog } from './event-log.js';
 import type { BlockHasher } from './hasher.js';
-import { passDurationMs, shapedPassDurationMs, type TimingModel } from './timing.js';
-import { ReasoningTokens } from './reasoning.js';
-import { TokenRng } from './token-rng.js';
-import type { EmittedToken, EngineLoad, EngineRequest, EngineStats, StepResult } from './types.js';
+import { RankCoreBase, RUNNING, SeqRequest, WAITING } from './rank-core.js';
+import type { TimingModel } from './timing.js';
+import type { EmittedToken, EngineLoad, EngineRequest, StepResult } from './types.js';
 
-const WAITING = 0;
-const RUNNING = 1;
-const DONE = 2;
-
-/** Per-request state; every buffer is sized once at enqueue so a pass allocates nothing per token. */
-class SimRequest {
-  /** Prompt followed by generated tokens; capacity prompt + maxTokens. */
-  readonly tokens: Uint32Array;
-  numTokens: number;
-  /** Tokens whose KV is computed (held in `blocks`). */
-  numComputed = 0;
-  /** Tokens below this index are computed as prefill in the current admission (prompt, or prompt + output on recompute). */
-  prefillEnd = 0;
-  generated = 0;
+/** A request with its block table. */
+class SimRequest extends SeqRequest {
   /** Slot per block of the sequence; only the last one may be partial. */
   readonly blocks: Int32Array;
   numBlocks = 0;
   fullBlocks = 0;
-  /** Per block: local lo, local hi, sequence lo, sequence hi. Content never changes, so hashes survive preemption. */
-  readonly hashes: Uint32Array;
-  numHashed = 0;
-  state = WAITING;
-  /** Tokens scheduled in the pass under way. */
-  sched = 0;
-  /** Prefix-cache hit (tokens) at first admission; -1 until admitted. */
-  cachedTokens = -1;
-  /** `EngineRequest.kvTransferred`. */
-  kvTransferred = false;
 
   constructor(
-    readonly id: string,
-    prompt: Uint32Array | readonly number[],
-    readonly maxTokens: number,
-    readonly seedLo: number,
-    readonly seedHi: number,
+    req: EngineRequest,
+    seed: bigint,
+    seedKey: string,
     maxBlocks: number,
+    hasher: BlockHasher,
+    bs: number,
   ) {
-    this.tokens = new Uint32Array(prompt.length + maxTokens);
-    this.tokens.set(prompt);
-    this.numTokens = prompt.length;
+    super(req, seed, seedKey, maxBlocks, hasher, bs);
     this.blocks = new Int32Array(maxBlocks);
-    this.hashes = new Uint32Array(4 * maxBlocks);
   }
 }
 
@@ -60,97 +30,26 @@ class SimRequest {
  * scheduler driven as a step machine. It never reads a clock: `now` only has to be non-decreasing,
  * and the driver decides when a pass's results become visible (`now + durationMs`).
  */
-export class EngineCore {
-  private readonly bs: number;
+export class EngineCore extends RankCoreBase<SimRequest> {
   private readonly bm: BlockManager;
-  private readonly log: KvEventLog;
-  private readonly rng: TokenRng;
-  private readonly waiting = new Deque<SimRequest>();
-  private running: SimRequest[] = [];
-  private readonly byId = new Map<string, SimRequest>();
-  private readonly seeds = new Map<string, bigint>();
-  private lastNow = -Infinity;
-  private lastLoad = -1;
-  private readonly counters: EngineStats = {
-    passes: 0,
-    admitted: 0,
-    promptTokens: 0,
-    cachedTokens: 0,
-    prefillTokensComputed: 0,
-    decodeTokens: 0,
-    preemptions: 0,
-    storedBlocks: 0,
-    evictedBlocks: 0,
-    finished: 0,
-    cancelled: 0,
-    reasoningTokens: 0,
-  };
-  private readonly reasoning: ReasoningTokens | null;
 
   constructor(
-    readonly dpRank: number,
-    private readonly cfg: Readonly<EngineConfig>,
-    private readonly hasher: BlockHasher,
-    private readonly timing: TimingModel,
+    dpRank: number,
+    cfg: Readonly<EngineConfig>,
+    hasher: BlockHasher,
+    timing: TimingModel,
     private readonly blockTokenIds = false,
   ) {
-    this.bs = cfg.blockSize;
-    this.log = new KvEventLog(dpRank);
+    super(dpRank, cfg, hasher, timing);
     this.bm = new BlockManager(cfg.numGpuBlocks, cfg.enablePrefixCaching, this.log);
-    this.rng = new TokenRng(cfg.seed, dpRank, cfg.vocabSize);
-    this.reasoning = cfg.reasoning === null ? null : new ReasoningTokens(cfg.reasoning, cfg.vocabSize);
   }
 
-  get numWaiting(): number {
-    return this.waiting.length;
+  protected newRequest(req: EngineRequest, seed: bigint, seedKey: string, maxBlocks: number): SimRequest {
+    return new SimRequest(req, seed, seedKey, maxBlocks, this.hasher, this.bs);
   }
 
-  get numRunning(): number {
-    return this.running.length;
-  }
-
-  /** Anything queued or running: a driver steps again only while this holds. */
-  get hasWork(): boolean {
-    return this.running.length > 0 || this.waiting.length > 0;
-  }
-
-  has(requestId: string): boolean {
-    return this.byId.has(requestId);
-  }
-
-  /** Validates fully before touching state; throws `invalid_request` / `request_too_large` naming the field. */
-  enqueue(req: EngineRequest, now: number): void {
-    this.checkNow(now);
-    const maxBlocks = checkRequest(
-      req,
-      this.cfg,
-      (id) => this.byId.has(id),
-      this.cfg.enableChunkedPrefill
-        ? null
-        : { tokens: this.cfg.maxNumBatchedTokens, name: 'max_num_batched_tokens' },
-    );
-    const { id, tokenIds, maxTokens, loraName } = req;
-    const seed = this.seedOf(loraName);
-    const r = new SimRequest(id, tokenIds, maxTokens, u64Lo(seed), u64Hi(seed), maxBlocks);
-    r.kvTransferred = req.kvTransferred === true;
-    this.byId.set(id, r);
-    this.waiting.pushBack(r);
-  }
-
-  /** Drops a waiting or running request and frees its blocks now. False when unknown or finished. */
-  cancel(requestId: string): boolean {
-    const r = this.byId.get(requestId);
-    if (r === undefined) return false;
-    if (r.state === WAITING) {
-      this.waiting.remove(r);
-    } else {
-      this.running.splice(this.running.indexOf(r), 1);
-      this.releaseBlocks(r);
-    }
-    r.state = DONE;
-    this.byId.delete(requestId);
-    this.counters.cancelled++;
-    return true;
+  protected unchunkedLimit(): { tokens: number; name: string } {
+    return { tokens: this.cfg.maxNumBatchedTokens, name: 'max_num_batched_tokens' };
   }
 
   /** One scheduler pass (§17 steps 1–4). */
@@ -242,26 +141,12 @@ export class EngineCore {
         contextTokens += r.numTokens;
       }
     }
-    const idle = prefillTokens === 0 && decodeRequests === 0;
-    const kvUsage = this.bm.activeCount / cfg.numGpuBlocks;
-    const durationMs = idle
-      ? 0
-      : this.timing.decodeStepMs !== undefined
-        ? shapedPassDurationMs(
-            this.timing,
-            prefillTokens,
-            { kvUsage, batch: decodeRequests, contextTokens },
-            cfg.speedupRatio,
-            cfg.decodeSpeedupRatio,
-          )
-        : passDurationMs(
-            this.timing,
-            prefillTokens,
-            decodeRequests > 0,
-            kvUsage,
-            cfg.speedupRatio,
-            cfg.decodeSpeedupRatio,
-          );
+    const durationMs = this.passMs(
+      prefillTokens,
+      decodeRequests,
+      contextTokens,
+      this.bm.activeCount / cfg.numGpuBlocks,
+    );
 
     // 4. Advance: a request whose computed tokens reach its length emits the next token.
     const emitted: EmittedToken[] = [];
@@ -272,51 +157,13 @@ export class EngineCore {
       if (n > 0) {
         r.sched = 0;
         r.numComputed += n;
-        if (r.numComputed === r.numTokens) {
-          const tok =
-            this.reasoning === null
-              ? this.rng.nextToken()
-              : this.reasoning.next(this.rng.nextToken(), r.generated, r.maxTokens);
-          r.tokens[r.numTokens++] = tok;
-          r.generated++;
-          const rec: EmittedToken = { requestId: r.id, tokenIds: [tok] };
-          if (r.generated === 1) rec.cachedTokens = r.cachedTokens;
-          emitted.push(rec);
-          if (r.generated === r.maxTokens) {
-            rec.finishReason = 'length';
-            if (this.reasoning !== null) {
-              rec.reasoningTokens = this.reasoning.spanOf(r.maxTokens);
-              this.counters.reasoningTokens += rec.reasoningTokens;
-            }
-            this.finish(r);
-            continue;
-          }
-        }
+        if (r.numComputed === r.numTokens && this.emit(r, emitted)) continue;
       }
       running[w++] = r;
     }
     running.length = w;
 
-    const c = this.counters;
-    c.passes += idle ? 0 : 1;
-    c.prefillTokensComputed += prefillTokens;
-    c.decodeTokens += decodeRequests;
-    c.preemptions += preempted;
-    const load = this.load();
-    const loadChanged = load.kv_used_blocks !== this.lastLoad;
-    this.lastLoad = load.kv_used_blocks;
-    return {
-      dpRank: this.dpRank,
-      durationMs,
-      idle,
-      prefillTokens,
-      decodeRequests,
-      preempted,
-      emitted,
-      kvEvents: this.log.drain(),
-      load,
-      loadChanged,
-    };
+    return this.passResult(durationMs, prefillTokens, decodeRequests, preempted, emitted);
   }
 
   load(): EngineLoad {
@@ -329,8 +176,8 @@ export class EngineCore {
     return this.bm.cachedHashes();
   }
 
-  stats(): EngineStats {
-    return { ...this.counters, evictedBlocks: this.bm.evictions };
+  protected evictions(): number {
+    return this.bm.evictions;
   }
 
   /** Pool sizes, for metrics and tests. */
@@ -363,42 +210,6 @@ export class EngineCore {
 
   // ---------------------------------------------------------------------------------------------
 
-  private checkNow(now: number): void {
-    if (typeof now !== 'number' || !Number.isFinite(now) || now < this.lastNow) {
-      throw new KvrError('invalid_time', `now: expected a time >= ${this.lastNow}, got ${String(now)}`, 400, {
-        field: 'now',
-      });
-    }
-    this.lastNow = now;
-  }
-
-  private seedOf(loraName: string | undefined): bigint {
-    const key = loraName ?? '';
-    let s = this.seeds.get(key);
-    if (s === undefined) {
-      s = this.hasher.seedOf(loraName);
-      this.seeds.set(key, s);
-    }
-    return s;
-  }
-
-  /** Hashes blocks up to and including `j` (in order: each sequence hash chains on the previous one). */
-  private hashUpTo(r: SimRequest, j: number): void {
-    const h = r.hashes;
-    const bs = this.bs;
-    for (let b = r.numHashed; b <= j; b++) {
-      const o = 4 * b;
-      this.hasher.hashBlock(r.tokens, b * bs, bs, r.seedLo, r.seedHi, h, o);
-      if (b === 0) {
-        h[2] = h[0];
-        h[3] = h[1];
-      } else {
-        this.hasher.chain(h[o - 2], h[o - 1], h[o], h[o + 1], h, o + 2);
-      }
-    }
-    if (j >= r.numHashed) r.numHashed = j + 1;
-  }
-
   /**
    * Leading full blocks already cached. At most (len − 1) / bs of them: the last prompt token is always
    * computed so the pass yields logits (vLLM's rule; implementation choice).
@@ -408,7 +219,7 @@ export class EngineCore {
     const h = r.hashes;
     let hit = 0;
     while (hit < max) {
-      this.hashUpTo(r, hit);
+      r.hashUpTo(hit);
       if (this.bm.lookup(h[4 * hit + 2], h[4 * hit + 3]) < 0) break;
       hit++;
     }
@@ -431,7 +242,7 @@ export class EngineCore {
     let slots = 0;
     for (let j = r.numBlocks; j < need; j++) {
       if (caching && (j + 1) * bs <= target) {
-        this.hashUpTo(r, j);
+        r.hashUpTo(j);
         const s = bm.lookup(h[4 * j + 2], h[4 * j + 3]);
         if (s >= 0 && bm.refs[s] > 0) continue;
       }
@@ -444,7 +255,7 @@ export class EngineCore {
       const j = r.numBlocks - 1;
       const own = r.blocks[j];
       if (caching) {
-        this.hashUpTo(r, j);
+        r.hashUpTo(j);
         const o = 4 * j;
         const s = bm.lookup(h[o + 2], h[o + 3]);
         if (s >= 0) {
@@ -512,28 +323,20 @@ export class EngineCore {
       j,
       tokens,
     );
-    this.counters.storedBlocks++;
   }
 
   /** Tail first, so a request's deeper blocks reach the LRU list (and get evicted) before its shallower ones. */
-  private releaseBlocks(r: SimRequest): void {
+  protected release(r: SimRequest): void {
     for (let j = r.numBlocks - 1; j >= 0; j--) this.bm.release(r.blocks[j]);
     r.numBlocks = 0;
     r.fullBlocks = 0;
   }
 
   private preempt(r: SimRequest): void {
-    this.releaseBlocks(r);
+    this.release(r);
     r.numComputed = 0;
     r.prefillEnd = 0;
     r.state = WAITING;
     this.waiting.pushFront(r);
-  }
-
-  private finish(r: SimRequest): void {
-    this.releaseBlocks(r);
-    r.state = DONE;
-    this.byId.delete(r.id);
-    this.counters.finished++;
   }
 }

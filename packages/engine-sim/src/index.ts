@@ -22,13 +22,7 @@ export {
 export { reasoningFromFlag, profileTimingFromFlag, type FlagFail, type ProfileRead } from './flags.js';
 export { parseNpz, parseNpy, NpzError, type NpyArray, type InflateRaw } from './npz.js';
 export { DEFAULT_HASHER, type BlockHasher } from './hasher.js';
-export {
-  POLYNOMIAL_TIMING,
-  passDurationMs,
-  shapedPassDurationMs,
-  type DecodeShape,
-  type TimingModel,
-} from './timing.js';
+export { POLYNOMIAL_TIMING, passDurationMs, type DecodeShape, type TimingModel } from './timing.js';
 export type {
   EmittedToken,
   EngineKvEvent,

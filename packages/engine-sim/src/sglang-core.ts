@@ -1,18 +1,9 @@
-import { KvrError, u64Hi, u64Lo } from '@kvrouter/protocols';
 import type { EngineConfig } from './config.js';
-import { Deque } from './deque.js';
-import { KvEventLog } from './event-log.js';
 import type { BlockHasher } from './hasher.js';
 import { RadixCache, type RadixNode, type RadixOwner } from './radix-cache.js';
-import { ReasoningTokens } from './reasoning.js';
-import { checkRequest } from './request-check.js';
-import { passDurationMs, shapedPassDurationMs, type TimingModel } from './timing.js';
-import { TokenRng } from './token-rng.js';
-import type { EmittedToken, EngineLoad, EngineRequest, EngineStats, StepResult } from './types.js';
-
-const WAITING = 0;
-const RUNNING = 1;
-const DONE = 2;
+import { RankCoreBase, RUNNING, SeqRequest, WAITING } from './rank-core.js';
+import type { TimingModel } from './timing.js';
+import type { EmittedToken, EngineLoad, EngineRequest, StepResult } from './types.js';
 
 // SGLang's scheduler constants (python/sglang/srt/managers/schedule_policy.py and server args defaults).
 const CLIP_MAX_NEW_TOKENS = 4096;
@@ -20,58 +11,13 @@ const INIT_NEW_TOKEN_RATIO = 0.7;
 const MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14;
 const NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600;
 
-class SglRequest implements RadixOwner {
-  readonly tokens: Uint32Array;
-  numTokens: number;
-  /** Tokens whose KV is held (in the tree under `node`, or private with the radix cache off). */
-  numComputed = 0;
-  /** Tokens below this index are computed as prefill in the current admission. */
-  prefillEnd = 0;
-  generated = 0;
-  readonly hashes: Uint32Array;
-  numHashed = 0;
+/** A request with its locked path in the radix tree. */
+class SglRequest extends SeqRequest implements RadixOwner {
   /** Deepest node of the locked path; null while it holds no KV. */
   node: RadixNode = null as unknown as RadixNode;
   holdsKv = false;
   /** Tokens held outside the tree (radix cache off). */
   privateTokens = 0;
-  state = WAITING;
-  sched = 0;
-  cachedTokens = -1;
-  kvTransferred = false;
-
-  constructor(
-    readonly id: string,
-    prompt: Uint32Array | readonly number[],
-    readonly maxTokens: number,
-    readonly seedLo: number,
-    readonly seedHi: number,
-    readonly seedKey: string,
-    maxBlocks: number,
-    private readonly hasher: BlockHasher,
-    private readonly bs: number,
-  ) {
-    this.tokens = new Uint32Array(prompt.length + maxTokens);
-    this.tokens.set(prompt);
-    this.numTokens = prompt.length;
-    this.hashes = new Uint32Array(4 * maxBlocks);
-  }
-
-  hashUpTo(j: number): void {
-    const h = this.hashes;
-    const bs = this.bs;
-    for (let b = this.numHashed; b <= j; b++) {
-      const o = 4 * b;
-      this.hasher.hashBlock(this.tokens, b * bs, bs, this.seedLo, this.seedHi, h, o);
-      if (b === 0) {
-        h[2] = h[0];
-        h[3] = h[1];
-      } else {
-        this.hasher.chain(h[o - 2], h[o - 1], h[o], h[o + 1], h, o + 2);
-      }
-    }
-    if (j >= this.numHashed) this.numHashed = j + 1;
-  }
 
   remainingOutput(): number {
     return this.maxTokens - this.generated;
@@ -101,116 +47,36 @@ class SglRequest implements RadixOwner {
  * KV is inserted into the tree as it is allocated, so a request admitted later in the same pass can
  * hit it (the vLLM flavour's cache-at-allocation choice).
  */
-export class SglangCore {
-  private readonly bs: number;
+export class SglangCore extends RankCoreBase<SglRequest> {
   private readonly cache: RadixCache;
-  private readonly log: KvEventLog;
-  private readonly rng: TokenRng;
-  private readonly reasoning: ReasoningTokens | null;
   private readonly caching: boolean;
   private readonly chunk: number;
-  private readonly waiting = new Deque<SglRequest>();
-  private running: SglRequest[] = [];
-  private readonly byId = new Map<string, SglRequest>();
-  private readonly seeds = new Map<string, bigint>();
   private privateTokens = 0;
   private newTokenRatio = INIT_NEW_TOKEN_RATIO;
-  private lastNow = -Infinity;
-  private lastLoad = -1;
-  private readonly counters: EngineStats = {
-    passes: 0,
-    admitted: 0,
-    promptTokens: 0,
-    cachedTokens: 0,
-    prefillTokensComputed: 0,
-    decodeTokens: 0,
-    preemptions: 0,
-    storedBlocks: 0,
-    evictedBlocks: 0,
-    finished: 0,
-    cancelled: 0,
-    reasoningTokens: 0,
-  };
 
   constructor(
-    readonly dpRank: number,
-    private readonly cfg: Readonly<EngineConfig>,
-    private readonly hasher: BlockHasher,
-    private readonly timing: TimingModel,
+    dpRank: number,
+    cfg: Readonly<EngineConfig>,
+    hasher: BlockHasher,
+    timing: TimingModel,
     blockTokenIds = false,
   ) {
-    this.bs = cfg.blockSize;
+    super(dpRank, cfg, hasher, timing);
     this.caching = cfg.enablePrefixCaching;
     this.chunk = cfg.enableChunkedPrefill ? cfg.maxNumBatchedTokens : Infinity;
-    this.log = new KvEventLog(dpRank);
     this.cache = new RadixCache(cfg.numGpuBlocks * cfg.blockSize, cfg.blockSize, this.log, blockTokenIds);
-    this.rng = new TokenRng(cfg.seed, dpRank, cfg.vocabSize);
-    this.reasoning = cfg.reasoning === null ? null : new ReasoningTokens(cfg.reasoning, cfg.vocabSize);
   }
 
-  get numWaiting(): number {
-    return this.waiting.length;
+  protected newRequest(req: EngineRequest, seed: bigint, seedKey: string, maxBlocks: number): SglRequest {
+    return new SglRequest(req, seed, seedKey, maxBlocks, this.hasher, this.bs);
   }
 
-  get numRunning(): number {
-    return this.running.length;
-  }
-
-  get hasWork(): boolean {
-    return this.running.length > 0 || this.waiting.length > 0;
-  }
-
-  has(requestId: string): boolean {
-    return this.byId.has(requestId);
-  }
-
-  enqueue(req: EngineRequest, now: number): void {
-    this.checkNow(now);
-    const maxBlocks = checkRequest(
-      req,
-      this.cfg,
-      (id) => this.byId.has(id),
-      this.cfg.enableChunkedPrefill
-        ? null
-        : { tokens: this.cfg.sglangMaxPrefillTokens, name: 'sglang_max_prefill_tokens' },
-    );
-    const key = req.loraName ?? '';
-    let seed = this.seeds.get(key);
-    if (seed === undefined) {
-      seed = this.hasher.seedOf(req.loraName);
-      this.seeds.set(key, seed);
-    }
-    const r = new SglRequest(
-      req.id,
-      req.tokenIds,
-      req.maxTokens,
-      u64Lo(seed),
-      u64Hi(seed),
-      key,
-      maxBlocks,
-      this.hasher,
-      this.bs,
-    );
-    r.kvTransferred = req.kvTransferred === true;
-    this.byId.set(req.id, r);
-    this.waiting.pushBack(r);
-  }
-
-  cancel(requestId: string): boolean {
-    const r = this.byId.get(requestId);
-    if (r === undefined) return false;
-    if (r.state === WAITING) this.waiting.remove(r);
-    else this.running.splice(this.running.indexOf(r), 1);
-    this.releaseKv(r);
-    r.state = DONE;
-    this.byId.delete(requestId);
-    this.counters.cancelled++;
-    return true;
+  protected unchunkedLimit(): { tokens: number; name: string } {
+    return { tokens: this.cfg.sglangMaxPrefillTokens, name: 'sglang_max_prefill_tokens' };
   }
 
   step(now: number): StepResult {
     this.checkNow(now);
-    const cfg = this.cfg;
     const emitted: EmittedToken[] = [];
     let prefillTokens = 0;
     let decodeRequests = 0;
@@ -231,26 +97,12 @@ export class SglangCore {
       }
       decodeRequests = decoding.length;
     }
-    const idle = prefillTokens === 0 && decodeRequests === 0;
-    const kvUsage = this.usedTokens() / this.cache.capacity;
-    const durationMs = idle
-      ? 0
-      : this.timing.decodeStepMs !== undefined
-        ? shapedPassDurationMs(
-            this.timing,
-            prefillTokens,
-            { kvUsage, batch: decodeRequests, contextTokens },
-            cfg.speedupRatio,
-            cfg.decodeSpeedupRatio,
-          )
-        : passDurationMs(
-            this.timing,
-            prefillTokens,
-            decodeRequests > 0,
-            kvUsage,
-            cfg.speedupRatio,
-            cfg.decodeSpeedupRatio,
-          );
+    const durationMs = this.passMs(
+      prefillTokens,
+      decodeRequests,
+      contextTokens,
+      this.usedTokens() / this.cache.capacity,
+    );
 
     if (prefillTokens > 0) {
       // Extend pass: finished prompts emit and join the running set; unfinished chunks wait at the head.
@@ -287,28 +139,7 @@ export class SglangCore {
         ? INIT_NEW_TOKEN_RATIO
         : Math.max(MIN_NEW_TOKEN_RATIO, this.newTokenRatio - NEW_TOKEN_RATIO_DECAY);
 
-    const c = this.counters;
-    c.passes += idle ? 0 : 1;
-    c.prefillTokensComputed += prefillTokens;
-    c.decodeTokens += decodeRequests;
-    c.preemptions += retracted;
-    const load = this.load();
-    const loadChanged = load.kv_used_blocks !== this.lastLoad;
-    this.lastLoad = load.kv_used_blocks;
-    const kvEvents = this.log.drain();
-    for (const e of kvEvents) if ('stored' in e.data) c.storedBlocks += e.data.stored.blocks.length;
-    return {
-      dpRank: this.dpRank,
-      durationMs,
-      idle,
-      prefillTokens,
-      decodeRequests,
-      preempted: retracted,
-      emitted,
-      kvEvents,
-      load,
-      loadChanged,
-    };
+    return this.passResult(durationMs, prefillTokens, decodeRequests, retracted, emitted);
   }
 
   /** Blocks in use: KV tokens held by live requests, rounded up to blocks. */
@@ -321,8 +152,8 @@ export class SglangCore {
     return this.cache.cachedHashes();
   }
 
-  stats(): EngineStats {
-    return { ...this.counters, evictedBlocks: this.cache.evictions };
+  protected evictions(): number {
+    return this.cache.evictions;
   }
 
   /** KV tokens: in use by live requests, cached but evictable, free. */
@@ -403,7 +234,7 @@ export class SglangCore {
         !this.makeRoomFor(r, n + alloc, first)
       ) {
         // Not admitted after all: give back what lockPrefix took.
-        if (fresh) this.releaseKv(r);
+        if (fresh) this.release(r);
         break;
       }
       this.waiting.shift();
@@ -439,7 +270,7 @@ export class SglangCore {
     if (this.makeRoom(n)) return true;
     if (!first || this.running.length > 0) return false;
     for (let h = this.lastWaitingHolder(); h !== null && h !== r; h = this.lastWaitingHolder()) {
-      this.releaseKv(h);
+      this.release(h);
       this.counters.preemptions++;
       if (this.makeRoom(n)) return true;
     }
@@ -491,7 +322,7 @@ export class SglangCore {
       if (this.running.length <= 1) {
         const holder = this.lastWaitingHolder();
         if (holder === null) break;
-        this.releaseKv(holder);
+        this.release(holder);
         retracted++;
         continue;
       }
@@ -500,7 +331,7 @@ export class SglangCore {
         if (this.running[k].generated < this.running[v].generated) v = k;
       const r = this.running[v];
       this.running.splice(v, 1);
-      this.releaseKv(r);
+      this.release(r);
       r.state = WAITING;
       r.prefillEnd = 0;
       this.waiting.pushFront(r);
@@ -519,7 +350,7 @@ export class SglangCore {
   }
 
   /** Drops a request's hold on its KV; cached tokens stay in the tree, evictable. */
-  private releaseKv(r: SglRequest): void {
+  protected release(r: SglRequest): void {
     if (!r.holdsKv) return;
     if (this.caching) this.cache.unlockPath(r.node);
     else this.privateTokens -= r.privateTokens;
@@ -527,36 +358,5 @@ export class SglangCore {
     r.holdsKv = false;
     r.node = null as unknown as RadixNode;
     r.numComputed = 0;
-  }
-
-  /** Emits `r`'s next token; true when that finished it. */
-  private emit(r: SglRequest, out: EmittedToken[]): boolean {
-    const drawn = this.rng.nextToken();
-    const tok = this.reasoning === null ? drawn : this.reasoning.next(drawn, r.generated, r.maxTokens);
-    r.tokens[r.numTokens++] = tok;
-    r.generated++;
-    const rec: EmittedToken = { requestId: r.id, tokenIds: [tok] };
-    if (r.generated === 1) rec.cachedTokens = r.cachedTokens;
-    out.push(rec);
-    if (r.generated < r.maxTokens) return false;
-    rec.finishReason = 'length';
-    if (this.reasoning !== null) {
-      rec.reasoningTokens = this.reasoning.spanOf(r.maxTokens);
-      this.counters.reasoningTokens += rec.reasoningTokens;
-    }
-    this.releaseKv(r);
-    r.state = DONE;
-    this.byId.delete(r.id);
-    this.counters.finished++;
-    return true;
-  }
-
-  private checkNow(now: number): void {
-    if (typeof now !== 'number' || !Number.isFinite(now) || now < this.lastNow) {
-      throw new KvrError('invalid_time', `now: expected a time >= ${this.lastNow}, got ${String(now)}`, 400, {
-        field: 'now',
-      });
-    }
-    this.lastNow = now;
   }
 }

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { POLYNOMIAL_TIMING, passDurationMs } from './timing.js';
+import { POLYNOMIAL_TIMING, passDurationMs, type DecodeShape } from './timing.js';
+
+/** A decode batch of `batch` requests at KV usage `kvUsage` (the polynomials ignore context length). */
+const decoding = (batch: number, kvUsage: number): DecodeShape => ({ batch, kvUsage, contextTokens: 0 });
 
 describe('timing polynomials (docs/protocol.md §17 step 3)', () => {
   it('prefill matches hand values', () => {
@@ -21,11 +24,11 @@ describe('timing polynomials (docs/protocol.md §17 step 3)', () => {
 
   it('combines parts and applies both speedups', () => {
     // (prefill(1000) + decode(0.5) / 4) / 2 = (32.1058589 + 6.5775) / 2 = 19.34167945
-    expect(passDurationMs(POLYNOMIAL_TIMING, 1000, true, 0.5, 2, 4)).toBeCloseTo(19.34167945, 9);
+    expect(passDurationMs(POLYNOMIAL_TIMING, 1000, decoding(1, 0.5), 2, 4)).toBeCloseTo(19.34167945, 9);
     // prefill only: the decode speedup does not touch it; 32.1058589 / 2
-    expect(passDurationMs(POLYNOMIAL_TIMING, 1000, false, 0.5, 2, 4)).toBeCloseTo(16.05292945, 9);
+    expect(passDurationMs(POLYNOMIAL_TIMING, 1000, decoding(0, 0.5), 2, 4)).toBeCloseTo(16.05292945, 9);
     // decode only at u = 0: 5.74 / 4 / 1
-    expect(passDurationMs(POLYNOMIAL_TIMING, 0, true, 0, 1, 4)).toBeCloseTo(1.435, 12);
-    expect(passDurationMs(POLYNOMIAL_TIMING, 0, false, 0, 1, 1)).toBe(0);
+    expect(passDurationMs(POLYNOMIAL_TIMING, 0, decoding(1, 0), 1, 4)).toBeCloseTo(1.435, 12);
+    expect(passDurationMs(POLYNOMIAL_TIMING, 0, decoding(0, 0), 1, 1)).toBe(0);
   });
 });

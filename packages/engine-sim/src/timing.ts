@@ -28,24 +28,10 @@ export const POLYNOMIAL_TIMING: TimingModel = {
 
 /**
  * Whole pass: prefill part only when prompt tokens were computed, decode part only when some request
- * decoded; the decode part is also divided by the decode speedup.
+ * decoded (`decode.batch` > 0), divided by the decode speedup; the decode part is `decodeStepMs(decode)`
+ * when the model has it, else `decodeMs(decode.kvUsage)`.
  */
 export function passDurationMs(
-  model: TimingModel,
-  prefillTokens: number,
-  anyDecode: boolean,
-  kvUsage: number,
-  speedupRatio: number,
-  decodeSpeedupRatio: number,
-): number {
-  let t = 0;
-  if (prefillTokens > 0) t += model.prefillMs(prefillTokens);
-  if (anyDecode) t += model.decodeMs(kvUsage) / decodeSpeedupRatio;
-  return t / speedupRatio;
-}
-
-/** `passDurationMs` for a model with `decodeStepMs`: the decode part sees the batch's shape. */
-export function shapedPassDurationMs(
   model: TimingModel,
   prefillTokens: number,
   decode: DecodeShape,
