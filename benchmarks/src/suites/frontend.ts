@@ -83,6 +83,8 @@ interface ServerStats {
   gcMaxMs: number;
   cpuMs: number;
   cores: number;
+  /** CPU ms of the server's main thread (the event loop) alone. */
+  loopCpuMs: number;
 }
 
 const r2 = (x: number) => Math.round(x * 100) / 100;
@@ -127,6 +129,7 @@ function rows(name: string, r: LoadResult, s: ServerStats): Row[] {
         gc_ms: s.gcMs,
         gc_max_ms: s.gcMaxMs,
         cpu_ms_per_req: r2(s.cpuMs / Math.max(1, r.sent)),
+        loop_cpu_ms_per_req: r2(s.loopCpuMs / Math.max(1, r.sent)),
         cores: s.cores,
         client_eld_p99: r2(r.clientEld.p99),
       },
@@ -168,7 +171,7 @@ interface RealRun {
  * a real tokenizer (from the engines' cards) and by cl100k, and agent sessions growing from 20k to
  * 150k tokens by 2k per turn with tool calls in the history. One server per run, same flags as above.
  */
-async function realTokenizerRuns(
+export async function realTokenizerRuns(
   ctx: Parameters<Suite['run']>[0],
   o: { concurrency: number; seconds: number; warmupS: number; maxTokens: number; sessions: number },
   runs: RealRun[],
@@ -218,18 +221,29 @@ async function realTokenizerRuns(
   return out;
 }
 
+/** The load client's options of every phase. */
+export const loadOptions = (quick: boolean) => ({
+  concurrency: 32,
+  seconds: quick ? 4 : 15,
+  warmupS: quick ? 1 : 3,
+  maxTokens: 8,
+  sessions: 64,
+});
+
+/** Agent sessions: 20k → 150k-token prompts, +2k per turn, tool calls in the history, at 50 req/s. */
+export const AGENT_RUN: Omit<RealRun, 'modelPath'> = {
+  label: 'Qwen3 tokenizer, agent 20k-150k',
+  workload: 'agent',
+  rate: 50,
+  sessions: 32,
+};
+
 export const suite: Suite = {
   name: 'frontend',
   description:
     'HTTP frontend vs a plain express proxy: ~8k-token multi-turn chat, fast simulated engines (mocker process), open and closed loop',
   async run(ctx) {
-    const o = {
-      concurrency: 32,
-      seconds: ctx.quick ? 4 : 15,
-      warmupS: ctx.quick ? 1 : 3,
-      maxTokens: 8,
-      sessions: 64,
-    };
+    const o = loadOptions(ctx.quick);
     const RATE = 300;
     const server = tsNode(
       'server.ts',
@@ -286,14 +300,7 @@ export const suite: Suite = {
           sessions: 64,
         },
         { label: 'cl100k, corpus text', modelPath: null, workload: 'chat', rate: RATE, sessions: 64 },
-        // Agent sessions: 20k → 150k-token prompts, +2k per turn, tool calls in the history.
-        {
-          label: 'Qwen3 tokenizer, agent 20k-150k',
-          modelPath: qwen3,
-          workload: 'agent',
-          rate: 50,
-          sessions: 32,
-        },
+        { ...AGENT_RUN, modelPath: qwen3 },
       ]);
       return [
         ...rows(`frontend @${RATE}/s`, feRate, feRateS),

@@ -171,6 +171,18 @@ const eld = monitorEventLoopDelay({ resolution: 1 });
 eld.enable();
 let gcMs = 0;
 let gcMax = 0;
+/**
+ * CPU ms of the main thread alone (the event loop, with the GC work it does itself): the first field
+ * of /proc/self/task/<pid>/schedstat (ns on a CPU); NaN where /proc is missing.
+ */
+const loopCpu = (): number => {
+  try {
+    return Number(fs.readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return NaN;
+  }
+};
+let loop = loopCpu();
 let cpu = process.cpuUsage();
 let wall = performance.now();
 new PerformanceObserver((list) => {
@@ -194,8 +206,11 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       // CPU of the whole process (all threads, the mocker child not included) over the interval.
       cpuMs: Math.round((c.user + c.system) / 1e3),
       cores: Math.round(((c.user + c.system) / 1e3 / (now - wall)) * 100) / 100,
+      // The main thread's share (tokenizer threads, GC helpers and libuv's pool excluded).
+      loopCpuMs: Math.round(loopCpu() - loop),
     }),
   );
+  loop = loopCpu();
   cpu = process.cpuUsage();
   wall = now;
   eld.reset();

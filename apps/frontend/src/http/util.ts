@@ -1,10 +1,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
+import { BODY_THREAD_BYTES, invalidJson, parseOnBodyThread, ParsedBody } from './body-thread.js';
 import { reportInternal } from './internal-errors.js';
 
-/** The raw text body parsed losslessly (u64 ids in nvext stay exact). */
+/** The raw text body parsed losslessly (u64 ids in nvext stay exact); a large body comes parsed already. */
 export function parseBody(text: unknown): unknown {
+  if (text instanceof ParsedBody) return text.value;
   if (typeof text !== 'string' || text.length === 0)
     throw new KvrError('invalid_request', 'request body: expected a JSON object, got an empty body', 400, {
       field: 'body',
@@ -12,9 +14,7 @@ export function parseBody(text: unknown): unknown {
   try {
     return parseJson(text);
   } catch (e) {
-    throw new KvrError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`, 400, {
-      field: 'body',
-    });
+    throw invalidJson((e as Error).message);
   }
 }
 
@@ -40,11 +40,18 @@ export function plainUtf8Body(req: IncomingMessage): boolean {
   return m === null || /^utf-?8$/i.test(m[1]!);
 }
 
-/** The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length says so). */
-export function readUtf8Body(req: IncomingMessage, limitBytes: number, limitMb: number): Promise<string> {
+/**
+ * The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length
+ * says so); a body of `BODY_THREAD_BYTES` or more comes back decoded and parsed by the body thread.
+ */
+export function readUtf8Body(
+  req: IncomingMessage,
+  limitBytes: number,
+  limitMb: number,
+): Promise<string | ParsedBody> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(payloadTooLarge(limitMb));
-  return new Promise((resolve, reject) => {
+  return new Promise<string | ParsedBody>((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
     const onData = (b: Buffer) => {
@@ -59,6 +66,12 @@ export function readUtf8Body(req: IncomingMessage, limitBytes: number, limitMb: 
     };
     req.on('data', onData);
     req.once('end', () => {
+      // Refused with 413 already.
+      if (size > limitBytes) return;
+      if (BODY_THREAD_BYTES > 0 && size >= BODY_THREAD_BYTES) {
+        resolve(parseOnBodyThread(Buffer.concat(parts, size)));
+        return;
+      }
       const text =
         parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts, size).toString('utf8');
       // A leading byte-order mark is not part of the JSON (express's decoder drops it too).

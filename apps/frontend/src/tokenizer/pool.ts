@@ -52,6 +52,20 @@ function tsxApi(): string {
   return import.meta.resolve('tsx/esm/api');
 }
 
+/**
+ * A worker thread running the module `jsUrl` (its `.ts` source when this app runs from sources:
+ * a small script registers tsx's loader in the thread and then imports it, since a .ts entry would
+ * be rejected before any --import hook applies).
+ */
+export function workerFromSources(jsUrl: URL, workerData: unknown): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(jsUrl, { workerData });
+  const file = new URL(jsUrl.href.replace(/\.js$/, '.ts'));
+  return new Worker(
+    `import(${JSON.stringify(tsxApi())}).then((t) => { t.register(); return import(${JSON.stringify(file.href)}); })`,
+    { eval: true, workerData },
+  );
+}
+
 function budgetExceeded(budgetMs: number, chars: number): KvrError {
   return new KvrError(
     'tokenize_budget_exceeded',
@@ -87,16 +101,7 @@ export class TokenizerPool {
   }
 
   private spawn(): Thread {
-    const source = import.meta.url.endsWith('.ts');
-    const file = new URL(source ? './worker.ts' : './worker.js', import.meta.url);
-    // From sources the entry is a small script that registers tsx's loader in the thread and then
-    // imports the .ts file (a .ts entry would be rejected before any --import hook applies).
-    const w = source
-      ? new Worker(
-          `import(${JSON.stringify(tsxApi())}).then((t) => { t.register(); return import(${JSON.stringify(file.href)}); })`,
-          { eval: true, workerData: this.spec },
-        )
-      : new Worker(file, { workerData: this.spec });
+    const w = workerFromSources(new URL('./worker.js', import.meta.url), this.spec);
     w.unref();
     const t: Thread = { worker: w, ready: Promise.resolve(), loaded: false, job: null, timer: null };
     t.ready = new Promise<void>((resolve, reject) => {
