@@ -118,6 +118,16 @@ function choiceRequest(
   return r;
 }
 
+/**
+ * Once every choice has started, a chat request's messages are not read again (the prompt is token
+ * ids now, and a migration resends those): dropped, so that a streamed response does not keep the
+ * conversation's text alive (at 300 req/s of 8k-token chats that text was most of what each young
+ * generation GC copied and promoted). Speculative prefill renders them again at the end: kept.
+ */
+function dropMessages(q: InferenceRequest): void {
+  if (q.kind === 'chat' && q.nvext.agent_hints?.speculative_prefill !== true) q.messages = [];
+}
+
 interface Started {
   index: number;
   c: Completion;
@@ -163,6 +173,21 @@ export function completionsHandler(
     return f;
   };
 
+  /** The validated request, and whether the body set `skip_special_tokens`; nothing else of the body is kept. */
+  const readRequest = (bodyText: unknown, receivedAt: number): { r: InferenceRequest; skipSet: boolean } => {
+    const body = parseBody(bodyText);
+    try {
+      const r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
+      return { r, skipSet: 'skip_special_tokens' in (body as object) };
+    } catch (e) {
+      // An invalid request that names its model still counts in that model's request metrics.
+      const b = body as { model?: unknown; stream?: unknown };
+      if (typeof b?.model === 'string' && b.model.length > 0)
+        svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
+      throw e;
+    }
+  };
+
   return async (req: IncomingMessage, res: ServerResponse, bodyText: unknown): Promise<void> => {
     const receivedAt = performance.now();
     const ac = abortOnClose(res);
@@ -177,16 +202,10 @@ export function completionsHandler(
     let servedAs: string;
     let unregister: (() => void) | null = null;
     try {
-      const body = parseBody(bodyText);
-      try {
-        r = kind === 'chat' ? parseChatRequest(body) : parseCompletionRequest(body);
-      } catch (e) {
-        // An invalid request that names its model still counts in that model's request metrics.
-        const b = body as { model?: unknown; stream?: unknown };
-        if (typeof b?.model === 'string' && b.model.length > 0)
-          svc.countRejected(b.model, endpoint, b.stream === true, e, receivedAt);
-        throw e;
-      }
+      const read = readRequest(bodyText, receivedAt);
+      // Nothing of the body outlives validation (this frame lives as long as the stream).
+      bodyText = undefined;
+      r = read.r;
       servedAs = r.model;
       if (lora && svc.o.registry.get(r.model) === null) {
         const l = lora.resolve(r.model, svc.o.registry);
@@ -197,7 +216,7 @@ export function completionsHandler(
       }
       if (r.kind === 'chat') names = parserNames(flags ?? undefined, runtimeConfigOf(svc, r.model));
       // Parsers read markers that are special tokens in most vocabularies.
-      if (parses(r, names) && !('skip_special_tokens' in (body as object))) r.skipSpecialTokens = false;
+      if (parses(r, names) && !read.skipSet) r.skipSpecialTokens = false;
       const base = r;
       const prompts: InferenceRequest[] =
         base.kind === 'completions'
@@ -249,6 +268,7 @@ export function completionsHandler(
       sendError(res, e);
       return;
     }
+    for (const s of all) dropMessages(s.c.req);
     if (ac.signal.aborted) {
       abandonAll();
       return;
