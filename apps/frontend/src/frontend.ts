@@ -188,13 +188,16 @@ export class Frontend {
       const loaded = loadTokenizer(specFor(config.modelPath));
       const threads = opts.tokenizerThreads ?? (config.dynPreprocessWorkers || 1);
       const budgetMs = config.dynPreprocessBudgetMs;
-      const pool = threads > 0 ? new TokenizerPool(loaded.spec, threads, { budgetMs }) : null;
+      const encoderMode = { mode: config.tokenizer, cacheTokens: config.tokenizerPrefixCacheTokens };
+      const pool =
+        threads > 0 ? new TokenizerPool(loaded.spec, threads, { budgetMs, encoder: encoderMode }) : null;
       if (pool) cleanup.push(() => pool.close());
       const encoder = new PromptEncoder({
         tokenizer: loaded.tokenizer,
-        mode: config.tokenizer,
+        ...encoderMode,
         pool,
-        cacheTokens: config.tokenizerPrefixCacheTokens,
+        template: loaded.template,
+        offloadChatChars: config.tokenizerThreadChatChars,
       });
       const tokenizers = await startModelTokenizers({
         ...{ discovery, backend, memHub, fileRoot: config.fileKv, nc, log, threads, budgetMs },
@@ -204,6 +207,7 @@ export class Frontend {
           modelName: config.modelName,
         },
         ...{ mode: config.tokenizer, cacheTokens: config.tokenizerPrefixCacheTokens },
+        threadChatChars: config.tokenizerThreadChatChars,
         fallback: {
           loaded,
           encoder,
@@ -358,6 +362,7 @@ export class Frontend {
           registry,
           paths: pathsFromConfig(config),
           bodyLimitMb: config.httpBodyLimitMb,
+          bodyThreadBytes: config.httpBodyThreadBytes,
           enableAnthropicApi: config.enableAnthropicApi,
           responsesStore: { size: config.responsesStoreSize, ttlSecs: config.responsesStoreTtlSecs },
           metrics: metricsText,

@@ -539,16 +539,20 @@ export class InferenceService {
     const encoder = mt?.encoder ?? this.o.encoder;
     let ids: Uint32Array;
     if (req.kind === 'chat') {
-      const text = (mt?.template ?? this.o.template).render(req.messages, {
-        addGenerationPrompt: req.addGenerationPrompt,
-        continueFinalMessage: req.continueFinalMessage,
-        ...(req.documents ? { documents: req.documents } : {}),
-        ...(req.tools ? { tools: req.tools } : {}),
-        ...(req.toolChoice !== undefined ? { toolChoice: req.toolChoice } : {}),
-        ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
-      });
-      refuseIfCannotFit(text, encoder.tokenizer, contextLength, 'messages');
-      ids = await encoder.encode(text);
+      // Render, refuse what cannot fit, tokenize (long conversations on a tokenizer thread).
+      ids = await encoder.encodeChat(
+        mt?.template ?? this.o.template,
+        req.messages,
+        {
+          addGenerationPrompt: req.addGenerationPrompt,
+          continueFinalMessage: req.continueFinalMessage,
+          ...(req.documents ? { documents: req.documents } : {}),
+          ...(req.tools ? { tools: req.tools } : {}),
+          ...(req.toolChoice !== undefined ? { toolChoice: req.toolChoice } : {}),
+          ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
+        },
+        contextLength,
+      );
     } else if (req.promptTokens) return req.promptTokens;
     else {
       refuseIfCannotFit(req.prompt ?? '', encoder.tokenizer, contextLength, 'prompt');

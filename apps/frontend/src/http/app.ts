@@ -177,7 +177,7 @@ export function createApp(d: AppDeps): RequestListener {
       return;
     }
     track(res, path);
-    readUtf8Body(req, limitBytes, d.bodyLimitMb)
+    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes)
       .then((body) => h(req, res, body))
       .catch((e: unknown) => sendError(res, e));
   };

@@ -7,7 +7,7 @@
  * event loop pays one copy of the bytes and the structured clone of the parsed object (its strings
  * are the messages, each small enough for ordinary heap pages): ~0.4 ms for 500 kB.
  *
- * Bodies of at least `BODY_THREAD_BYTES` go there (smaller ones cost less inline than the round
+ * Bodies of at least `--http-body-thread-bytes` (64 KiB) go there (smaller ones cost less inline than the round
  * trip). One thread, started at the first large body, unref'd (never keeps a process alive), shared
  * by every frontend in the process; a thread that dies fails its pending bodies with 500 and the
  * next large body starts a fresh one. Results equal inline parsing: the same lossless JSON reader
@@ -18,7 +18,7 @@ import { Worker } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
 import { workerFromSources } from '../tokenizer/pool.js';
 
-/** Bodies of at least this many bytes are parsed on the body thread (0 = never). */
+/** Default of `--http-body-thread-bytes`: bodies of at least this many bytes are parsed on the body thread. */
 export const BODY_THREAD_BYTES = 64 * 1024;
 
 /** A body the thread parsed already (`parseBody` returns `value`). */

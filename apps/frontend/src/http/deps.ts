@@ -18,6 +18,8 @@ export interface AppDeps {
   registry: ModelRegistry;
   paths: Paths;
   bodyLimitMb: number;
+  /** `--http-body-thread-bytes`: chat/completions bodies this large are parsed on the body thread (0 = never; absent: 64 KiB). */
+  bodyThreadBytes?: number;
   enableAnthropicApi: boolean;
   /** Prometheus exposition (content type, text). */
   metrics: () => Promise<{ contentType: string; body: string }>;

@@ -42,12 +42,14 @@ export function plainUtf8Body(req: IncomingMessage): boolean {
 
 /**
  * The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length
- * says so); a body of `BODY_THREAD_BYTES` or more comes back decoded and parsed by the body thread.
+ * says so); a body of `threadBytes` or more (`--http-body-thread-bytes`) comes back decoded and
+ * parsed by the body thread.
  */
 export function readUtf8Body(
   req: IncomingMessage,
   limitBytes: number,
   limitMb: number,
+  threadBytes = BODY_THREAD_BYTES,
 ): Promise<string | ParsedBody> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(payloadTooLarge(limitMb));
@@ -80,7 +82,7 @@ export function readUtf8Body(
       parts = [];
       // Refused with 413 already.
       if (size > limitBytes) return;
-      if (BODY_THREAD_BYTES > 0 && size >= BODY_THREAD_BYTES) {
+      if (threadBytes > 0 && size >= threadBytes) {
         resolve(parseOnBodyThread(Buffer.concat(body, size)));
         return;
       }

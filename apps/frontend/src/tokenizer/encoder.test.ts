@@ -7,7 +7,8 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@kvrouter/testkit';
-import { PromptEncoder, type EncodeStats } from './encoder.js';
+import { PromptEncoder } from './encoder.js';
+import type { EncodeStats } from './types.js';
 import { splitSpecials } from './split.js';
 import type { TextTokenizer } from './types.js';
 

@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@kvrouter/testkit';
 import { corpusFiles, FAMILIES, familyDir, readCorpus } from '@kvrouter/tokenizer/testing';
-import { PromptEncoder, type EncodeStats } from './encoder.js';
+import { PromptEncoder } from './encoder.js';
+import type { EncodeStats } from './types.js';
 import { loadTokenizer } from './load.js';
 import type { TemplateMessage } from './template.js';
 

@@ -62,6 +62,8 @@ export interface ModelTokenizersOptions {
   /** `--tokenizer` and the prefix-cache budget, for the encoders built here. */
   mode: 'default' | 'fastokens';
   cacheTokens?: number;
+  /** `--tokenizer-thread-chat-chars` (default 65 536). */
+  threadChatChars?: number;
   /** Tokenizer threads per model loaded from a card (0: none). */
   threads: number;
   /** Time budget of one tokenization job on a thread, ms (`--dyn-preprocess-budget-ms`). */
@@ -214,14 +216,22 @@ export class ModelTokenizers {
     const loaded = loadTokenizer(spec, (line) => this.o.log.info(line));
     const pool =
       this.o.threads > 0
-        ? new TokenizerPool(loaded.spec, this.o.threads, { budgetMs: this.o.budgetMs })
+        ? new TokenizerPool(loaded.spec, this.o.threads, {
+            budgetMs: this.o.budgetMs,
+            encoder: {
+              mode: this.o.mode,
+              ...(this.o.cacheTokens !== undefined ? { cacheTokens: this.o.cacheTokens } : {}),
+            },
+          })
         : null;
     entry.pool = pool;
     const encoder = new PromptEncoder({
       tokenizer: loaded.tokenizer,
       mode: this.o.mode,
       pool,
+      template: loaded.template,
       ...(this.o.cacheTokens !== undefined ? { cacheTokens: this.o.cacheTokens } : {}),
+      ...(this.o.threadChatChars !== undefined ? { offloadChatChars: this.o.threadChatChars } : {}),
     });
     return { tokenizer: loaded.tokenizer, template: loaded.template, encoder, source };
   }

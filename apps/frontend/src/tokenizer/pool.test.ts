@@ -6,7 +6,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
-import { PromptEncoder, type EncodeStats } from './encoder.js';
+import { PromptEncoder } from './encoder.js';
+import type { EncodeStats } from './types.js';
 import { wordText as text } from '../test-helpers.js';
 import { TokenizerPool } from './pool.js';
 import { TiktokenTokenizer } from './tiktoken.js';

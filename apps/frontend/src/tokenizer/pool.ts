@@ -14,7 +14,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
-import type { TokenizerSpec } from './types.js';
+import type { RenderOptions, TemplateMessage } from './template.js';
+import type { EncodeStats, TokenizerSpec } from './types.js';
 
 /** Default time budget of one tokenization job (`--dyn-preprocess-budget-ms`). */
 const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
@@ -26,12 +27,44 @@ export interface TokenizerPoolOptions {
   budgetMs?: number;
   /** Characters from which a job counts as large (test hook). */
   largeChars?: number;
+  /**
+   * How each thread's own prompt encoder tokenizes whole chat prompts (`chat` jobs): the main
+   * encoder's `--tokenizer` mode and prefix-cache bound (default fastokens, 16 M ids).
+   */
+  encoder?: { mode: 'default' | 'fastokens'; cacheTokens?: number };
+}
+
+/** What a thread is started with (worker.ts). */
+export interface PoolWorkerData {
+  spec: TokenizerSpec;
+  encoder: { mode: 'default' | 'fastokens'; cacheTokens?: number };
+}
+
+/** A chat prompt rendered and tokenized on a thread (the thread's template and prefix cache). */
+export interface ChatJob {
+  messages: readonly TemplateMessage[];
+  options: RenderOptions;
+  /** Refused (400 naming `messages`) when the rendered text cannot fit, before tokenizing. */
+  contextLength: number;
+}
+
+/** What a thread answers. */
+interface Reply {
+  id?: number;
+  out?: Uint32Array[];
+  stats?: EncodeStats;
+  error?: { message: string; code?: string; status?: number; detail?: Record<string, unknown> };
 }
 
 interface Job {
   id: number;
   texts: string[];
   whole: boolean;
+  /** A chat prompt instead of texts. */
+  chat?: ChatJob;
+  /** The thread whose prefix cache holds this conversation (chat jobs): the job waits for it. */
+  prefer?: number;
+  stats?: EncodeStats;
   large: boolean;
   chars: number;
   resolve: (v: Uint32Array[]) => void;
@@ -81,6 +114,7 @@ export class TokenizerPool {
   private readonly ready: Promise<void>;
   private readonly budgetMs: number;
   private readonly largeChars: number;
+  private readonly workerData: PoolWorkerData;
   private seq = 0;
   private closed = false;
   /** Threads replaced because a job ran past its budget. */
@@ -95,13 +129,14 @@ export class TokenizerPool {
       throw new RangeError(`tokenizer threads must be a positive integer, got ${threads}`);
     this.budgetMs = o.budgetMs ?? DEFAULT_TOKENIZE_BUDGET_MS;
     this.largeChars = o.largeChars ?? DEFAULT_LARGE_CHARS;
+    this.workerData = { spec, encoder: o.encoder ?? { mode: 'fastokens' } };
     for (let i = 0; i < threads; i++) this.threads.push(this.spawn());
     this.ready = Promise.all(this.threads.map((t) => t.ready)).then(() => undefined);
     this.ready.catch(() => undefined);
   }
 
   private spawn(): Thread {
-    const w = workerFromSources(new URL('./worker.js', import.meta.url), this.spec);
+    const w = workerFromSources(new URL('./worker.js', import.meta.url), this.workerData);
     w.unref();
     const t: Thread = { worker: w, ready: Promise.resolve(), loaded: false, job: null, timer: null };
     t.ready = new Promise<void>((resolve, reject) => {
@@ -116,12 +151,23 @@ export class TokenizerPool {
       w.on('message', onReady);
     });
     t.ready.catch(() => undefined);
-    w.on('message', (m: { id?: number; out?: Uint32Array[]; error?: { message: string } }) => {
+    w.on('message', (m: Reply) => {
       const job = t.job;
       if (m.id === undefined || job === null || job.id !== m.id) return;
       this.finish(t);
-      if (m.error) job.reject(new KvrError('tokenizer_error', m.error.message, 500));
-      else job.resolve(m.out!);
+      const err = m.error;
+      // A request error found on the thread (a template's raise_exception, a prompt that cannot
+      // fit) keeps its code, status and field; anything else is the tokenizer's failure.
+      if (err)
+        job.reject(
+          err.code !== undefined && err.status !== undefined && err.status < 500
+            ? new KvrError(err.code as 'invalid_request', err.message, err.status, err.detail)
+            : new KvrError('tokenizer_error', err.message, 500),
+        );
+      else {
+        if (job.stats && m.stats) Object.assign(job.stats, m.stats, { offloaded: true });
+        job.resolve(m.out!);
+      }
       this.pump();
     });
     w.on('error', (e) => {
@@ -181,19 +227,36 @@ export class TokenizerPool {
   }
 
   encode(texts: string[], whole: boolean): Promise<Uint32Array[]> {
-    if (this.closed) return Promise.reject(new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503));
     let chars = 0;
     for (const s of texts) chars += s.length;
+    return this.submit({ texts, whole }, chars);
+  }
+
+  /**
+   * Renders a chat prompt with the thread's template and tokenizes it with the thread's prompt
+   * encoder (its own prefix cache). `chars`: the prompt's size estimate (the large-job rule);
+   * `affinity`: a conversation key, so that every turn of one conversation lands on the same
+   * thread and finds its previous turns in that thread's cache (the job waits for that thread).
+   */
+  async encodeChat(
+    chat: ChatJob,
+    chars: number,
+    affinity: number,
+    stats?: EncodeStats,
+  ): Promise<Uint32Array> {
+    const prefer = (affinity >>> 0) % this.threads.length;
+    return (
+      await this.submit({ texts: [], whole: true, chat, prefer, ...(stats ? { stats } : {}) }, chars)
+    )[0]!;
+  }
+
+  private submit(
+    j: Pick<Job, 'texts' | 'whole' | 'chat' | 'prefer' | 'stats'>,
+    chars: number,
+  ): Promise<Uint32Array[]> {
+    if (this.closed) return Promise.reject(new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503));
     return new Promise((resolve, reject) => {
-      this.queue.push({
-        id: ++this.seq,
-        texts,
-        whole,
-        large: chars >= this.largeChars,
-        chars,
-        resolve,
-        reject,
-      });
+      this.queue.push({ ...j, id: ++this.seq, large: chars >= this.largeChars, chars, resolve, reject });
       this.pump();
     });
   }
@@ -204,22 +267,25 @@ export class TokenizerPool {
       const idle = this.threads.find((t) => t.job === null && t.loaded);
       if (!idle) return;
       const job = this.queue[i]!;
-      if (job.large && this.largeRunning() >= this.largeCap()) {
+      const want = job.prefer === undefined ? idle : this.threads[job.prefer]!;
+      if ((job.large && this.largeRunning() >= this.largeCap()) || want.job !== null || !want.loaded) {
         i++;
         continue;
       }
       this.queue.splice(i, 1);
-      idle.job = job;
+      want.job = job;
       if (this.budgetMs > 0) {
-        idle.timer = setTimeout(() => {
-          if (idle.job !== job) return;
-          this.finish(idle);
+        want.timer = setTimeout(() => {
+          if (want.job !== job) return;
+          this.finish(want);
           job.reject(budgetExceeded(this.budgetMs, job.chars));
-          this.replace(idle);
+          this.replace(want);
         }, this.budgetMs);
-        idle.timer.unref();
+        want.timer.unref();
       }
-      idle.worker.postMessage({ id: job.id, texts: job.texts, whole: job.whole });
+      want.worker.postMessage(
+        job.chat ? { id: job.id, chat: job.chat } : { id: job.id, texts: job.texts, whole: job.whole },
+      );
     }
   }
 

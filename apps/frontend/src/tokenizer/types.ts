@@ -37,3 +37,12 @@ export interface TextTokenizer {
 export type TokenizerSpec =
   | { kind: 'tiktoken'; encoding: 'cl100k_base' | 'o200k_base' }
   | { kind: 'hf'; dir: string; engine?: 'fast' | 'hf' };
+
+/** What one `PromptEncoder.encode` did (optional out-parameter). */
+export interface EncodeStats {
+  /** Characters tokenized by this call (not covered by a cached prefix). */
+  tokenizedChars: number;
+  offloaded: boolean;
+  /** Ids taken from the prefix cache. */
+  cachedTokens?: number;
+}

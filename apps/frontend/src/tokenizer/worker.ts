@@ -1,20 +1,57 @@
-/** A tokenizer thread: encodes texts posted by `TokenizerPool` with its own copy of the tokenizer. */
+/**
+ * A tokenizer thread: encodes texts posted by `TokenizerPool` with its own copy of the tokenizer,
+ * and renders + tokenizes whole chat prompts (`chat` jobs) with its own copy of the chat template
+ * and its own prompt encoder (same `--tokenizer` mode and prefix-cache bound as the main thread's).
+ */
 import { parentPort, workerData } from 'node:worker_threads';
+import { KvrError } from '@kvrouter/protocols';
+import { refuseIfCannotFit } from '../context-bound.js';
+import { PromptEncoder } from './encoder.js';
 import { loadTokenizer } from './load.js';
-import type { TokenizerSpec } from './types.js';
+import type { ChatJob, PoolWorkerData } from './pool.js';
+import type { EncodeStats } from './types.js';
 
 interface Job {
   id: number;
-  texts: string[];
+  texts?: string[];
   /** true: recognise special tokens (whole prompts); false: plain pieces. */
-  whole: boolean;
+  whole?: boolean;
+  chat?: ChatJob;
 }
 
+const data = workerData as PoolWorkerData;
 // The main thread already said which engine it uses.
-const { tokenizer } = loadTokenizer(workerData as TokenizerSpec, () => undefined);
-parentPort!.on('message', (job: Job) => {
+const { tokenizer, template } = loadTokenizer(data.spec, () => undefined);
+const encoder = new PromptEncoder({ tokenizer, ...data.encoder });
+
+function fail(id: number, e: unknown): void {
+  const error =
+    e instanceof KvrError
+      ? { message: e.message, code: e.code, status: e.status, detail: e.detail }
+      : { message: (e as Error).message };
+  parentPort!.postMessage({ id, error });
+}
+
+async function chat(id: number, c: ChatJob): Promise<void> {
   try {
-    const out = job.texts.map((t) =>
+    const text = template.render(c.messages, c.options);
+    refuseIfCannotFit(text, tokenizer, c.contextLength, 'messages');
+    const stats: EncodeStats = { tokenizedChars: 0, offloaded: true };
+    // No pool here: the encoder works inline on this thread (the promise is settled already).
+    const ids = await encoder.encode(text, stats);
+    parentPort!.postMessage({ id, out: [ids], stats }, [ids.buffer as ArrayBuffer]);
+  } catch (e) {
+    fail(id, e);
+  }
+}
+
+parentPort!.on('message', (job: Job) => {
+  if (job.chat) {
+    void chat(job.id, job.chat);
+    return;
+  }
+  try {
+    const out = job.texts!.map((t) =>
       Uint32Array.from(job.whole ? tokenizer.encode(t) : tokenizer.encodeText(t)),
     );
     parentPort!.postMessage(
@@ -22,7 +59,7 @@ parentPort!.on('message', (job: Job) => {
       out.map((a) => a.buffer),
     );
   } catch (e) {
-    parentPort!.postMessage({ id: job.id, error: { message: (e as Error).message } });
+    fail(job.id, e);
   }
 });
 // First use builds lazy tables (BPE ranks, regexes): done before `ready`, so a job's time budget

@@ -1,0 +1,129 @@
+/**
+ * Long chat prompts rendered and tokenized on tokenizer threads (`PromptEncoder.encodeChat`) give
+ * the ids of a cold tokenization of the same rendering on the main thread, with Qwen3's real
+ * tokenizer.json and chat template; every turn of a conversation reaches the thread whose prefix
+ * cache holds its earlier turns (affinity), so with two threads each later turn reuses ids; errors
+ * found on the thread (a prompt that cannot fit) come back as the same 400 naming `messages`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KvrError } from '@kvrouter/protocols';
+import { Rng } from '@kvrouter/testkit';
+import { corpusFiles, FAMILIES, familyDir, readCorpus } from '@kvrouter/tokenizer/testing';
+import { PromptEncoder } from './encoder.js';
+import type { EncodeStats } from './types.js';
+import { loadTokenizer, type LoadedTokenizer } from './load.js';
+import { TokenizerPool } from './pool.js';
+import type { TemplateMessage } from './template.js';
+
+const texts = corpusFiles().map(readCorpus);
+const fam = FAMILIES.find((f) => f.name === 'qwen3')!;
+let loaded: LoadedTokenizer;
+const pools: TokenizerPool[] = [];
+
+beforeAll(() => {
+  loaded = loadTokenizer({ kind: 'hf', dir: familyDir(fam) }, () => undefined);
+});
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+});
+
+async function encoder(mode: 'default' | 'fastokens', threads: number): Promise<PromptEncoder> {
+  const pool = new TokenizerPool(loaded.spec, threads, { budgetMs: 0, encoder: { mode } });
+  pools.push(pool);
+  await pool.whenReady();
+  return new PromptEncoder({
+    tokenizer: loaded.tokenizer,
+    mode,
+    pool,
+    template: loaded.template,
+    offloadChatChars: 2000,
+  });
+}
+
+const slice = (rng: Rng, n: number) => {
+  const t = rng.pick(texts);
+  const at = rng.int(0, Math.max(0, t.length - n));
+  return t.slice(at, at + n);
+};
+
+/** One agent turn: an assistant tool call and its result. */
+function grow(rng: Rng, conv: TemplateMessage[], k: number): void {
+  const id = `call_${k}`;
+  conv.push({
+    role: 'assistant',
+    content: '',
+    tool_calls: [
+      { id, type: 'function', function: { name: 'read_file', arguments: `{"path": "src/f${k}.ts"}` } },
+    ],
+  } as TemplateMessage);
+  conv.push({ role: 'tool', tool_call_id: id, content: slice(rng, rng.int(200, 1500)) } as TemplateMessage);
+}
+
+describe('chat prompts on tokenizer threads (Qwen3)', () => {
+  it(
+    'fastokens, two threads: ids equal a cold tokenization; later turns hit the same thread cache',
+    { timeout: 120_000 },
+    async () => {
+      const enc = await encoder('fastokens', 2);
+      const rng = new Rng(14);
+      const convs: TemplateMessage[][] = [0, 1, 2, 3].map((s) => [
+        { role: 'system', content: `agent ${s}: ${slice(rng, 1500)}` },
+        { role: 'user', content: slice(rng, 1500) },
+      ]);
+      const turns = [0, 0, 0, 0];
+      const prev = [0, 0, 0, 0];
+      const opts = { addGenerationPrompt: true };
+      const turn = async (s: number, step: number) => {
+        const conv = convs[s]!;
+        grow(rng, conv, step);
+        const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+        const got = await enc.encodeChat(loaded.template, [...conv], opts, 1 << 30, stats);
+        return { s, text: loaded.template.render(conv, opts), got, stats };
+      };
+      // Two conversations at a time, so both threads are busy and a job could take either.
+      for (let step = 0; step < 12; step++) {
+        const a = rng.int(0, convs.length - 1);
+        const b = (a + rng.int(1, convs.length - 1)) % convs.length;
+        for (const { s, text, got, stats } of await Promise.all([turn(a, 2 * step), turn(b, 2 * step + 1)])) {
+          expect(Array.from(got)).toEqual(Array.from(loaded.tokenizer.encode(text)));
+          expect(stats.offloaded).toBe(true);
+          // From its second turn on, a conversation finds most of its previous turn in its
+          // thread's cache (a thread that never saw it shares only the opening special token).
+          if (turns[s]! > 0) expect(stats.cachedTokens).toBeGreaterThan(prev[s]! / 2);
+          else expect(stats.cachedTokens).toBeLessThanOrEqual(1);
+          expect(stats.tokenizedChars).toBeLessThan(text.length);
+          prev[s] = got.length;
+          turns[s]!++;
+        }
+      }
+    },
+  );
+
+  it('default mode on a thread tokenizes the whole prompt, same ids', { timeout: 60_000 }, async () => {
+    const enc = await encoder('default', 1);
+    const rng = new Rng(15);
+    const conv: TemplateMessage[] = [{ role: 'user', content: slice(rng, 3000) }];
+    grow(rng, conv, 1);
+    const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    const got = await enc.encodeChat(loaded.template, conv, { addGenerationPrompt: true }, 1 << 30, stats);
+    const text = loaded.template.render(conv, { addGenerationPrompt: true });
+    expect(Array.from(got)).toEqual(Array.from(loaded.tokenizer.encode(text)));
+    expect([stats.offloaded, stats.tokenizedChars]).toEqual([true, text.length]);
+  });
+
+  it('a prompt that cannot fit is refused on the thread with the inline 400 naming messages', async () => {
+    const enc = await encoder('fastokens', 1);
+    const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });
+    const conv: TemplateMessage[] = [{ role: 'user', content: slice(new Rng(16), 5000) }];
+    const opts = { addGenerationPrompt: true };
+    const [a, b] = await Promise.all([
+      enc.encodeChat(loaded.template, conv, opts, 8).catch((e: unknown) => e),
+      inline.encodeChat(loaded.template, conv, opts, 8).catch((e: unknown) => e),
+    ]);
+    expect(a).toBeInstanceOf(KvrError);
+    expect(b).toBeInstanceOf(KvrError);
+    const [x, y] = [a as KvrError, b as KvrError];
+    expect([x.code, x.status, x.detail?.field]).toEqual(['invalid_request', 400, 'messages']);
+    expect([x.code, x.status, x.message]).toEqual([y.code, y.status, y.message]);
+  });
+});
