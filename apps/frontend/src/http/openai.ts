@@ -239,6 +239,8 @@ export function completionsHandler(
       const n = base.n;
       const start = async (q: InferenceRequest, index: number): Promise<Started> => {
         const c = await svc.start(q, ctx);
+        // Tokenized: with one choice per prompt nothing renders these messages again.
+        if (n === 1) dropMessages(q);
         const out = new ChoiceOutput(
           index,
           q,
@@ -268,6 +270,7 @@ export function completionsHandler(
       sendError(res, e);
       return;
     }
+    // n > 1: the other choices rendered the same messages; all have started now.
     for (const s of all) dropMessages(s.c.req);
     if (ac.signal.aborted) {
       abandonAll();
