@@ -18,39 +18,13 @@
  * the tree does not stay cut at every point where some booking once started or ended.
  */
 
-interface GNode {
-  /** Hashes `src[from .. from + 2·len)`, (lo, hi) pairs of some booked prompt. */
-  src: Uint32Array;
-  from: number;
-  len: number;
-  /** Rank slots holding the node: bit s of word s >> 5 (words past the end are 0). */
-  bits: Uint32Array;
-  count: number;
-  /** Children by the low word of their first hash; `alt` chains children sharing that word. */
-  kids: Map<number, GNode> | null;
-  alt: GNode | null;
-}
+import { ChainTree, EMPTY_BITS, newNode, type ChainNode } from './chain-tree.js';
 
-const EMPTY_BITS = new Uint32Array(0);
-
-const newNode = (src: Uint32Array, from: number, len: number, bits: Uint32Array, count: number): GNode => ({
-  src,
-  from,
-  len,
-  bits,
-  count,
-  kids: null,
-  alt: null,
-});
-
-export class HolderTree {
-  private readonly root: GNode = newNode(new Uint32Array(0), 0, 0, EMPTY_BITS, 0);
-  private readonly path: GNode[] = [];
+/** `ChainTree` nodes here carry their rank slots in `bits` and the number of them in `ref`. */
+export class HolderTree extends ChainTree {
   private words = 1;
   private nextSlot = 0;
   private readonly freeSlots: number[] = [];
-  /** Nodes in the tree (tests). */
-  nodes = 0;
 
   /** A slot number for a new rank (the lowest free one). */
   acquireSlot(): number {
@@ -74,78 +48,12 @@ export class HolderTree {
     return this.nextSlot;
   }
 
-  private child(n: GNode, lo: number, hi: number): GNode | null {
-    if (n.kids === null) return null;
-    let c: GNode | null = n.kids.get(lo) ?? null;
-    while (c !== null && c.src[c.from + 1] !== hi) c = c.alt;
-    return c;
-  }
-
-  private link(parent: GNode, c: GNode): void {
-    const lo = c.src[c.from];
-    if (parent.kids === null) parent.kids = new Map();
-    c.alt = parent.kids.get(lo) ?? null;
-    parent.kids.set(lo, c);
-  }
-
-  private unlink(parent: GNode, c: GNode): void {
-    const kids = parent.kids!;
-    const lo = c.src[c.from];
-    const head = kids.get(lo)!;
-    if (head === c) {
-      if (c.alt === null) kids.delete(lo);
-      else kids.set(lo, c.alt);
-    } else {
-      let p = head;
-      while (p.alt !== c) p = p.alt!;
-      p.alt = c.alt;
-    }
-    c.alt = null;
-    this.nodes -= countNodes(c);
-  }
-
-  /** `n` keeps its first k blocks (0 < k < n.len); the rest becomes its only child, same set. */
-  private split(n: GNode, k: number): void {
-    const tail = newNode(n.src, n.from + 2 * k, n.len - k, n.bits.slice(), n.count);
-    tail.kids = n.kids;
-    n.len = k;
-    n.kids = null;
-    this.link(n, tail);
-    this.nodes++;
-  }
-
-  /** Absorbs `n`'s only child while both have the same set. */
-  private merge(n: GNode): void {
-    for (;;) {
-      const kids = n.kids;
-      if (kids === null || kids.size !== 1) return;
-      const k = kids.values().next().value!;
-      if (k.alt !== null || k.count !== n.count) return;
-      const a = n.bits;
-      const b = k.bits;
-      for (let w = 0, end = Math.max(a.length, b.length); w < end; w++)
-        if ((w < a.length ? a[w] : 0) !== (w < b.length ? b[w] : 0)) return;
-      // Positions are absolute (a node's `from` is its first block's pair index in a chain that
-      // starts at block 0), and k's array holds n's blocks too, since its chain passes through n.
-      n.src = k.src;
-      n.len += k.len;
-      n.kids = k.kids;
-      this.nodes--;
-    }
-  }
-
-  private mergePath(): void {
-    const path = this.path;
-    for (let i = path.length - 1; i >= 0; i--) this.merge(path[i]);
-    path.length = 0;
-  }
-
-  private has(n: GNode, slot: number): boolean {
+  private has(n: ChainNode, slot: number): boolean {
     const w = slot >>> 5;
     return w < n.bits.length && (n.bits[w] & (1 << (slot & 31))) !== 0;
   }
 
-  private set(n: GNode, slot: number): void {
+  private set(n: ChainNode, slot: number): void {
     const w = slot >>> 5;
     if (w >= n.bits.length) {
       const grown = new Uint32Array(this.words);
@@ -155,16 +63,16 @@ export class HolderTree {
     const bit = 1 << (slot & 31);
     if ((n.bits[w] & bit) === 0) {
       n.bits[w] |= bit;
-      n.count++;
+      n.ref++;
     }
   }
 
-  private clear(n: GNode, slot: number): void {
+  private clear(n: ChainNode, slot: number): void {
     const w = slot >>> 5;
     const bit = 1 << (slot & 31);
     if (w < n.bits.length && (n.bits[w] & bit) !== 0) {
       n.bits[w] &= ~bit;
-      n.count--;
+      n.ref--;
     }
   }
 
@@ -183,20 +91,12 @@ export class HolderTree {
         const bits = new Uint32Array(this.words);
         bits[slot >>> 5] = 1 << (slot & 31);
         // A chain the tree does not have yet is new to every rank, so pos >= from here.
-        this.link(node, newNode(pairs, pos, (to - pos) >> 1, bits, 1));
+        this.link(node, newNode(pairs, pos, (to - pos) >> 1, 1, bits));
         this.nodes++;
         break;
       }
       path.push(c);
-      const m = Math.min(c.len, (to - pos) >> 1);
-      const s = c.src;
-      let k = 1;
-      for (
-        let a = c.from + 2, b = pos + 2;
-        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
-        a += 2, b += 2
-      )
-        k++;
+      const k = this.run(c, pairs, pos, to);
       if (k < c.len) this.split(c, k);
       const end = pos + 2 * k;
       if (end > from) {
@@ -242,8 +142,9 @@ export class HolderTree {
           end = to;
         }
         this.clear(c, slot);
-        if (c.count === 0) {
+        if (c.ref === 0) {
           this.unlink(node, c);
+          this.nodes -= countNodes(c);
           break;
         }
       }
@@ -254,14 +155,17 @@ export class HolderTree {
     this.mergePath();
   }
 
-  private clearSlot(n: GNode, slot: number): void {
+  private clearSlot(n: ChainNode, slot: number): void {
     if (n.kids === null) return;
-    const all: GNode[] = [];
-    for (const head of n.kids.values()) for (let c: GNode | null = head; c !== null; c = c.alt) all.push(c);
+    const all: ChainNode[] = [];
+    for (const head of n.kids.values())
+      for (let c: ChainNode | null = head; c !== null; c = c.alt) all.push(c);
     for (const c of all) {
       this.clear(c, slot);
-      if (c.count === 0) this.unlink(n, c);
-      else this.clearSlot(c, slot);
+      if (c.ref === 0) {
+        this.unlink(n, c);
+        this.nodes -= countNodes(c);
+      } else this.clearSlot(c, slot);
     }
   }
 
@@ -272,15 +176,7 @@ export class HolderTree {
     while (pos <= at) {
       const c = this.child(node, pairs[pos], pairs[pos + 1]);
       if (c === null) return false;
-      const m = Math.min(c.len, (pairs.length - pos) >> 1);
-      const s = c.src;
-      let k = 1;
-      for (
-        let a = c.from + 2, b = pos + 2;
-        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
-        a += 2, b += 2
-      )
-        k++;
+      const k = this.run(c, pairs, pos, pairs.length);
       if (at < pos + 2 * k) return this.has(c, slot);
       if (k < c.len) return false;
       pos += 2 * k;
@@ -297,7 +193,7 @@ export class HolderTree {
     depth.fill(0, 0, this.nextSlot);
     const n = seq.length;
     let node = this.root;
-    let prev: GNode | null = null;
+    let prev: ChainNode | null = null;
     let prevDepth = 0;
     let pos = 0;
     while (pos < n) {
@@ -305,15 +201,7 @@ export class HolderTree {
       if (c === null) break;
       // Ranks of the previous node that do not continue into c stop at its end.
       if (prev !== null) assign(prev.bits, c.bits, prevDepth, depth);
-      const m = Math.min(c.len, (n - pos) >> 1);
-      const s = c.src;
-      let k = 1;
-      for (
-        let a = c.from + 2, b = pos + 2;
-        k < m && s[a] === seq[b] && s[a + 1] === seq[b + 1];
-        a += 2, b += 2
-      )
-        k++;
+      const k = this.run(c, seq, pos, n);
       prev = c;
       prevDepth = (pos >> 1) + k;
       if (k < c.len) break;
@@ -337,10 +225,10 @@ function assign(a: Uint32Array, b: Uint32Array, d: number, depth: Int32Array): v
   }
 }
 
-function countNodes(n: GNode): number {
+function countNodes(n: ChainNode): number {
   let c = 1;
   if (n.kids !== null)
     for (const head of n.kids.values())
-      for (let k: GNode | null = head; k !== null; k = k.alt) c += countNodes(k);
+      for (let k: ChainNode | null = head; k !== null; k = k.alt) c += countNodes(k);
   return c;
 }

@@ -24,102 +24,15 @@
  * in `BlockTable`.
  */
 import { deficitUnits } from './block-table.js';
+import { ChainTree, EMPTY_BITS, newNode, type ChainNode } from './chain-tree.js';
 
-interface Node {
-  /** Hashes of this node: `src[from .. from + 2·len)` as (lo, hi) pairs (a request's prompt copy). */
-  src: Uint32Array;
-  from: number;
-  len: number;
-  ref: number;
-  /** Fractional value of every block of the node, NaN = none. */
-  frac: number;
-  /** deficitUnits(frac) per block (0 without a fraction). */
-  units: number;
-  /** Children by the low word of their first hash; `alt` chains children sharing that word. */
-  kids: Map<number, Node> | null;
-  alt: Node | null;
-}
-
-const newNode = (src: Uint32Array, from: number, len: number, ref: number): Node => ({
-  src,
-  from,
-  len,
-  ref,
-  frac: NaN,
-  units: 0,
-  kids: null,
-  alt: null,
-});
-
-export class PrefixTree {
-  private readonly root: Node = newNode(new Uint32Array(0), 0, 0, 0);
-  private readonly path: Node[] = [];
-  /** Nodes in the tree (tests). */
-  nodes = 0;
+export class PrefixTree extends ChainTree {
   /** Distinct blocks held. */
   size = 0;
   /** Blocks that carry a fractional value. */
   fracBlocks = 0;
   /** Σ deficitUnits(fractional) over blocks with a fractional value. */
   deficitUnits = 0;
-
-  private child(n: Node, lo: number, hi: number): Node | null {
-    if (n.kids === null) return null;
-    let c: Node | null = n.kids.get(lo) ?? null;
-    while (c !== null && c.src[c.from + 1] !== hi) c = c.alt;
-    return c;
-  }
-
-  private link(parent: Node, c: Node): void {
-    const lo = c.src[c.from];
-    if (parent.kids === null) parent.kids = new Map();
-    c.alt = parent.kids.get(lo) ?? null;
-    parent.kids.set(lo, c);
-  }
-
-  private unlink(parent: Node, c: Node): void {
-    const kids = parent.kids!;
-    const lo = c.src[c.from];
-    const head = kids.get(lo)!;
-    if (head === c) {
-      if (c.alt === null) kids.delete(lo);
-      else kids.set(lo, c.alt);
-    } else {
-      let p = head;
-      while (p.alt !== c) p = p.alt!;
-      p.alt = c.alt;
-    }
-    c.alt = null;
-  }
-
-  /** `n` keeps its first k blocks (0 < k < n.len); the rest becomes its only child. */
-  private split(n: Node, k: number): void {
-    const tail = newNode(n.src, n.from + 2 * k, n.len - k, n.ref);
-    tail.frac = n.frac;
-    tail.units = n.units;
-    tail.kids = n.kids;
-    n.len = k;
-    n.kids = null;
-    this.link(n, tail);
-    this.nodes++;
-  }
-
-  /** Absorbs `n`'s only child while both are held by the same requests. */
-  private merge(n: Node): void {
-    for (;;) {
-      const kids = n.kids;
-      if (kids === null || kids.size !== 1) return;
-      const k = kids.values().next().value!;
-      if (k.alt !== null || k.ref !== n.ref) return;
-      if (k.frac !== n.frac && (k.frac === k.frac || n.frac === n.frac)) return;
-      // Positions are absolute (a node's `from` is its first block's pair index in a chain that
-      // starts at block 0), and k's array holds n's blocks too, since its chain passes through n.
-      n.src = k.src;
-      n.len += k.len;
-      n.kids = k.kids;
-      this.nodes--;
-    }
-  }
 
   /**
    * One more reference to every block of the chain `pairs[0 .. len)` (a whole prompt from its
@@ -133,21 +46,13 @@ export class PrefixTree {
     while (pos < len) {
       const c = this.child(node, pairs[pos], pairs[pos + 1]);
       if (c === null) {
-        const leaf = newNode(pairs, pos, (len - pos) >> 1, 1);
+        const leaf = newNode(pairs, pos, (len - pos) >> 1, 1, EMPTY_BITS);
         this.link(node, leaf);
         this.nodes++;
         this.size += leaf.len;
         return pos;
       }
-      const m = Math.min(c.len, (len - pos) >> 1);
-      const s = c.src;
-      let k = 1;
-      for (
-        let a = c.from + 2, b = pos + 2;
-        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
-        a += 2, b += 2
-      )
-        k++;
+      const k = this.run(c, pairs, pos, len);
       // The chain diverges or ends inside c: only c's first k blocks gain the reference.
       if (k < c.len) this.split(c, k);
       c.ref++;
@@ -174,7 +79,7 @@ export class PrefixTree {
         // Nothing else passes through c, so below it is only the rest of this chain.
         this.unlink(node, c);
         for (
-          let x: Node | null = c;
+          let x: ChainNode | null = c;
           x !== null;
           x = x.kids === null || x.kids.size === 0 ? null : x.kids.values().next().value!
         ) {
@@ -192,7 +97,7 @@ export class PrefixTree {
       pos += 2 * c.len;
       node = c;
     }
-    for (let i = path.length - 1; i >= 0; i--) this.merge(path[i]);
+    this.mergePath();
     return gone;
   }
 
@@ -224,15 +129,7 @@ export class PrefixTree {
     while (depth < n) {
       const c = this.child(node, pairs[2 * depth], pairs[2 * depth + 1]);
       if (c === null) break;
-      const m = Math.min(c.len, n - depth);
-      const s = c.src;
-      let k = 1;
-      for (
-        let a = c.from + 2, b = 2 * depth + 2;
-        k < m && s[a] === pairs[b] && s[a + 1] === pairs[b + 1];
-        a += 2, b += 2
-      )
-        k++;
+      const k = this.run(c, pairs, 2 * depth, 2 * n);
       depth += k;
       if (k < c.len) break;
       node = c;
@@ -242,13 +139,13 @@ export class PrefixTree {
 
   /** Visits every held block: (lo, hi, refcount, fraction or NaN). Tests and debugging. */
   forEachBlock(fn: (lo: number, hi: number, ref: number, frac: number) => void): void {
-    const stack: Node[] = [this.root];
+    const stack: ChainNode[] = [this.root];
     while (stack.length > 0) {
       const n = stack.pop()!;
       for (let i = 0; i < n.len; i++) fn(n.src[n.from + 2 * i], n.src[n.from + 2 * i + 1], n.ref, n.frac);
       if (n.kids)
         for (const head of n.kids.values())
-          for (let c: Node | null = head; c !== null; c = c.alt) stack.push(c);
+          for (let c: ChainNode | null = head; c !== null; c = c.alt) stack.push(c);
     }
   }
 }
