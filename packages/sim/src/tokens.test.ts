@@ -1,7 +1,7 @@
 import { xxh3 } from '@node-rs/xxhash';
 import { describe, expect, it } from 'vitest';
 import { SimRng } from './rng.js';
-import { TokenSynth, xxh3Len12 } from './tokens.js';
+import { TokenSynth } from './tokens.js';
 
 /** §18 worked with an independent XXH3 (the native @node-rs/xxhash) and BigInt: 1 + (xxh3(LE64(h) ‖ LE32(j), 0) mod (V − 1)). */
 function reference(h: bigint, j: number, V = 32000): number {
@@ -11,16 +11,21 @@ function reference(h: bigint, j: number, V = 32000): number {
   return Number(1n + (xxh3.xxh64(b, 0n) % BigInt(V - 1)));
 }
 
-describe('xxh3Len12', () => {
-  it('equals XXH3-64 (seed 0) of the 12-byte input for random words', () => {
+describe('TokenSynth hash (XXH3-64 of the 12-byte input, seed 0)', () => {
+  it('matches the native XXH3 for random ids, both reductions and the request-unique id range', () => {
     const rng = new SimRng(11);
-    const out = new Uint32Array(2);
-    for (let i = 0; i < 3000; i++) {
-      const w = [rng.u32(), i % 4 === 0 ? 0x80000000 : rng.u32(), i % 2 ? rng.u32() : i % 512];
-      const b = Buffer.alloc(12);
-      w.forEach((x, k) => b.writeUInt32LE(x, 4 * k));
-      xxh3Len12(w[0]!, w[1]!, w[2]!, out);
-      expect((BigInt(out[1]!) << 32n) | BigInt(out[0]!)).toBe(xxh3.xxh64(b, 0n));
+    // 2^32 − 1: m = 2^32 − 2 keeps almost the whole low word of the hash; 2^21 + 17 and 32000
+    // take the other reduction (m below 2^21) with a large and a small modulus.
+    for (const V of [0xffffffff, 2 ** 21 + 17, 32000]) {
+      const s = new TokenSynth({ vocabSize: V, traceBlockSize: 16, cacheBlocks: 0 });
+      for (let i = 0; i < 200; i++) {
+        const id = i % 3 === 0 ? rng.u32() : rng.u32() * 2 ** 21 + (rng.u32() >>> 11);
+        const toks = s.blockTokens(id);
+        for (let j = 0; j < 16; j++) expect(toks[j]).toBe(reference(BigInt(id), j, V));
+        // Overflow ids carry the top bit of the high word: 2^63 + row index.
+        const t = s.promptTokens({ input_length: 3, hash_ids: [], index: id });
+        for (let j = 0; j < 3; j++) expect(t[j]).toBe(reference((1n << 63n) + BigInt(id), j, V));
+      }
     }
   });
 });

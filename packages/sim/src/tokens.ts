@@ -23,12 +23,6 @@ export interface TokenSynthOptions {
   cacheBlocks?: number;
 }
 
-/*
- * XXH3-64 with seed 0 of the 12-byte input LE32(lo) ‖ LE32(hi) ‖ LE32(j), as a straight line: the
- * 9..16-byte path reads the first and the last 8 bytes, i.e. the words (lo, hi) and (hi, j). One
- * call per synthesized token, so the generic byte-input hash (word packing, context lookup) was
- * most of the synthesis time. Checked against `xxh3_64` in tokens.test.ts.
- */
 /** XXH3_kSecret bytes 24..55: the 9..16-byte path's keys (seed 0). */
 const K24 = [
   0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a,
@@ -46,39 +40,6 @@ const TWO_NEG32 = 2.3283064365386963e-10;
 const bswap32 = (x: number): number =>
   (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
 
-/** Writes (lo, hi) of XXH3-64(LE32(w0) ‖ LE32(w1) ‖ LE32(w2), seed 0) to out[0], out[1]. */
-export function xxh3Len12(w0: number, w1: number, w2: number, out: Uint32Array): void {
-  const al = (w0 ^ BF1_LO) >>> 0;
-  const ah = (w1 ^ BF1_HI) >>> 0;
-  const bl = (w1 ^ BF2_LO) >>> 0;
-  const bh = (w2 ^ BF2_HI) >>> 0;
-  // 128-bit product a·b in 32-bit columns; doubles carry the high halves exactly (see protocols xxh3.ts).
-  const l00 = Math.imul(al, bl) >>> 0;
-  const l01 = Math.imul(al, bh) >>> 0;
-  const l10 = Math.imul(ah, bl) >>> 0;
-  const l11 = Math.imul(ah, bh) >>> 0;
-  const m1 = (al * bl - l00) * TWO_NEG32 + 0.5 + l01 + l10;
-  const x1 = m1 >>> 0;
-  const m2 =
-    (al * bh - l01) * TWO_NEG32 + (ah * bl - l10) * TWO_NEG32 + l11 + Math.floor(m1 * TWO_NEG32) + 0.5;
-  const x2 = m2 >>> 0;
-  const x3 = ((ah * bh - l11) * TWO_NEG32 + 0.5 + Math.floor(m2 * TWO_NEG32)) >>> 0;
-  // acc = len + swap64(a) + b + fold64(a·b), len = 12
-  const sl = 12 + bswap32(ah) + bl + ((l00 ^ x2) >>> 0);
-  let lo = sl >>> 0;
-  const hi = (bswap32(al) + bh + ((x1 ^ x3) >>> 0) + (sl - lo) * TWO_NEG32) >>> 0;
-  // avalanche: h ^= h >> 37; h *= 0x165667919E3779F9; h ^= h >> 32
-  lo = (lo ^ (hi >>> 5)) >>> 0;
-  const nl = Math.imul(lo, 0x9e3779f9) >>> 0;
-  const nh =
-    ((((lo * 0x9e3779f9 - nl) * TWO_NEG32 + 0.5) >>> 0) +
-      Math.imul(lo, 0x16566791) +
-      Math.imul(hi, 0x9e3779f9)) >>>
-    0;
-  out[0] = (nl ^ nh) >>> 0;
-  out[1] = nh;
-}
-
 export class TokenSynth {
   readonly traceBlockSize: number;
   readonly vocabSize: number;
@@ -86,7 +47,6 @@ export class TokenSynth {
   private readonly inv: number;
   private readonly cache = new Map<number, Uint32Array>();
   private readonly cacheBlocks: number;
-  private readonly out = new Uint32Array(2);
 
   constructor(opts: TokenSynthOptions = {}) {
     const tbs = opts.traceBlockSize ?? DEFAULT_TRACE_BLOCK_SIZE;
@@ -124,27 +84,20 @@ export class TokenSynth {
     return r < 0 ? r + m : r >= m ? r - m : r;
   }
 
-  /** Token j of the block whose 64-bit id is (lo, hi). */
-  private token(lo: number, hi: number, j: number): number {
-    xxh3Len12(lo, hi, j, this.out);
-    // (hi·2^32 + lo) mod m, every intermediate below 2^53: the shift by 2^32 is two 16-bit steps.
-    const a = this.reduce(this.out[1]!);
-    return 1 + this.reduce(this.reduce(this.reduce(a * 65536) * 65536) + this.out[0]!);
-  }
-
   /**
-   * Tokens j0..j0+n−1 of block (lo, hi) into `dst` at `at`: `xxh3Len12(lo, hi, j)` with everything
-   * that depends only on (lo, hi) hoisted out of the loop (half of the 128-bit product and the
-   * byte swaps), then the reduction mod V − 1.
+   * Tokens j0..j0+n−1 of block (lo, hi) into `dst` at `at`. XXH3-64 with seed 0 of the 12-byte
+   * input LE32(lo) ‖ LE32(hi) ‖ LE32(j) as a straight line (the 9..16-byte path reads the first and
+   * the last 8 bytes, i.e. the words (lo, hi) and (hi, j)), with everything that depends only on
+   * (lo, hi) hoisted out of the loop (half of the 128-bit product and the byte swaps); then the
+   * reduction mod V − 1. One hash per synthesized token, so the generic byte-input hash (word
+   * packing, context lookup) was most of the synthesis time. Checked against the native XXH3 in
+   * tokens.test.ts.
    */
   private fill(lo: number, hi: number, j0: number, n: number, dst: Uint32Array, at: number): void {
-    if (this.mod >= 1 << 21) {
-      for (let j = 0; j < n; j++) dst[at + j] = this.token(lo, hi, j0 + j);
-      return;
-    }
     const m = this.mod;
     const inv = this.inv;
-    // 2^32 mod m: with m < 2^21, (hi mod m)·(2^32 mod m) + lo < 2^42 + 2^32 stays exact in a double.
+    // With m < 2^21, (hi mod m)·(2^32 mod m) + lo < 2^42 + 2^32 stays exact in a double.
+    const small = m < 1 << 21;
     const c = 4294967296 % m;
     const al = (lo ^ BF1_LO) >>> 0;
     const ah = (hi ^ BF1_HI) >>> 0;
@@ -153,9 +106,11 @@ export class TokenSynth {
     const l10 = Math.imul(ah, bl) >>> 0;
     const c00 = (al * bl - l00) * TWO_NEG32 + 0.5;
     const c10 = (ah * bl - l10) * TWO_NEG32;
+    // acc = len + swap64(a) + b + fold64(a·b), len = 12
     const sah = 12 + bswap32(ah) + bl;
     const sal = bswap32(al);
     for (let j = 0; j < n; j++) {
+      // 128-bit product a·b in 32-bit columns; doubles carry the high halves exactly (see protocols xxh3.ts).
       const bh = ((j0 + j) ^ BF2_HI) >>> 0;
       const l01 = Math.imul(al, bh) >>> 0;
       const l11 = Math.imul(ah, bh) >>> 0;
@@ -167,6 +122,7 @@ export class TokenSynth {
       const sl = sah + ((l00 ^ x2) >>> 0);
       let rlo = sl >>> 0;
       const rhi = (sal + bh + ((x1 ^ x3) >>> 0) + (sl - rlo) * TWO_NEG32) >>> 0;
+      // avalanche: h ^= h >> 37; h *= 0x165667919E3779F9; h ^= h >> 32
       rlo = (rlo ^ (rhi >>> 5)) >>> 0;
       const nl = Math.imul(rlo, 0x9e3779f9) >>> 0;
       const nh =
@@ -175,12 +131,18 @@ export class TokenSynth {
           Math.imul(rhi, 0x9e3779f9)) >>>
         0;
       const hlo = (nl ^ nh) >>> 0;
-      let a = nh - Math.floor(nh * inv) * m;
-      a = a < 0 ? a + m : a >= m ? a - m : a;
-      const x = a * c + hlo;
-      let r = x - Math.floor(x * inv) * m;
-      r = r < 0 ? r + m : r >= m ? r - m : r;
-      dst[at + j] = 1 + r;
+      if (small) {
+        let a = nh - Math.floor(nh * inv) * m;
+        a = a < 0 ? a + m : a >= m ? a - m : a;
+        const x = a * c + hlo;
+        let r = x - Math.floor(x * inv) * m;
+        r = r < 0 ? r + m : r >= m ? r - m : r;
+        dst[at + j] = 1 + r;
+      } else {
+        // (hi·2^32 + lo) mod m, every intermediate below 2^53: the shift by 2^32 is two 16-bit steps.
+        const a = this.reduce(nh);
+        dst[at + j] = 1 + this.reduce(this.reduce(this.reduce(a * 65536) * 65536) + hlo);
+      }
     }
   }
 
