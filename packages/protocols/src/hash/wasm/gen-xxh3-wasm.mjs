@@ -107,6 +107,23 @@ const len9to16Core = (dst, len, a, b) => `
     ${avalanche(dst)}`;
 const CORE_LOCALS = `${FOLD_LOCALS} (local $x i64) (local $y i64) (local $t i64)`;
 
+/**
+ * End of block $i in `blocks` (both loops), its local hash in $h: store it, extend the sequence
+ * chain into $seq when asked (seq[0] = local[0]), step to the next block.
+ */
+const blockDone = `
+    (i64.store (local.get $local) (local.get $h))
+    (if (local.get $seq)
+      (then
+        (if (local.get $i)
+          (then ${len9to16Core('prev', c(16), `(i64.xor (local.get $prev) ${c(CH1)})`, `(i64.xor (local.get $h) ${c(CH2)})`)})
+          (else (local.set $prev (local.get $h))))
+        (i64.store (local.get $seq) (local.get $prev))
+        (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
+    (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
+    (local.set $local (i32.add (local.get $local) (i32.const 8)))
+    (local.set $i (i32.add (local.get $i) (i32.const 1)))`;
+
 /** acc += mix16B(input at address expr `p` + off, keys at `k`, `k`+8). */
 const mix = (acc, p, off, k) => `
     ${fold('t', `(i64.xor ${ld(p, off)} ${ld(`(i32.const ${k})`)})`, `(i64.xor ${ld(p, off + 8)} ${ld(`(i32.const ${k + 8})`)})`)}
@@ -358,32 +375,12 @@ const wat = `(module
           ${fold('t', `(i64.xor ${ld(g('tok'), 32)} ${g('k6')})`, `(i64.xor ${ld(g('tok'), 40)} ${g('k7')})`)}
           (local.set $h (i64.add (local.get $h) (local.get $t)))
           ${avalanche('h')}
-          (i64.store (local.get $local) (local.get $h))
-          (if (local.get $seq)
-            (then
-              (if (local.get $i)
-                (then ${len9to16Core('prev', c(16), `(i64.xor (local.get $prev) ${c(CH1)})`, `(i64.xor (local.get $h) ${c(CH2)})`)})
-                (else (local.set $prev (local.get $h))))
-              (i64.store (local.get $seq) (local.get $prev))
-              (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
-          (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
-          (local.set $local (i32.add (local.get $local) (i32.const 8)))
-          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          ${blockDone}
           (br_if $l64 (i32.lt_u (local.get $i) (local.get $n))))
         (return)))
     (loop $l
       (local.set $h (call $hash (local.get $tok) (local.get $len)))
-      (i64.store (local.get $local) (local.get $h))
-      (if (local.get $seq)
-        (then
-          (if (local.get $i)
-            (then ${len9to16Core('prev', c(16), `(i64.xor (local.get $prev) ${c(CH1)})`, `(i64.xor (local.get $h) ${c(CH2)})`)})
-            (else (local.set $prev (local.get $h))))
-          (i64.store (local.get $seq) (local.get $prev))
-          (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
-      (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
-      (local.set $local (i32.add (local.get $local) (i32.const 8)))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      ${blockDone}
       (br_if $l (i32.lt_u (local.get $i) (local.get $n)))))
 )
 `;

@@ -470,11 +470,12 @@
     (local.set $h (i64.xor (local.get $h) (i64.shr_u (local.get $h) (i64.const 37))))
     (local.set $h (i64.mul (local.get $h) (i64.const 0x165667919e3779f9)))
     (local.set $h (i64.xor (local.get $h) (i64.shr_u (local.get $h) (i64.const 32))))
-          (i64.store (local.get $local) (local.get $h))
-          (if (local.get $seq)
-            (then
-              (if (local.get $i)
-                (then 
+          
+    (i64.store (local.get $local) (local.get $h))
+    (if (local.get $seq)
+      (then
+        (if (local.get $i)
+          (then 
     (local.set $x (i64.xor (local.get $prev) (i64.const 0x6782737bea423ef2)))
     (local.set $y (i64.xor (local.get $h) (i64.const 0xaf56bc3b09964d01)))
     
@@ -492,21 +493,22 @@
     (local.set $prev (i64.xor (local.get $prev) (i64.shr_u (local.get $prev) (i64.const 37))))
     (local.set $prev (i64.mul (local.get $prev) (i64.const 0x165667919e3779f9)))
     (local.set $prev (i64.xor (local.get $prev) (i64.shr_u (local.get $prev) (i64.const 32)))))
-                (else (local.set $prev (local.get $h))))
-              (i64.store (local.get $seq) (local.get $prev))
-              (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
-          (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
-          (local.set $local (i32.add (local.get $local) (i32.const 8)))
-          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (else (local.set $prev (local.get $h))))
+        (i64.store (local.get $seq) (local.get $prev))
+        (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
+    (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
+    (local.set $local (i32.add (local.get $local) (i32.const 8)))
+    (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br_if $l64 (i32.lt_u (local.get $i) (local.get $n))))
         (return)))
     (loop $l
       (local.set $h (call $hash (local.get $tok) (local.get $len)))
-      (i64.store (local.get $local) (local.get $h))
-      (if (local.get $seq)
-        (then
-          (if (local.get $i)
-            (then 
+      
+    (i64.store (local.get $local) (local.get $h))
+    (if (local.get $seq)
+      (then
+        (if (local.get $i)
+          (then 
     (local.set $x (i64.xor (local.get $prev) (i64.const 0x6782737bea423ef2)))
     (local.set $y (i64.xor (local.get $h) (i64.const 0xaf56bc3b09964d01)))
     
@@ -524,11 +526,11 @@
     (local.set $prev (i64.xor (local.get $prev) (i64.shr_u (local.get $prev) (i64.const 37))))
     (local.set $prev (i64.mul (local.get $prev) (i64.const 0x165667919e3779f9)))
     (local.set $prev (i64.xor (local.get $prev) (i64.shr_u (local.get $prev) (i64.const 32)))))
-            (else (local.set $prev (local.get $h))))
-          (i64.store (local.get $seq) (local.get $prev))
-          (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
-      (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
-      (local.set $local (i32.add (local.get $local) (i32.const 8)))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (else (local.set $prev (local.get $h))))
+        (i64.store (local.get $seq) (local.get $prev))
+        (local.set $seq (i32.add (local.get $seq) (i32.const 8)))))
+    (local.set $tok (i32.add (local.get $tok) (local.get $stride)))
+    (local.set $local (i32.add (local.get $local) (i32.const 8)))
+    (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br_if $l (i32.lt_u (local.get $i) (local.get $n)))))
 )
