@@ -4,9 +4,9 @@ import { Rng } from '@kvrouter/testkit';
 import { CandidateBatch } from './cost.js';
 import { HolderTree } from './holders.js';
 import { PrefixTree } from './prefix-tree.js';
+import { chain, familyChain } from './test-chains.js';
 import { MultiWorkerSequences } from './multi-worker.js';
 
-const chain = (...lows: number[]) => Uint32Array.from(lows.flatMap((l) => [l, 7]));
 const w = (id: number, dp = 0) => ({ worker_id: BigInt(id), dp_rank: dp }) as WorkerWithDpRank;
 
 /** Books / frees a chain on a slot the way ActiveSequences does: its own tree says what is new. */
@@ -95,18 +95,7 @@ describe('HolderTree', () => {
       const held = ranks.map(() => new Map<string, number>());
       const live: { r: number; c: Uint32Array }[] = [];
       let uid = 0;
-      const make = (): Uint32Array => {
-        const fam = rng.int(0, 3);
-        const n = rng.int(1, 24);
-        const shared = rng.int(0, n);
-        const own = ++uid;
-        const c = new Uint32Array(2 * n);
-        for (let k = 0; k < n; k++) {
-          c[2 * k] = k;
-          c[2 * k + 1] = k < shared ? fam : (0x80000000 | (own << 4) | fam) >>> 0;
-        }
-        return c;
-      };
+      const make = (): Uint32Array => familyChain(rng, ++uid, 1, 24);
       const key = (c: Uint32Array, k: number) => `${c[2 * k]}:${c[2 * k + 1]}`;
       const depth = new Int32Array(40);
       for (let step = 0; step < 1200; step++) {

@@ -2,9 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '@kvrouter/testkit';
 import { FRAC_UNITS } from './block-table.js';
 import { PrefixTree } from './prefix-tree.js';
-
-/** (lo, hi) pairs of blocks given by their low words, high word 7. */
-const chain = (...lows: number[]) => Uint32Array.from(lows.flatMap((l) => [l, 7]));
+import { chain, familyChain } from './test-chains.js';
 
 function refcounts(t: PrefixTree): Map<string, number> {
   const m = new Map<string, number>();
@@ -149,18 +147,7 @@ describe('PrefixTree', () => {
       // as sequence hashes are); low words collide across families on purpose.
       let uid = 0;
       let wrong = 0;
-      const make = (): Uint32Array => {
-        const fam = rng.int(0, 3);
-        const n = rng.int(0, 30);
-        const shared = rng.int(0, n);
-        const own = ++uid;
-        const c = new Uint32Array(2 * n);
-        for (let k = 0; k < n; k++) {
-          c[2 * k] = k;
-          c[2 * k + 1] = k < shared ? fam : (0x80000000 | (own << 4) | fam) >>> 0;
-        }
-        return c;
-      };
+      const make = (): Uint32Array => familyChain(rng, ++uid, 0, 30);
       for (let step = 0; step < 1500; step++) {
         if (live.length === 0 || rng.bool(0.55)) {
           const c = make();
