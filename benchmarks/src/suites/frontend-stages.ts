@@ -1,0 +1,254 @@
+/**
+ * `pnpm bench frontend-stages`: where the frontend's CPU goes per request of the issue-14 chat
+ * workload (~8k-token multi-turn chats of the corpus text, Qwen3's tokenizer.json from the engines'
+ * cards, 300 req/s open loop, engines in a mocker process; the same server and load as the Qwen3 run
+ * of `pnpm bench frontend`). The server runs with `--cpu-prof`; over the load phase the process's CPU
+ * is read per thread from /proc (main thread, ZMQ I/O, the rest: V8's GC/JIT helpers, tokenizer and
+ * KV-event threads, libuv's pool), and the main thread's CPU is split by stage in proportion to its
+ * profile samples in the same window (each sample goes to the innermost frame that names a stage).
+ *
+ * Caveats: the profiler samples wall time, so a stage that blocks in a syscall while another process
+ * runs (socket writes that wake the peer) is overstated against the others on a loaded machine; the
+ * profiler's own thread is left out of the totals, its overhead on the main thread (~5 %) is not.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CORPUS_FILE, tokenizerPackageDir } from '@kvrouter/testkit/parity';
+import type { Row, Suite } from '../harness.js';
+import { lines } from './frontend.js';
+
+const bench = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
+
+/** Stages of a chat request, matched on a frame's script URL (and function name) from the leaf up. */
+const STAGES: [stage: string, test: (url: string, fn: string) => boolean][] = [
+  ['HTTP request parse', (u) => /node:_http_(server|common|incoming)/.test(u)],
+  ['body read + UTF-8 decode', (u) => u.includes('/http/util.ts') || u.includes('/http/body-thread.ts')],
+  ['JSON parse', (u) => u.includes('/protocols/src/events/json.ts')],
+  ['validation', (u) => u.includes('/openai/validate.ts')],
+  ['chat template render', (u) => u.includes('/tokenizer/template.ts') || u.includes('/tokenizer/jinja/')],
+  ['tokenize', (u) => u.includes('/frontend/src/tokenizer/') || u.includes('/packages/tokenizer/')],
+  [
+    'routing (hashes, index lookup, cost, booking)',
+    (u) =>
+      /\/packages\/(router|radix-indexer|core-cost)\//.test(u) ||
+      u.includes('/protocols/src/hash/') ||
+      u.includes('/frontend/src/disagg.ts'),
+  ],
+  ['request plane (tcp frames to the engine)', (u) => u.includes('/runtime/src/rpc/')],
+  ['KV-event ingest (zmq, decode, index apply)', (u) => u.includes('/packages/kv-events/')],
+  ['metrics', (u) => u.includes('/packages/metrics/')],
+  ['discovery (file backend polling)', (u) => u.includes('/runtime/src/discovery/')],
+  [
+    'response: SSE chunks, detokenize, socket write',
+    (u) =>
+      u.includes('/frontend/src/http/') ||
+      u.includes('/frontend/src/openai/') ||
+      u.includes('/frontend/src/service.ts') ||
+      /node:_http_outgoing/.test(u),
+  ],
+];
+
+interface ProfNode {
+  id: number;
+  callFrame: { functionName: string; url: string };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Busy µs per stage of the main thread's profile between `from` and `to` (µs before its end). */
+function stagesOf(p: Profile, fromEndUs: number, toEndUs: number): Map<string, number> {
+  const parent = new Map<number, number>();
+  const byId = new Map<number, ProfNode>();
+  for (const n of p.nodes) {
+    byId.set(n.id, n);
+    for (const c of n.children ?? []) parent.set(c, n.id);
+  }
+  const stageOf = new Map<number, string>();
+  const classify = (id: number): string => {
+    const hit = stageOf.get(id);
+    if (hit !== undefined) return hit;
+    const leaf = byId.get(id)!.callFrame.functionName;
+    let s = leaf === '(idle)' ? 'idle' : leaf === '(garbage collector)' ? 'GC (main thread)' : '';
+    for (let c: number | undefined = id; !s && c !== undefined; c = parent.get(c)) {
+      const f = byId.get(c)!.callFrame;
+      s = STAGES.find(([, t]) => t(f.url, f.functionName))?.[0] ?? '';
+    }
+    s ||= 'other (event loop, timers, promises, runtime)';
+    stageOf.set(id, s);
+    return s;
+  };
+  const out = new Map<string, number>();
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += p.timeDeltas[i] ?? 0;
+    if (t < p.endTime - fromEndUs || t > p.endTime - toEndUs) continue;
+    const s = classify(p.samples[i]!);
+    out.set(s, (out.get(s) ?? 0) + (p.timeDeltas[i + 1] ?? 0));
+  }
+  return out;
+}
+
+/** CPU ms of each thread of `pid` (utime + stime), keyed by tid, with its name. */
+function threadCpu(pid: number): Map<string, { name: string; ms: number }> {
+  const out = new Map<string, { name: string; ms: number }>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const v = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      const ticks = Number(v[11]) + Number(v[12]);
+      out.set(tid, { name: f.slice(f.indexOf('(') + 1, f.lastIndexOf(')')), ms: ticks * 10 });
+    } catch {
+      // The thread ended.
+    }
+  }
+  return out;
+}
+
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+export const suite: Suite = {
+  name: 'frontend-stages',
+  description:
+    'CPU ms per request by stage and thread: ~8k-token chats, Qwen3 tokenizer from the cards, 300 req/s (server under --cpu-prof)',
+  async run(ctx) {
+    if (!fs.existsSync('/proc/self/task')) return [];
+    const RATE = 300;
+    const sessions = 64;
+    const profDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-stages-'));
+    const server = spawn(
+      process.execPath,
+      [
+        ...['--cpu-prof', `--cpu-prof-dir=${profDir}`],
+        ...['--conditions=source', '--import', 'tsx', bench('server.ts')],
+        ...['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
+      ],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        env: { ...process.env, BENCH_MODEL_PATH: tokenizerPackageDir('qwen3') },
+      },
+    );
+    const exited = new Promise<void>((r) => server.once('exit', () => r()));
+    const next = lines(server);
+    const stats = async (): Promise<{ cpuMs: number; gcMs: number }> => {
+      server.stdin!.write('eld\n');
+      return JSON.parse(await next()) as { cpuMs: number; gcMs: number };
+    };
+    try {
+      const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
+      const load = async (o: Record<string, unknown>) => {
+        const c = spawn(
+          process.execPath,
+          [
+            ...['--conditions=source', '--import', 'tsx', bench('load.ts')],
+            ...[frontend, model, JSON.stringify(o)],
+          ],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        return JSON.parse(await lines(c)()) as { sent: number; rps: number; errors: number };
+      };
+      const o = {
+        concurrency: 32,
+        seconds: ctx.quick ? 4 : 15,
+        warmupS: ctx.quick ? 1 : 3,
+        maxTokens: 8,
+        sessions,
+        workload: 'chat',
+        corpusFile: CORPUS_FILE,
+        charsPerToken: 3.2,
+      };
+      ctx.progress('warm-up', 0, 1);
+      await load({ ...o, seconds: 2, warmupS: 0 });
+      ctx.progress(`${RATE} req/s under --cpu-prof`, 0, 1);
+      await stats();
+      const before = threadCpu(server.pid!);
+      const t0 = performance.now();
+      const r = await load({ ...o, rate: RATE });
+      const t1 = performance.now();
+      const after = threadCpu(server.pid!);
+      const s = await stats();
+      ctx.progress(`${RATE} req/s under --cpu-prof`, 1, 1);
+      server.kill('SIGTERM');
+      await exited;
+      const t2 = performance.now();
+      // Every request of the phase: the measured ones and each session's opening turn before them.
+      const requests = r.sent + sessions;
+      const threads = { main: 0, zmq: 0, other: 0 };
+      for (const [tid, a] of after) {
+        const d = a.ms - (before.get(tid)?.ms ?? 0);
+        if (a.name.startsWith('v8:ProfEvnt')) continue;
+        if (tid === String(server.pid)) threads.main += d;
+        else if (a.name.startsWith('ZMQ')) threads.zmq += d;
+        else threads.other += d;
+      }
+      const mainFile = fs
+        .readdirSync(profDir)
+        .find((f) => new RegExp(`^CPU\\.\\d+\\.\\d+\\.${server.pid}\\.0\\.`).test(f));
+      if (!mainFile) throw new Error(`frontend-stages: no main-thread profile in ${profDir}`);
+      const prof = JSON.parse(fs.readFileSync(path.join(profDir, mainFile), 'utf8')) as Profile;
+      // The load phase, in µs before the profile's end (the server's exit).
+      const busy = stagesOf(prof, (t2 - t0) * 1000, (t2 - t1) * 1000);
+      busy.delete('idle');
+      const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
+      const mainPerReq = threads.main / requests;
+      const rows: Row[] = [
+        {
+          name: `frontend @${RATE}/s, Qwen3 corpus chats: CPU per request, whole process`,
+          value: r3((threads.main + threads.zmq + threads.other) / requests),
+          unit: 'ms',
+          extra: {
+            throughput_rps: Math.round(r.rps),
+            errors: r.errors,
+            requests,
+            main_thread_ms: r3(mainPerReq),
+            zmq_io_thread_ms: r3(threads.zmq / requests),
+            other_threads_ms: r3(threads.other / requests),
+            gc_pauses_ms_per_req: r3(s.gcMs / requests),
+            load_avg: os.loadavg()[0]!.toFixed(2),
+          },
+        },
+      ];
+      for (const [stage, us] of [...busy].sort((a, b) => b[1] - a[1]))
+        rows.push({
+          name: `main thread: ${stage}`,
+          value: r3((us / busyUs) * mainPerReq),
+          unit: 'ms/req',
+          extra: { share: `${((100 * us) / busyUs).toFixed(1)} %` },
+        });
+      // Worker threads (tokenizer pool, KV-event writer, body thread) from their own profiles: busy
+      // wall time, which bounds their CPU; the rest of `other` is V8's helpers and libuv's pool.
+      let workersUs = 0;
+      for (const f of fs.readdirSync(profDir)) {
+        if (f === mainFile || !f.startsWith(`CPU.`) || !f.includes(`.${server.pid}.`)) continue;
+        const wp = JSON.parse(fs.readFileSync(path.join(profDir, f), 'utf8')) as Profile;
+        const b = stagesOf(wp, (t2 - t0) * 1000, (t2 - t1) * 1000);
+        b.delete('idle');
+        for (const v of b.values()) workersUs += v;
+      }
+      const workersMs = Math.min(threads.other, workersUs / 1000);
+      rows.push({
+        name: 'worker threads (tokenizer pool, KV-event writer, body thread), busy',
+        value: r3(workersMs / requests),
+        unit: 'ms/req',
+      });
+      rows.push({
+        name: 'V8 GC/JIT helper threads, libuv pool (the rest of the other threads)',
+        value: r3((threads.other - workersMs) / requests),
+        unit: 'ms/req',
+      });
+      rows.push({ name: 'ZMQ I/O thread (KV events in)', value: r3(threads.zmq / requests), unit: 'ms/req' });
+      return rows;
+    } finally {
+      server.kill('SIGTERM');
+      fs.rmSync(profDir, { recursive: true, force: true });
+    }
+  },
+};
