@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { KvrError } from '@kvrouter/protocols';
 import { BUCKETS, expBuckets, linearBuckets, logBuckets, MAX_BUCKET_COUNT, roundSig } from './buckets.js';
-
-const fieldOf = (f: () => unknown): unknown => {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(KvrError);
-    return (e as KvrError).detail?.field;
-  }
-  throw new Error('did not throw');
-};
+import { fieldOf } from './test-helpers.js';
 
 describe('roundSig', () => {
   it('rounds to 2 significant figures in decimal', () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { KvrError } from '@kvrouter/protocols';
 import { FrontendMetricSet } from './app.js';
-import { histogramOf, scrape, TEST_ENDPOINT, valueOf } from './test-helpers.js';
+import { fieldOf, histogramOf, scrape, TEST_ENDPOINT, valueOf } from './test-helpers.js';
 
 const RL = { dynamo_namespace: 'dynamo', dynamo_component: 'backend', dynamo_endpoint: 'generate' };
 const M = { model: 'llama' };
@@ -10,16 +9,6 @@ function kvSet() {
   const set = new FrontendMetricSet({ routerMode: 'kv', routerId: 9n, now: () => 0 });
   return { set, life: set.lifecycle(TEST_ENDPOINT) };
 }
-
-const fieldOf = (f: () => unknown): unknown => {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(KvrError);
-    return (e as KvrError).detail?.field;
-  }
-  throw new Error('did not throw');
-};
 
 describe('a streamed kv-mode request, end to end', () => {
   it('lands every observation in the bucket computed by hand', async () => {

@@ -3,6 +3,8 @@
  * would serve rather than prom-client internals.
  */
 import type { Registry } from 'prom-client';
+import { expect } from 'vitest';
+import { KvrError } from '@kvrouter/protocols';
 import { FrontendMetricSet } from './app.js';
 import { PublisherMetrics } from './kv.js';
 
@@ -168,3 +170,14 @@ export function populated(prefix?: string): FrontendMetricSet {
   set.memory.sync();
   return set;
 }
+
+/** The field a `KvrError` thrown by `f` names (`detail.field`); fails when `f` throws anything else or nothing. */
+export const fieldOf = (f: () => unknown): unknown => {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(KvrError);
+    return (e as KvrError).detail?.field;
+  }
+  throw new Error('did not throw');
+};
