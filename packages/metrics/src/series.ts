@@ -134,20 +134,27 @@ export class CounterSeries<L extends string> {
   }
 }
 
-export class CounterFamily<L extends string> extends Family<L, CounterSeries<L>> {
-  readonly type = 'counter';
+/** A family of one-value series (counters, gauges): an unlabelled family has its series from the start. */
+abstract class ValueFamily<
+  L extends string,
+  S extends { readonly labels: Readonly<Record<L, string>>; value: number },
+> extends Family<L, S> {
   constructor(registry: Registry, name: string, help: string, labelNames: readonly L[]) {
     super(registry, name, help, labelNames);
     if (labelNames.length === 0) this.labels({} as LabelValues<L>);
   }
+  protected samples(s: S, out: Sample[]): void {
+    out.push({ labels: s.labels, value: s.value });
+  }
+}
+
+export class CounterFamily<L extends string> extends ValueFamily<L, CounterSeries<L>> {
+  readonly type = 'counter';
   inc(values: LabelValues<L>, v = 1): void {
     this.labels(values).inc(v);
   }
   protected create(labels: Readonly<Record<L, string>>): CounterSeries<L> {
     return new CounterSeries(labels);
-  }
-  protected samples(s: CounterSeries<L>, out: Sample[]): void {
-    out.push({ labels: s.labels, value: s.value });
   }
 }
 
@@ -166,12 +173,8 @@ export class GaugeSeries<L extends string> {
   }
 }
 
-export class GaugeFamily<L extends string> extends Family<L, GaugeSeries<L>> {
+export class GaugeFamily<L extends string> extends ValueFamily<L, GaugeSeries<L>> {
   readonly type = 'gauge';
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly L[]) {
-    super(registry, name, help, labelNames);
-    if (labelNames.length === 0) this.labels({} as LabelValues<L>);
-  }
   set(values: LabelValues<L>, v: number): void {
     this.labels(values).set(v);
   }
@@ -183,9 +186,6 @@ export class GaugeFamily<L extends string> extends Family<L, GaugeSeries<L>> {
   }
   protected create(labels: Readonly<Record<L, string>>): GaugeSeries<L> {
     return new GaugeSeries(labels);
-  }
-  protected samples(s: GaugeSeries<L>, out: Sample[]): void {
-    out.push({ labels: s.labels, value: s.value });
   }
 }
 
