@@ -1,13 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { resolveConfig } from '@kvrouter/config';
 import { TcpRequestClient } from '@kvrouter/runtime';
 import type { GenerateItem } from '@kvrouter/protocols';
 import { kvBytesFromModelConfig, resolveDisagg } from './disagg.js';
 import { startMocker } from './mocker.js';
-import { MockerConfigError, planFromConfig, type MockerConfig } from './options.js';
-
-const cfg = (...argv: string[]): MockerConfig =>
-  resolveConfig('mocker', ['--model-path', 'Qwen/Qwen3-0.6B', ...argv], {}).config;
+import { planFromConfig } from './options.js';
+import { cfg, flagOf } from './test-config.js';
 
 describe('disaggregation flags', () => {
   it('prefill / decode plans; agg has none and warns about --bootstrap-ports', () => {
@@ -31,15 +28,6 @@ describe('disaggregation flags', () => {
   });
 
   it('refuses an unknown --kv-cache-dtype and a port list that does not fit the workers, naming the flag', () => {
-    const flagOf = (c: MockerConfig): unknown => {
-      try {
-        planFromConfig(c);
-      } catch (e) {
-        expect(e).toBeInstanceOf(MockerConfigError);
-        return (e as MockerConfigError).detail?.flag;
-      }
-      return undefined;
-    };
     expect(flagOf(cfg('--disaggregation-mode', 'prefill', '--kv-cache-dtype', 'int3'))).toBe(
       '--kv-cache-dtype',
     );

@@ -6,17 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseEndpoint } from '@kvrouter/protocols';
 import { resolveConfig } from '@kvrouter/config';
 import { AicModel, builtinModel } from '@kvrouter/aic-model';
-import {
-  MockerConfigError,
-  extraArgsToArgv,
-  planFromConfig,
-  timingModelOf,
-  type MockerConfig,
-} from './options.js';
+import { MockerConfigError, extraArgsToArgv, planFromConfig, timingModelOf } from './options.js';
+import { cfg, flagOf } from './test-config.js';
 import { readTopologyDomains, topologyRuntimeConfig } from './topology.js';
-
-const cfg = (...argv: string[]): MockerConfig =>
-  resolveConfig('mocker', ['--model-path', 'Qwen/Qwen3-0.6B', ...argv], {}).config;
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -140,15 +132,6 @@ describe('planFromConfig', () => {
   });
 
   it('refuses what it cannot run, naming the flag', () => {
-    const flagOf = (c: MockerConfig): unknown => {
-      try {
-        planFromConfig(c);
-      } catch (e) {
-        expect(e).toBeInstanceOf(MockerConfigError);
-        return (e as MockerConfigError).detail?.flag;
-      }
-      return undefined;
-    };
     expect(flagOf(cfg('--disaggregation-mode', 'prefill'))).toBeUndefined();
     // One port per worker; replays only with events.
     expect(flagOf(cfg('--zmq-kv-events-ports', '5557'))).toBeUndefined();
