@@ -6,24 +6,9 @@ import { chainHashInto, hashTokenBlock, loraSeed } from '@kvrouter/protocols';
  */
 export interface BlockHasher {
   /** Local hash of `tokens[start, start + count)` with a 64-bit seed, written to `out[idx]`, `out[idx + 1]`. */
-  hashBlock(
-    tokens: Uint32Array,
-    start: number,
-    count: number,
-    seedLo: number,
-    seedHi: number,
-    out: Uint32Array,
-    idx: number,
-  ): void;
+  hashBlock: typeof hashTokenBlock;
   /** Sequence hash step `xxh3_64(LE64(prev) ‖ LE64(local), seed 1337)` into `out[idx]`, `out[idx + 1]`. */
-  chain(
-    prevLo: number,
-    prevHi: number,
-    localLo: number,
-    localHi: number,
-    out: Uint32Array,
-    idx: number,
-  ): void;
+  chain: typeof chainHashInto;
   /** Seed for a LoRA adapter name; empty or absent = base seed 1337. */
   seedOf(loraName: string | undefined): bigint;
 }
