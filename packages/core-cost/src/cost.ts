@@ -182,6 +182,10 @@ export class CandidateBatch {
   prefillRate!: Float64Array;
   /** ttft policy: `total_kv_blocks` of the rank (decode pressure); 0 = unknown. */
   capacityBlocks!: Float64Array;
+  /** ttft policy: learned fixed ms per prefill pass of the rank; 0 = none. */
+  prefillPassMs!: Float64Array;
+  /** ttft policy: prompt tokens per pass (`max_num_batched_tokens`); 0 = unbounded (one pass). */
+  passTokens!: Float64Array;
   /**
    * dynamo policy with sibling sharing: prompt tokens of this request's prefix that the rank's
    * booked, not yet prefilled requests are computing (predicted blocks, §7.6); 0 otherwise.
@@ -220,6 +224,8 @@ export class CandidateBatch {
       this.activePrefixDepth,
       this.prefillRate,
       this.capacityBlocks,
+      this.prefillPassMs,
+      this.passTokens,
       this.sharedPendingTokens,
     ])
       a.fill(0, 0, n);
@@ -244,6 +250,8 @@ export class CandidateBatch {
       b.taintMultiplier[i] = r.taintMultiplier ?? 1;
       b.prefillRate[i] = r.prefillRate ?? 0;
       b.capacityBlocks[i] = r.capacityBlocks ?? 0;
+      b.prefillPassMs[i] = r.prefillPassMs ?? 0;
+      b.passTokens[i] = r.passTokens ?? 0;
       b.sharedPendingTokens[i] = r.sharedPendingTokens ?? 0;
     });
     return b;
@@ -266,6 +274,8 @@ export class CandidateBatch {
     this.taintMultiplier = grow(this.taintMultiplier);
     this.prefillRate = grow(this.prefillRate);
     this.capacityBlocks = grow(this.capacityBlocks);
+    this.prefillPassMs = grow(this.prefillPassMs);
+    this.passTokens = grow(this.passTokens);
     this.sharedPendingTokens = grow(this.sharedPendingTokens);
     const slot = new Int32Array(cap).fill(-1);
     const gen = new Uint32Array(cap);
@@ -292,6 +302,8 @@ export interface CandidateInput {
   taintMultiplier?: number;
   prefillRate?: number;
   capacityBlocks?: number;
+  prefillPassMs?: number;
+  passTokens?: number;
   sharedPendingTokens?: number;
 }
 

@@ -24,7 +24,7 @@ export const pinnedWorkerBusy = (w: WorkerWithDpRank): KvrError =>
     { error_type: 'overload', worker_id: w.worker_id.toString(), dp_rank: w.dp_rank },
   );
 
-function checkSample(u: number): number {
+export function checkSample(u: number): number {
   if (!(u >= 0 && u < 1)) throw invalid('random sample', 'must be in [0, 1)', u);
   return u;
 }

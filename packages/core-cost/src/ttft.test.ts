@@ -8,11 +8,12 @@ const noRand = () => {
 };
 const BS = 16;
 
-describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 0.5)', () => {
+describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 1)', () => {
   it('queued + uncached over the rate, decode pressure, work weight, in-flight prefix counts as cached', () => {
     const b = CandidateBatch.of([
-      // A: 2 cached blocks (32 tokens), 100 queued, half the KV decoding, 10 tok/ms:
-      //    ttft = (100 + 32) / 10 · (1 + 0.25 · 0.5) = 14.85; cost = 14.85 + 0.5 · 32 / 10 = 16.45
+      // A and C have queued prefill: busy share b = 2/3 of n = 3, λ_eff = 1 · (2/3) / (1 − 2/3 + 1/3) = 1.
+      // A: 2 cached blocks (32 tokens), 100 queued, half the KV decoding, 10 tok/ms, no pass time:
+      //    ttft = (100 + 32) / 10 · (1 + 0.25 · 0.5) = 14.85; cost = 14.85 + 1 · 32 / 10 = 18.05
       {
         deviceBlocks: 2,
         activePrefillTokens: 100,
@@ -20,7 +21,7 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 0.5)', ()
         capacityBlocks: 100,
         prefillRate: 10,
       },
-      // B: idle, nothing cached, 8 tok/ms: ttft = 64 / 8 = 8; cost = 8 + 0.5 · 64 / 8 = 12
+      // B: idle, nothing cached, 8 tok/ms: ttft = 64 / 8 = 8; cost = 8 + 1 · 64 / 8 = 16
       { prefillRate: 8, capacityBlocks: 100 },
       // C: a sibling booked all 4 blocks and is still prefilling them (64 queued): cached 64, uncached 0,
       //    ttft = 64 / 8 · (1 + 0.25 · 4/100) = 8.08; cost 8.08
@@ -42,11 +43,34 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 0.5)', ()
       new CostBreakdown(),
     );
     expect(out.prefillTerm[0]).toBeCloseTo(14.85, 10);
-    expect(out.cost[0]).toBeCloseTo(16.45, 10);
-    expect(out.cost[1]).toBe(12);
+    expect(out.cost[0]).toBeCloseTo(18.05, 10);
+    expect(out.cost[1]).toBe(16);
     expect(out.cost[2]).toBeCloseTo(8.08, 10);
     expect([...out.cachedTokens.subarray(0, 3)]).toEqual([32, 0, 64]);
     expect(pickTtft(out.cost, out.cachedTokens, 3, noRand)).toBe(2);
+  });
+
+  it('pass time per pass (the queue and this prompt in separate passes); λ scaled by the busy share', () => {
+    // 50 tokens per pass, 2 ms per pass, 10 tok/ms; λ 3 with one of three candidates busy:
+    // λ_eff = 3 · (1/3) / (1 − 1/3 + 1/3) = 1.
+    const rank = { passTokens: 50, prefillPassMs: 2, prefillRate: 10 };
+    const b = CandidateBatch.of([
+      // P: 60 queued, nothing cached: passes ceil(60/50) + ceil(64/50) = 4 → 8 + 124 / 10 = 20.4;
+      //    own = 2 · 2 + 6.4 = 10.4; cost 30.8
+      { ...rank, activePrefillTokens: 60 },
+      // Q: idle, 32 cached: 1 pass → 2 + 3.2 = 5.2; own 5.2; cost 10.4
+      { ...rank, deviceBlocks: 2 },
+      // R: idle, nothing cached: 2 passes → 4 + 6.4 = 10.4; own 10.4; cost 20.8
+      { ...rank },
+    ]);
+    const tp = { ...DEFAULT_TTFT_PARAMS, workWeight: 3 };
+    const out = computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, new CostBreakdown());
+    expect([...out.prefillTerm.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([20.4, 5.2, 10.4]);
+    expect([...out.cost.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([30.8, 10.4, 20.8]);
+    // Nobody queued: λ_eff = 0 and the cost is the predicted TTFT alone.
+    b.activePrefillTokens[0] = 0;
+    computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, out);
+    expect([...out.cost.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([10.4, 5.2, 10.4]);
   });
 
   it('an unknown rate uses the default; no capacity means no decode pressure; untracked prefill is not queued', () => {
@@ -75,6 +99,17 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 0.5)', ()
     expect(pickTtft([3, 3], [0, 0], 2, () => 0.6)).toBe(0);
   });
 
+  it('near ties (within the tolerance): the longer cached prefix, then the least recent inflow, then one draw', () => {
+    // min 10, tolerance 0.1: ties are costs <= 11. Index 3 (cost 12) holds more cache but is no tie.
+    // Among 0..2 (all uncached) the least inflow (3) leaves 1 and 2; one draw: u·2 < 1 takes 2.
+    expect(pickTtft([10, 10.5, 10.9, 12], [0, 0, 0, 64], 4, () => 0.4, 0.1, [5, 3, 3, 0])).toBe(2);
+    expect(pickTtft([10, 10.5, 10.9, 12], [0, 0, 0, 64], 4, () => 0.6, 0.1, [5, 3, 3, 0])).toBe(1);
+    // A tie with a longer cached prefix wins outright, without a draw.
+    expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand, 0.1)).toBe(1);
+    // Without a tolerance only exact ties count: the minimum wins.
+    expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand)).toBe(0);
+  });
+
   it('rejects a negative rate naming the candidate', () => {
     const b = CandidateBatch.of([{ prefillRate: -1 }]);
     expect(() =>
@@ -84,17 +119,58 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 0.5)', ()
 });
 
 describe('PrefillRate', () => {
-  it('learns tokens per ms from completions timed from the later of booking and the previous completion', () => {
-    // Seed 10 tok/ms carried as 1000 tokens (100 ms); keep 0.5.
+  it('fits pass time and rate by least squares over decayed completions and the seed (worked by hand)', () => {
+    // Seed 10 tok/ms, no pass time, 1000 tokens per pass, keep 0.5: pseudo-completions
+    // (n 1, x 1000, t 100) and (n 1, x 125, t 12.5).
     const r = new PrefillRate(10, 1000, 0.5);
-    expect(r.rate).toBe(10);
-    r.observe(2000, 0, 100); // 2000 tokens in 100 ms: tok 0.5·1000 + 2000 = 2500, ms 0.5·100 + 100 = 150
-    expect(r.rate).toBeCloseTo(2500 / 150, 12);
-    r.observe(1000, 50, 200, 1.5); // starts at 100 (previous completion): 1000·1.5 in 100 ms
-    expect(r.rate).toBeCloseTo((1250 + 1500) / (75 + 100), 12);
+    expect([r.rate, r.passMs]).toEqual([10, 0]);
+    r.observe(2000, 0, 100); // 2 passes, 2000 tokens, 100 ms; the seed decays to 0.5
+    // Snn = 0.5·2 + 4 = 5; Snx = 0.5·1125 + 4000 = 4562.5; Sxx = 0.5·1015625 + 4e6 = 4507812.5;
+    // Snt = 0.5·112.5 + 200 = 256.25; Sxt = 0.5·101562.5 + 200000 = 250781.25;
+    // det = 5·Sxx − Snx² = 1722656.25; o = (Snt·Sxx − Snx·Sxt) / det = 10937500 / det;
+    // s = (Snn·Sxt − Snx·Snt) / det = 84765.625 / det.
+    expect(r.passMs).toBeCloseTo(10937500 / 1722656.25, 9);
+    expect(r.rate).toBeCloseTo(1722656.25 / 84765.625, 9);
+    expect(r.ms(2500)).toBeCloseTo(3 * r.passMs + 2500 / r.rate, 9);
+    expect(r.samples).toBe(1);
     r.observe(0, 150, 260); // a full cache hit teaches nothing
+    expect(r.samples).toBe(1);
+  });
+
+  it('times a completion from the later of booking and the previous one, divided by the decode pressure', () => {
+    // Seeded on the true model (20 ms per pass + 10 tok/ms): completions on it change nothing.
+    const r = new PrefillRate(10, 1000, 0.5, 20);
+    r.observe(1000, 0, 120); // 1 pass: 20 + 100 = 120 ms
+    // Booked at 50 but the previous completion was at 120: 105 ms, over pressure 1.5 = 70 = 20 + 50.
+    // (Timed from the booking it would be 175 ms and move the fit.)
+    r.observe(500, 50, 225, 1.5);
     expect(r.samples).toBe(2);
-    expect(r.rate).toBeCloseTo(2750 / 175, 12);
+    expect(r.passMs).toBeCloseTo(20, 9);
+    expect(r.rate).toBeCloseTo(10, 9);
+    expect(r.passRate).toBeCloseTo(1000 / 120, 9);
+  });
+
+  it('converges to the model its completions follow', () => {
+    const r = new PrefillRate(40, 1000, 0.5);
+    // 40 completions on t = 5 ms per pass + x / 20 (short and long prompts alternating).
+    for (let k = 0; k < 40; k++) {
+      const x = k % 2 === 0 ? 300 : 2600;
+      r.observe(x, 1000 * k, 1000 * k + 5 * Math.ceil(x / 1000) + x / 20);
+    }
+    expect(r.passMs).toBeCloseTo(5, 6);
+    expect(r.rate).toBeCloseTo(20, 6);
+  });
+
+  it("a rank that has served nothing predicts like the fleet's pool; its completions teach the pool too", () => {
+    const pool = new PrefillRate(10, 1000, 0.5, 20);
+    const rank = new PrefillRate(40, 1000, 0.9, 0, pool);
+    expect([rank.rate, rank.passMs]).toEqual([10, 20]);
+    rank.observe(1000, 0, 120); // on the pool's model: the pool stays, the rank weighs its own fit 1 : 4
+    expect(pool.samples).toBe(1);
+    expect(pool.passMs).toBeCloseTo(20, 9);
+    // Inflow decays with a half-life of a minute.
+    rank.booked(1000, 0);
+    expect(rank.inflow(60_000)).toBeCloseTo(500, 9);
   });
 });
 

@@ -114,6 +114,9 @@ export class Bookings {
       });
     }
     const learn = booked && params.policy === 'ttft' && params.trackPrefillTokens && c.rateOf !== undefined;
+    // ttft policy: the rank's recent cache inflow (its tie break) grows by what this request computes.
+    if (booked && params.policy === 'ttft' && c.rateOf !== undefined)
+      c.rateOf(r).booked(it.isl - Math.min(cachedTokens, it.isl), now);
     this.live.set(it.id, {
       worker: r.worker,
       entry: r.owner,

@@ -25,7 +25,7 @@ describe('routerParamsFromConfig', () => {
       assumeKvReuse: true,
       policy: 'dynamo',
       ttftDecodePressure: 0.25,
-      ttftWorkWeight: 0.5,
+      ttftWorkWeight: 1,
       siblingShare: false,
     });
     expect([

@@ -15,6 +15,7 @@ import {
   DEFAULT_TTFT_WORK_WEIGHT,
   PREFILL_RATE_SEED_TOKENS,
   PrefillRate,
+  TTFT_TIE_TOLERANCE,
   allWorkersBusy,
   computeCosts,
   computeTtftCosts,
@@ -63,6 +64,9 @@ export class AdmissionGate {
    * departed ranks' entries are dropped by `rateOf` once the map outgrows the live ranks.
    */
   readonly rates = new Map<string, PrefillRate>();
+  /** ttft policy: the fleet's prefill model per token budget (`PrefillRate`'s pool). */
+  private readonly pools = new Map<number, PrefillRate>();
+  private inflow = new Float64Array(64);
   private readonly verdict: Admission = {
     n: 0,
     idx: 0,
@@ -149,11 +153,13 @@ export class AdmissionGate {
     const ttft = params.policy === 'ttft';
     if (ttft) {
       for (let i = 0; i < n; i++) {
-        const rate = this.rateOf(cand[i]).rate;
-        b.prefillRate[i] = rate;
+        const m = this.rateOf(cand[i]);
+        b.prefillRate[i] = m.rate;
+        b.prefillPassMs[i] = m.passMs;
+        b.passTokens[i] = m.passTokens;
         b.capacityBlocks[i] = cand[i].owner.totalKvBlocks ?? 0;
-        // The oldest queued prompt is being prefilled: it decays at the rank's learned rate.
-        b.activePrefillTokens[i] = this.seqs.prefillAtRate(cand[i].worker, now, rate);
+        // The oldest queued prompt is being prefilled: it drains at the rank's learned pass throughput.
+        b.activePrefillTokens[i] = this.seqs.prefillAtRate(cand[i].worker, now, m.passRate);
       }
       computeTtftCosts(
         b,
@@ -175,7 +181,7 @@ export class AdmissionGate {
     const idx = pinRank
       ? 0
       : ttft && params.temperature === 0
-        ? pickTtft(out.cost, out.cachedTokens, n, this.o.random)
+        ? pickTtft(out.cost, out.cachedTokens, n, this.o.random, TTFT_TIE_TOLERANCE, this.inflowOf(n, now))
         : pickIndex(out.cost, n, params.temperature, this.o.random);
     const v = this.verdict;
     v.n = n;
@@ -188,8 +194,15 @@ export class AdmissionGate {
     return v;
   }
 
+  /** Recent cache inflow of each candidate (ttft tie break). */
+  private inflowOf(n: number, now: number): Float64Array {
+    if (this.inflow.length < n) this.inflow = new Float64Array(2 * n);
+    for (let i = 0; i < n; i++) this.inflow[i] = this.rateOf(this.cand[i]).inflow(now);
+    return this.inflow;
+  }
+
   /**
-   * The rank's learned prefill rate; created on first use, seeded from the AIC predictor (time of
+   * The rank's learned prefill model; created on first use, seeded from the AIC predictor (time of
    * one token budget, at most 8192 tokens, from scratch) when there is one, else
    * `DEFAULT_PREFILL_TOKENS_PER_MS`; the seed weighs as much as that many observed tokens.
    */
@@ -201,18 +214,34 @@ export class AdmissionGate {
       if (this.rates.size >= 2 * live.size + RATES_SLACK)
         for (const k of this.rates.keys()) if (!live.has(k)) this.rates.delete(k);
       let seed = DEFAULT_PREFILL_TOKENS_PER_MS;
+      let seedPassMs = 0;
       const predictor = this.o.predictor;
       // One pass worth of tokens (a worker without a budget reports a huge default).
       const mnbt = Math.min(r.owner.maxNumBatchedTokens, PREFILL_RATE_SEED_TOKENS);
       if (predictor) {
         try {
-          const ms = predictor({ worker: r.worker, isl: mnbt, prefixTokens: 0 });
-          if (ms !== null && ms > 0 && Number.isFinite(ms)) seed = mnbt / ms;
+          // Two points of the AIC curve (a full pass and an eighth of one): slope and pass time.
+          const small = Math.max(1, Math.round(mnbt / 8));
+          const full = predictor({ worker: r.worker, isl: mnbt, prefixTokens: 0 });
+          const part = predictor({ worker: r.worker, isl: small, prefixTokens: 0 });
+          if (full !== null && full > 0 && Number.isFinite(full)) {
+            const slope = part !== null && part >= 0 && part < full ? (full - part) / (mnbt - small) : 0;
+            if (slope > 0 && full - slope * mnbt >= 0) {
+              seed = 1 / slope;
+              seedPassMs = full - slope * mnbt;
+            } else seed = mnbt / full;
+          }
         } catch (e) {
           this.report(e, 'prefill rate seed');
         }
       }
-      rate = new PrefillRate(seed, mnbt);
+      let pool = this.pools.get(mnbt);
+      if (pool === undefined) {
+        // The fleet's model: slower forgetting, a light seed (the fleet's data soon outweighs it).
+        pool = new PrefillRate(seed, mnbt, 0.95, seedPassMs, undefined, 0.25);
+        this.pools.set(mnbt, pool);
+      }
+      rate = new PrefillRate(seed, mnbt, 0.9, seedPassMs, pool);
       this.rates.set(r.key, rate);
     }
     return rate;
