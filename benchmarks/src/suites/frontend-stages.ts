@@ -3,8 +3,8 @@
  * workload (~8k-token multi-turn chats of the corpus text, Qwen3's tokenizer.json from the engines'
  * cards, 300 req/s open loop, engines in a mocker process; the same server and load as the Qwen3 run
  * of `pnpm bench frontend`). The server runs with `--cpu-prof`; over the load phase the process's CPU
- * is read per thread from /proc (main thread, ZMQ I/O, the rest: V8's GC/JIT helpers, tokenizer and
- * KV-event threads, libuv's pool), and the main thread's CPU is split by stage in proportion to its
+ * is read per thread from /proc (main thread, ZMQ I/O, the rest: V8's GC/JIT helpers, the tokenizer
+ * thread, libuv's pool), and the main thread's CPU is split by stage in proportion to its
  * profile samples in the same window (each sample goes to the innermost frame that names a stage).
  *
  * Caveats: the profiler samples wall time, so a stage that blocks in a syscall while another process
@@ -64,8 +64,11 @@ interface Profile {
   timeDeltas: number[];
 }
 
-/** Busy µs per stage of the main thread's profile between `from` and `to` (µs before its end). */
-function stagesOf(p: Profile, fromEndUs: number, toEndUs: number): Map<string, number> {
+/**
+ * Busy µs per stage of the main thread's profile between `fromUs` and `toUs`: profile timestamps
+ * are CLOCK_MONOTONIC µs, the clock of `process.hrtime` in every process of the host.
+ */
+function stagesOf(p: Profile, fromUs: number, toUs: number): Map<string, number> {
   const parent = new Map<number, number>();
   const byId = new Map<number, ProfNode>();
   for (const n of p.nodes) {
@@ -90,7 +93,7 @@ function stagesOf(p: Profile, fromEndUs: number, toEndUs: number): Map<string, n
   let t = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
     t += p.timeDeltas[i] ?? 0;
-    if (t < p.endTime - fromEndUs || t > p.endTime - toEndUs) continue;
+    if (t < fromUs || t > toUs) continue;
     const s = classify(p.samples[i]!);
     out.set(s, (out.get(s) ?? 0) + (p.timeDeltas[i + 1] ?? 0));
   }
@@ -114,6 +117,7 @@ function threadCpu(pid: number): Map<string, { name: string; ms: number }> {
 }
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
+const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 export const suite: Suite = {
   name: 'frontend-stages',
@@ -170,15 +174,14 @@ export const suite: Suite = {
       ctx.progress(`${RATE} req/s under --cpu-prof`, 0, 1);
       await stats();
       const before = threadCpu(server.pid!);
-      const t0 = performance.now();
+      const t0 = monoUs();
       const r = await load({ ...o, rate: RATE });
-      const t1 = performance.now();
+      const t1 = monoUs();
       const after = threadCpu(server.pid!);
       const s = await stats();
       ctx.progress(`${RATE} req/s under --cpu-prof`, 1, 1);
       server.kill('SIGTERM');
       await exited;
-      const t2 = performance.now();
       // Every request of the phase: the measured ones and each session's opening turn before them.
       const requests = r.sent + sessions;
       const threads = { main: 0, zmq: 0, other: 0 };
@@ -194,8 +197,7 @@ export const suite: Suite = {
         .find((f) => new RegExp(`^CPU\\.\\d+\\.\\d+\\.${server.pid}\\.0\\.`).test(f));
       if (!mainFile) throw new Error(`frontend-stages: no main-thread profile in ${profDir}`);
       const prof = JSON.parse(fs.readFileSync(path.join(profDir, mainFile), 'utf8')) as Profile;
-      // The load phase, in µs before the profile's end (the server's exit).
-      const busy = stagesOf(prof, (t2 - t0) * 1000, (t2 - t1) * 1000);
+      const busy = stagesOf(prof, t0, t1);
       busy.delete('idle');
       const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
       const mainPerReq = threads.main / requests;
@@ -223,25 +225,10 @@ export const suite: Suite = {
           unit: 'ms/req',
           extra: { share: `${((100 * us) / busyUs).toFixed(1)} %` },
         });
-      // Worker threads (tokenizer pool, KV-event writer, body thread) from their own profiles: busy
-      // wall time, which bounds their CPU; the rest of `other` is V8's helpers and libuv's pool.
-      let workersUs = 0;
-      for (const f of fs.readdirSync(profDir)) {
-        if (f === mainFile || !f.startsWith(`CPU.`) || !f.includes(`.${server.pid}.`)) continue;
-        const wp = JSON.parse(fs.readFileSync(path.join(profDir, f), 'utf8')) as Profile;
-        const b = stagesOf(wp, (t2 - t0) * 1000, (t2 - t1) * 1000);
-        b.delete('idle');
-        for (const v of b.values()) workersUs += v;
-      }
-      const workersMs = Math.min(threads.other, workersUs / 1000);
+      // Node names none of these threads, so they are one figure (their profiles count wall time).
       rows.push({
-        name: 'worker threads (tokenizer pool, KV-event writer, body thread), busy',
-        value: r3(workersMs / requests),
-        unit: 'ms/req',
-      });
-      rows.push({
-        name: 'V8 GC/JIT helper threads, libuv pool (the rest of the other threads)',
-        value: r3((threads.other - workersMs) / requests),
+        name: 'other threads: tokenizer thread, V8 GC/JIT helpers, libuv pool',
+        value: r3(threads.other / requests),
         unit: 'ms/req',
       });
       rows.push({ name: 'ZMQ I/O thread (KV events in)', value: r3(threads.zmq / requests), unit: 'ms/req' });
