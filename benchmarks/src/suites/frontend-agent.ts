@@ -4,7 +4,10 @@
  * sessions whose prompts grow from 20k to 150k tokens by 2k per turn (a tool call and its result
  * per turn, 32 sessions at staggered points), 50 req/s open loop. Figures: received → dispatched
  * percentiles, the server's event-loop delay, and CPU ms per request of the whole process and of its
- * main thread (the event loop) alone.
+ * main thread (the event loop) alone. Two servers in the same run: everything on the event loop
+ * (`--http-body-thread-bytes 0 --tokenizer-thread-chat-chars 0`, as before issue 14's threads),
+ * then the defaults (large bodies parsed on the body thread, long prompts rendered and tokenized
+ * on the tokenizer thread).
  */
 import { tokenizerPackageDir } from '@kvrouter/testkit/parity';
 import type { Suite } from '../harness.js';
@@ -13,8 +16,16 @@ import { AGENT_RUN, loadOptions, realTokenizerRuns } from './frontend.js';
 export const suite: Suite = {
   name: 'frontend-agent',
   description: 'HTTP frontend, agent sessions 20k → 150k tokens at 50 req/s (Qwen3 tokenizer, fastokens)',
-  run: (ctx) =>
-    realTokenizerRuns(ctx, loadOptions(ctx.quick), [
-      { ...AGENT_RUN, modelPath: tokenizerPackageDir('qwen3') },
-    ]),
+  run: (ctx) => {
+    const qwen3 = tokenizerPackageDir('qwen3');
+    return realTokenizerRuns(ctx, loadOptions(ctx.quick), [
+      {
+        ...AGENT_RUN,
+        label: `${AGENT_RUN.label}, all on the event loop`,
+        modelPath: qwen3,
+        flags: ['--http-body-thread-bytes', '0', '--tokenizer-thread-chat-chars', '0'],
+      },
+      { ...AGENT_RUN, label: `${AGENT_RUN.label}, threads (defaults)`, modelPath: qwen3 },
+    ]);
+  },
 };

@@ -164,6 +164,8 @@ interface RealRun {
   workload: 'chat' | 'agent';
   rate: number;
   sessions: number;
+  /** More frontend flags (e.g. to compare a setting in the same run). */
+  flags?: string[];
 }
 
 /**
@@ -180,7 +182,7 @@ export async function realTokenizerRuns(
   for (const v of runs) {
     const server = tsNode(
       'server.ts',
-      ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
+      ['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1', ...(v.flags ?? [])],
       'pipe',
       v.modelPath ? { BENCH_MODEL_PATH: v.modelPath } : {},
     );

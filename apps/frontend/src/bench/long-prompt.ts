@@ -1,26 +1,32 @@
 /**
- * The long-prompt path of one agent request, stage by stage, inline on this thread with a real
- * model's tokenizer.json and chat template: parse the JSON body, validate it, render the chat
+ * The long-prompt path of one agent request, stage by stage, with a real model's tokenizer.json
+ * and chat template: decode the body's UTF-8 bytes, parse the JSON, validate it, render the chat
  * template over the whole history, tokenize (`fastokens`: incremental across turns; `default`:
  * whole prompt), hash the blocks and chain the sequence hashes, look the chain up in a radix index
- * that holds the previous turn, and encode the request-plane frame the worker receives. Run by
- * benchmarks/src/suites/long-prompt.ts:
+ * that holds the previous turn, and encode the request-plane frame the worker receives. Three
+ * runs: `fastokens` and `default` inline on this thread, and `threads` as the frontend runs a long
+ * agent request by default (the body decoded and parsed on the body thread, the prompt rendered
+ * and tokenized incrementally on a tokenizer thread). Figures are event-loop milliseconds (active
+ * time of this thread's loop while the stage runs, idle waits excluded), which is the stage's CPU
+ * on this thread on a quiet machine. Run by benchmarks/src/suites/long-prompt.ts:
  *
  *   node --conditions=source --import tsx apps/frontend/src/bench/long-prompt.ts <model dir> <corpus dir> [quick]
  *
  * Workload: one agent session growing from ~20k to ~150k tokens by ~2k tokens per turn (tool calls
  * and tool results in the history), block size 16 (index depth ~6k-9k at the end).
- * Prints one JSON line: per stage, CPU ms per request (median and mean over the turns, and at the
+ * Prints one JSON line: per stage, on-loop ms per request (median and mean over the turns, and at the
  * last turn), with the prompt's tokens, body bytes and blocks.
  */
-import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
+import { computeLocalBlockHashes, computeSequenceHashes, parseJson } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { encodeFrame, TCP_MAX_FRAME } from '@kvrouter/runtime';
+import { parseOnBodyThread } from '../http/body-thread.js';
 import { parseChatRequest } from '../openai/validate.js';
 import { PromptEncoder } from '../tokenizer/encoder.js';
 import { loadTokenizer } from '../tokenizer/load.js';
+import { TokenizerPool } from '../tokenizer/pool.js';
 import type { TemplateMessage } from '../tokenizer/template.js';
-import { agentTurns, corpusText, cpuMs } from './agent.js';
+import { agentTurns, corpusText } from './agent.js';
 
 const [modelDir, corpusDir, quickArg] = process.argv.slice(2);
 if (!modelDir || !corpusDir) throw new Error('usage: long-prompt.ts <model dir> <corpus dir> [quick]');
@@ -32,14 +38,32 @@ const loaded = loadTokenizer({ kind: 'hf', dir: modelDir });
 const text = corpusText(corpusDir, 0x2545f491);
 const turns = agentTurns(text, { fromTokens: 20_000, toTokens: quick ? 40_000 : 150_000, stepTokens: 2_000 });
 
-type Stage = 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'lookup' | 'frame';
-const STAGES: Stage[] = ['parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'];
+type Stage = 'decode' | 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'lookup' | 'frame';
+const STAGES: Stage[] = ['decode', 'parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'];
 
-async function run(mode: 'default' | 'fastokens') {
-  const enc = new PromptEncoder({ tokenizer: loaded.tokenizer, mode });
+/** Milliseconds this thread's event loop was active while `fn` ran (waits for other threads excluded). */
+async function loopMs(fn: () => unknown): Promise<number> {
+  const e0 = performance.eventLoopUtilization();
+  await fn();
+  return performance.eventLoopUtilization(e0).active;
+}
+
+async function run(mode: 'default' | 'fastokens' | 'threads') {
+  const threads = mode === 'threads';
+  // A fresh tokenizer thread (an empty prefix cache) per run, as the inline runs get a fresh encoder.
+  const pool = threads
+    ? new TokenizerPool(loaded.spec, 1, { budgetMs: 0, encoder: { mode: 'fastokens' } })
+    : null;
+  await pool?.whenReady();
+  const enc = new PromptEncoder({
+    tokenizer: loaded.tokenizer,
+    mode: threads ? 'fastokens' : mode,
+    ...(pool ? { pool, template: loaded.template } : {}),
+  });
   // Other workers hold unrelated chains of the same depth, so the lookup walks a populated table.
   const index = new RadixIndexer({ initialCapacity: 1 << 18 });
   const samples: Record<Stage, number[]> = {
+    decode: [],
     parse: [],
     validate: [],
     render: [],
@@ -50,32 +74,39 @@ async function run(mode: 'default' | 'fastokens') {
   };
   let last = { tokens: 0, bodyBytes: 0, blocks: 0, matched: 0 };
   for (const [t, conv] of turns.entries()) {
-    const body = JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true });
+    const bytes = Buffer.from(JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true }));
+    const bodyBytes = bytes.length;
     let raw: unknown;
-    const parse = cpuMs(() => {
-      raw = JSON.parse(body);
+    let text = '';
+    // Threads: the body thread decodes and parses (its on-loop cost is all under `parse`).
+    const decode = threads ? 0 : await loopMs(() => (text = bytes.toString('utf8')));
+    const parse = await loopMs(async () => {
+      raw = threads ? (await parseOnBodyThread(bytes)).value : parseJson(text);
     });
     let req!: ReturnType<typeof parseChatRequest>;
-    const validate = cpuMs(() => {
+    const validate = await loopMs(() => {
       req = parseChatRequest(raw);
     });
+    const messages = req.messages as TemplateMessage[];
+    const opts = { addGenerationPrompt: true };
     let rendered = '';
-    const render = cpuMs(() => {
-      rendered = loaded.template.render(req.messages as TemplateMessage[], { addGenerationPrompt: true });
+    // Threads: the tokenizer thread renders and tokenizes (its on-loop cost is all under `encode`).
+    const render = threads ? 0 : await loopMs(() => (rendered = loaded.template.render(messages, opts)));
+    let ids!: Uint32Array;
+    const encode = await loopMs(async () => {
+      ids = threads
+        ? await enc.encodeChat(loaded.template, messages, opts, 1 << 30)
+        : await enc.encode(rendered);
     });
-    const c0 = process.cpuUsage();
-    const ids = await enc.encode(rendered);
-    const c1 = process.cpuUsage(c0);
-    const encode = (c1.user + c1.system) / 1000;
     let seq!: Uint32Array;
-    const hash = cpuMs(() => {
+    const hash = await loopMs(() => {
       seq = computeSequenceHashes(computeLocalBlockHashes(ids, BS));
     });
     let matched = 0;
-    const lookup = cpuMs(() => {
+    const lookup = await loopMs(() => {
       matched = index.findMatchesBySeq(seq).scores.size;
     });
-    const frame = cpuMs(() => {
+    const frame = await loopMs(() => {
       encodeFrame(
         {
           t: 'req',
@@ -101,10 +132,11 @@ async function run(mode: 'default' | 'fastokens') {
     const otherLocal = Uint32Array.from(local, (x, i) => (i & 1 ? x ^ 0x5bd1e995 : x) >>> 0);
     const other = computeSequenceHashes(otherLocal);
     index.applyStoredPairs(BigInt((t + 1) % WORKERS), 0, null, other, otherLocal, n);
-    for (const [k, v] of Object.entries({ parse, validate, render, encode, hash, lookup, frame }))
+    for (const [k, v] of Object.entries({ decode, parse, validate, render, encode, hash, lookup, frame }))
       samples[k as Stage].push(v);
-    last = { tokens: ids.length, bodyBytes: body.length, blocks: n, matched };
+    last = { tokens: ids.length, bodyBytes, blocks: n, matched };
   }
+  await pool?.close();
   const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
   const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
   const out: Record<string, unknown> = { turns: turns.length, last };
@@ -119,5 +151,11 @@ async function run(mode: 'default' | 'fastokens') {
 
 // Warm-up (JIT) on the first turns, then the measured runs.
 await run('fastokens');
-const result = { engine: loaded.engine, fastokens: await run('fastokens'), default: await run('default') };
+await run('threads');
+const result = {
+  engine: loaded.engine,
+  fastokens: await run('fastokens'),
+  default: await run('default'),
+  threads: await run('threads'),
+};
 process.stdout.write(`${JSON.stringify(result)}\n`);

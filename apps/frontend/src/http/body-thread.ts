@@ -8,7 +8,7 @@
  * are the messages, each small enough for ordinary heap pages): ~0.4 ms for 500 kB.
  *
  * Bodies of at least `--http-body-thread-bytes` (64 KiB) go there (smaller ones cost less inline than the round
- * trip). One thread, started at the first large body, unref'd (never keeps a process alive), shared
+ * trip). One thread, started at the first large body, holding the process only while it has a body, shared
  * by every frontend in the process; a thread that dies fails its pending bodies with 500 and the
  * next large body starts a fresh one. Results equal inline parsing: the same lossless JSON reader
  * (`parseJson`: u64 integers as bigints), the same UTF-8 decoding (invalid bytes become U+FFFD, a
@@ -44,11 +44,11 @@ class BodyThread {
 
   constructor() {
     this.worker = workerFromSources(new URL('./body-worker.js', import.meta.url), null);
-    this.worker.unref();
     this.worker.on('message', (m: { id: number; value?: unknown; error?: string }) => {
       const p = this.pending.get(m.id);
       if (p === undefined) return;
       this.pending.delete(m.id);
+      if (this.pending.size === 0) this.worker.unref();
       if (m.error !== undefined) p.reject(invalidJson(m.error));
       else p.resolve(new ParsedBody(m.value));
     });
@@ -60,11 +60,14 @@ class BodyThread {
     };
     this.worker.on('error', (e) => fail(`failed: ${e.message}`));
     this.worker.on('exit', (code) => fail(`exited with code ${code}`));
+    // Held only while a body is on it (after the listeners: adding one refs the thread again).
+    this.worker.unref();
   }
 
   parse(bytes: Buffer): Promise<ParsedBody> {
     return new Promise((resolve, reject) => {
       const id = ++this.seq;
+      if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject });
       // A buffer that owns its whole ArrayBuffer moves without a copy; a view into a larger one is copied.
       const own = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
