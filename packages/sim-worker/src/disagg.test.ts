@@ -11,9 +11,8 @@ import {
   type SimDisaggOptions,
 } from './disagg.js';
 import { EngineDriver } from './driver.js';
-import type { GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
-import { runClock } from './test-helpers.js';
+import { collect, runClock } from './test-helpers.js';
 
 const prompt = (n: number, base = 1): number[] => Array.from({ length: n }, (_, i) => base + i);
 
@@ -34,16 +33,6 @@ function setup(mode: SimDisaggOptions['mode'], extra: Partial<SimDisaggOptions> 
     },
   );
   return { clock, engine, handler };
-}
-
-function collect(clock: VirtualClock, stream: AsyncIterable<GenerateItem>) {
-  const got: { t: number; item: GenerateItem }[] = [];
-  let done = false;
-  void (async () => {
-    for await (const item of stream) got.push({ t: clock.now(), item });
-    done = true;
-  })();
-  return { got, isDone: () => done };
 }
 
 describe('KV transfer model', () => {
@@ -81,6 +70,7 @@ describe('prefill worker', () => {
       ),
     );
     await runClock(clock, c.isDone);
+    expect(c.error()).toBeNull();
     expect(c.got).toHaveLength(1);
     // prefill(1000) = 0.4209989 + 15.18344 + 16.50142 = 32.1058589 ms; + 1000 · 114 688 / 64e9 s = 1.792 ms
     expect(c.got[0].t).toBeCloseTo(33.8978589, 6);
@@ -107,6 +97,7 @@ describe('prefill worker', () => {
     const c = collect(clock, handler({ request_id: 'p', token_ids: prompt(1000) }, { signal: ac.signal }));
     clock.setTimeout(() => ac.abort(), 33);
     await runClock(clock, c.isDone);
+    expect(c.error()).toBeNull();
     expect(c.isDone()).toBe(true);
     expect(c.got).toHaveLength(0);
   });
@@ -138,6 +129,7 @@ describe('decode worker', () => {
       ),
     );
     await runClock(clock, c.isDone);
+    expect(c.error()).toBeNull();
     // 1000 tokens / 16 = 63 blocks as received: u = 0.063
     // decode(0.063) = −25.74·0.003969 + 54.01·0.063 + 5.74 = −0.10216206 + 3.40263 + 5.74 = 9.04046794
     expect(c.got[0].t).toBeCloseTo(9.04046794, 6);
@@ -155,6 +147,7 @@ describe('decode worker', () => {
       ),
     );
     await runClock(clock, c.isDone);
+    expect(c.error()).toBeNull();
     expect(c.got[0].t).toBeCloseTo(32.1058589, 6);
     expect(engine.stats().prefillTokensComputed).toBe(1000);
   });

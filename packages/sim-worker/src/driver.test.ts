@@ -3,9 +3,9 @@ import { SimEngine, type EngineConfig, type EngineLoad } from '@kvrouter/engine-
 import { KvrError } from '@kvrouter/protocols';
 import { VirtualClock, type Clock } from '@kvrouter/protocols';
 import { EngineDriver, type DriverOptions } from './driver.js';
-import { parseGenerateRequest, type GenerateItem } from '@kvrouter/protocols';
+import { parseGenerateRequest } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
-import { LateClock, runClock, settle } from './test-helpers.js';
+import { LateClock, collect, runClock, settle } from './test-helpers.js';
 
 const prompt = (n: number, base = 1): number[] => Array.from({ length: n }, (_, i) => base + i);
 
@@ -19,22 +19,6 @@ function setup(engine: Partial<EngineConfig>, opts: DriverOptions = {}, clock?: 
     ...opts,
   });
   return { clock: manual, driver, loads };
-}
-
-/** Consumes a stream, stamping each item with the virtual time it arrived at. */
-function collect(clock: VirtualClock, stream: AsyncIterable<GenerateItem>) {
-  const got: { t: number; item: GenerateItem }[] = [];
-  let done = false;
-  let error: unknown = null;
-  void (async () => {
-    try {
-      for await (const item of stream) got.push({ t: clock.now(), item });
-    } catch (e) {
-      error = e;
-    }
-    done = true;
-  })();
-  return { got, isDone: () => done, error: () => error };
 }
 
 const req = (

@@ -5,7 +5,6 @@ import {
   RouterEventCodec,
   type ActiveLoad,
   type EventId,
-  type KvrError,
   type RouterEvent,
   type WorkerId,
 } from '@kvrouter/protocols';
@@ -27,7 +26,7 @@ import {
 import { VirtualClock } from '@kvrouter/protocols';
 import type { GenerateItem } from '@kvrouter/protocols';
 import { PassScheduler } from './pass-scheduler.js';
-import { runClock, settle } from './test-helpers.js';
+import { collect, runClock, settle } from './test-helpers.js';
 import { SimWorker } from './worker.js';
 import { SimFleet } from './fleet.js';
 
@@ -88,21 +87,10 @@ async function nextChange<T>(w: TypedWatch<T>): Promise<TypedChange<T>> {
 
 /** Streams a generate request, stamping items with the virtual time they arrive at. */
 function generate(e: Env, w: SimWorker, payload: Record<string, unknown>, signal?: AbortSignal) {
-  const got: { t: number; item: GenerateItem }[] = [];
-  let done = false;
-  let error: KvrError | null = null;
-  void (async () => {
-    try {
-      for await (const item of e.client.stream<GenerateItem>(w.instance.transport, 'generate', payload, {
-        signal,
-      }))
-        got.push({ t: e.clock.now(), item });
-    } catch (err) {
-      error = err as KvrError;
-    }
-    done = true;
-  })();
-  return { got, isDone: () => done, error: () => error };
+  return collect(
+    e.clock,
+    e.client.stream<GenerateItem>(w.instance.transport, 'generate', payload, { signal }),
+  );
 }
 
 describe('SimWorker registration', () => {
