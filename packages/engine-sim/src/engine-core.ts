@@ -3,7 +3,7 @@ import type { EngineConfig } from './config.js';
 import type { BlockHasher } from './hasher.js';
 import { RankCoreBase, RUNNING, SeqRequest, WAITING } from './rank-core.js';
 import type { TimingModel } from './timing.js';
-import type { EmittedToken, EngineLoad, EngineRequest, StepResult } from './types.js';
+import type { EmittedToken, EngineRequest, StepResult } from './types.js';
 
 /** A request with its block table. */
 class SimRequest extends SeqRequest {
@@ -166,9 +166,9 @@ export class EngineCore extends RankCoreBase<SimRequest> {
     return this.passResult(durationMs, prefillTokens, decodeRequests, preempted, emitted);
   }
 
-  load(): EngineLoad {
-    const used = this.bm.activeCount;
-    return { dp_rank: this.dpRank, kv_used_blocks: used, active_decode_blocks: used };
+  /** The active pool (cached inactive blocks are not in use). */
+  protected usedBlocks(): number {
+    return this.bm.activeCount;
   }
 
   /** Sequence hashes of every block in the active and inactive pools. O(capacity): tests and dumps. */

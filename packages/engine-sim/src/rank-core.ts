@@ -125,7 +125,8 @@ export abstract class RankCoreBase<R extends SeqRequest> {
 
   /** One scheduler pass. */
   abstract step(now: number): StepResult;
-  abstract load(): EngineLoad;
+  /** KV blocks held by live requests (`kv_used_blocks` = `active_decode_blocks` of the load). */
+  protected abstract usedBlocks(): number;
   /** Sequence hashes of every cached block. O(capacity): tests and dumps. */
   abstract cachedBlocks(): Set<bigint>;
   /** Structural invariants of the KV cache against the live requests ([] = sound). */
@@ -187,6 +188,11 @@ export abstract class RankCoreBase<R extends SeqRequest> {
     this.byId.delete(requestId);
     this.counters.cancelled++;
     return true;
+  }
+
+  load(): EngineLoad {
+    const used = this.usedBlocks();
+    return { dp_rank: this.dpRank, kv_used_blocks: used, active_decode_blocks: used };
   }
 
   stats(): EngineStats {

@@ -3,7 +3,7 @@ import type { BlockHasher } from './hasher.js';
 import { RadixCache, type RadixNode, type RadixOwner } from './radix-cache.js';
 import { RankCoreBase, RUNNING, SeqRequest, WAITING } from './rank-core.js';
 import type { TimingModel } from './timing.js';
-import type { EmittedToken, EngineLoad, EngineRequest, StepResult } from './types.js';
+import type { EmittedToken, EngineRequest, StepResult } from './types.js';
 
 // SGLang's scheduler constants (python/sglang/srt/managers/schedule_policy.py and server args defaults).
 const CLIP_MAX_NEW_TOKENS = 4096;
@@ -142,10 +142,9 @@ export class SglangCore extends RankCoreBase<SglRequest> {
     return this.passResult(durationMs, prefillTokens, decodeRequests, retracted, emitted);
   }
 
-  /** Blocks in use: KV tokens held by live requests, rounded up to blocks. */
-  load(): EngineLoad {
-    const used = Math.ceil(this.usedTokens() / this.bs);
-    return { dp_rank: this.dpRank, kv_used_blocks: used, active_decode_blocks: used };
+  /** KV tokens held by live requests, rounded up to blocks. */
+  protected usedBlocks(): number {
+    return Math.ceil(this.usedTokens() / this.bs);
   }
 
   cachedBlocks(): Set<bigint> {
