@@ -99,13 +99,17 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 1)', () =
     expect(pickTtft([3, 3], [0, 0], 2, () => 0.6)).toBe(0);
   });
 
-  it('near ties (within the tolerance): the longer cached prefix, then the least recent inflow, then one draw', () => {
+  it('near ties (cost and predicted TTFT within the tolerance): the longer cached prefix, then the least recent inflow, then one draw', () => {
     // min 10, tolerance 0.1: ties are costs <= 11. Index 3 (cost 12) holds more cache but is no tie.
     // Among 0..2 (all uncached) the least inflow (3) leaves 1 and 2; one draw: u·2 < 1 takes 2.
     expect(pickTtft([10, 10.5, 10.9, 12], [0, 0, 0, 64], 4, () => 0.4, 0.1, [5, 3, 3, 0])).toBe(2);
     expect(pickTtft([10, 10.5, 10.9, 12], [0, 0, 0, 64], 4, () => 0.6, 0.1, [5, 3, 3, 0])).toBe(1);
     // A tie with a longer cached prefix wins outright, without a draw.
     expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand, 0.1)).toBe(1);
+    // With the predicted TTFTs: index 1 costs within 10 % but its TTFT (60) is not within 10 % of
+    // the cheapest one's (40): no tie, the cheapest wins although it caches less.
+    expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand, 0.1, undefined, [40, 60, 12])).toBe(0);
+    expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand, 0.1, undefined, [40, 44, 12])).toBe(1);
     // Without a tolerance only exact ties count: the minimum wins.
     expect(pickTtft([10, 10.9, 12], [0, 32, 64], 3, noRand)).toBe(0);
   });

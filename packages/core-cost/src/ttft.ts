@@ -20,10 +20,10 @@
  * how busy the fleet is: work added while other ranks sit idle delays nobody, work added when
  * every rank has a queue delays whoever arrives next (the busy/idle ratio b / (1 − b) grows like
  * the expected queue of an M/M/1 server at utilisation b; the 1/n keeps it finite). Pick
- * (`pickTtft`): the candidates within `TTFT_TIE_TOLERANCE` of the minimum cost are ties (the
- * prediction is no finer than that); among them the longest cached prefix, then the rank with the
- * least recent cache inflow (booked uncached tokens, half-life `INFLOW_HALF_LIFE_MS`), then
- * reservoir sampling.
+ * (`pickTtft`): the candidates within `TTFT_TIE_TOLERANCE` of the minimum cost, whose predicted
+ * TTFT is also within it of the cheapest one's, are ties (the prediction is no finer than that);
+ * among them the longest cached prefix, then the rank with the least recent cache inflow (booked
+ * uncached tokens, half-life `INFLOW_HALF_LIFE_MS`), then reservoir sampling.
  */
 import type { CandidateBatch, CostBreakdown, CostRequest } from './cost.js';
 import { argminReservoir, checkSample, type Uniform } from './select.js';
@@ -137,10 +137,12 @@ export function computeTtftCosts(
 }
 
 /**
- * The candidates within `tolerance` (relative) of the minimum cost are ties; among them the
- * longest cached prefix, then (with `inflow`) the least recent cache inflow, then reservoir
- * sampling (one draw per tie after the first, as `argminReservoir`; with a tolerance the draw is
- * uniform over the remaining ties, whose costs differ only within it).
+ * Ties are the candidates the prediction cannot tell apart: cost within `tolerance` (relative) of
+ * the minimum and, with `ttft`, predicted TTFT within `tolerance` of the cheapest candidate's (so
+ * a work-weighted cost never lets a much slower holder count as a tie). Among them the longest
+ * cached prefix, then (with `inflow`) the least recent cache inflow, then reservoir sampling (one
+ * draw per tie after the first, as `argminReservoir`; with a tolerance the draw is uniform over
+ * the remaining ties, whose costs differ only within it).
  */
 export function pickTtft(
   cost: ArrayLike<number>,
@@ -149,15 +151,23 @@ export function pickTtft(
   rand: Uniform,
   tolerance = 0,
   inflow?: ArrayLike<number>,
+  ttft?: ArrayLike<number>,
 ): number {
   finiteNonNeg('tolerance', tolerance);
   let min = Infinity;
-  for (let i = 0; i < n; i++) if (cost[i] < min) min = cost[i];
+  let at = -1;
+  for (let i = 0; i < n; i++)
+    if (cost[i] < min) {
+      min = cost[i];
+      at = i;
+    }
   const lim = min + Math.abs(min) * tolerance;
+  const tLim = ttft === undefined || at < 0 ? Infinity : ttft[at] + Math.abs(ttft[at]) * tolerance;
+  const tie = (i: number): boolean => cost[i] <= lim && (ttft === undefined || ttft[i] <= tLim);
   let best = -Infinity;
-  for (let i = 0; i < n; i++) if (cost[i] <= lim && cached[i] > best) best = cached[i];
+  for (let i = 0; i < n; i++) if (tie(i) && cached[i] > best) best = cached[i];
   skip.length = n;
-  for (let i = 0; i < n; i++) skip[i] = !(cost[i] <= lim && cached[i] === best);
+  for (let i = 0; i < n; i++) skip[i] = !(tie(i) && cached[i] === best);
   if (inflow !== undefined) {
     let lo = Infinity;
     for (let i = 0; i < n; i++) if (!skip[i] && inflow[i] < lo) lo = inflow[i];

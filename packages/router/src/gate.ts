@@ -181,7 +181,15 @@ export class AdmissionGate {
     const idx = pinRank
       ? 0
       : ttft && params.temperature === 0
-        ? pickTtft(out.cost, out.cachedTokens, n, this.o.random, TTFT_TIE_TOLERANCE, this.inflowOf(n, now))
+        ? pickTtft(
+            out.cost,
+            out.cachedTokens,
+            n,
+            this.o.random,
+            TTFT_TIE_TOLERANCE,
+            this.inflowOf(n, now),
+            out.prefillTerm,
+          )
         : pickIndex(out.cost, n, params.temperature, this.o.random);
     const v = this.verdict;
     v.n = n;
