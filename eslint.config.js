@@ -29,7 +29,6 @@ export const KINDS = {
   'packages/topology': 'pure',
   'packages/aic-model': 'pure',
   'packages/engine-sim': 'pure',
-  'packages/kernel': 'pure',
   'packages/tokenizer': { kind: 'pure', parts: { './testing': { kind: 'test', dir: 'src/testing' } } },
   'packages/router': 'core',
   'packages/sim': 'core',
@@ -298,7 +297,7 @@ export default tseslint.config(
     rules: { 'no-console': 'error' },
   },
   {
-    // Pure and core code (ARCHITECTURE rule 2; core gets clock, timers and randomness injected as well).
+    // Pure and core code (docs/CONVENTIONS.md, "Pure and core code"; core gets clock, timers and randomness injected as well).
     files: [...NO_IO_DIRS, ...NO_IO_PARTS],
     ignores: ['**/*.test.ts', '**/test/**', '**/test-*.ts', ...IO_PARTS],
     rules: pureRules,

@@ -1,7 +1,7 @@
 /**
  * The one place where config touches the process: `@kvrouter/config/cli`. Apps call
  * `parseAppConfig`; everything it decides comes from the pure `resolveConfig`. Filesystem access
- * is injected because this package is pure (no node:fs, ARCHITECTURE rule 2).
+ * is injected because this package is pure (no node:fs: docs/CONVENTIONS.md, "Pure and core code").
  */
 import { buildProgram, type ProgramInfo } from './program.js';
 import { dumpConfigJson } from './dump.js';

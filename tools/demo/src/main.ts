@@ -60,4 +60,6 @@ for (const q of queries) {
         : 'no worker holds any prefix -> route by load'),
   );
 }
-console.log('\nkvrouter: the OpenAI-compatible frontend is not built yet; this demo ran the real index.');
+console.log(
+  '\nThis demo ran the real index; `npm start` serves the same routing behind the OpenAI-compatible frontend.',
+);
