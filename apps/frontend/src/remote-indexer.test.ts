@@ -43,7 +43,7 @@ beforeAll(async () => {
     ],
     { env: { ETCD_ENDPOINTS: etcd.url, NATS_SERVER: nats.url } },
   );
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await fe?.close(0);
