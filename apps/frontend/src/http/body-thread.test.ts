@@ -39,6 +39,24 @@ describe('parseOnBodyThread', () => {
     expect(v.a).toBe('x\ufffd\ufffdy');
   });
 
+  it('gives a value nested too deep to send back from the thread, and fails no other body', async () => {
+    // 40 000 nested arrays: JSON.parse accepts them; structured clone overflows its stack.
+    const depth = 40_000;
+    const deep = Buffer.from(`{"model":"m","messages":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const other = Buffer.from(`{"a":1}${pad(70_000)}`);
+    const [d, o] = await Promise.all([parseOnBodyThread(deep), parseOnBodyThread(other)]);
+    let v = (d.value as { messages: unknown }).messages;
+    let n = 0;
+    while (Array.isArray(v) && v.length > 0) {
+      v = v[0];
+      n++;
+    }
+    expect([n + 1, Array.isArray(v)]).toEqual([depth, true]);
+    expect(o.value).toEqual({ a: 1 });
+    // And the next large body.
+    expect((await parseOnBodyThread(Buffer.from(`[2]${pad(70_000)}`))).value).toEqual([2]);
+  });
+
   it('fails like parseBody: 400 invalid_json naming the field body', async () => {
     const text = `{"model": "m", "messages": [${pad(70_000)}`;
     let inline: unknown;

@@ -15,7 +15,7 @@
  * leading byte-order mark is dropped), the same 400 `invalid_json` naming the field `body`.
  */
 import { Worker } from 'node:worker_threads';
-import { KvrError } from '@kvrouter/protocols';
+import { KvrError, parseJson } from '@kvrouter/protocols';
 import { workerFromSources } from '../tokenizer/pool.js';
 
 /** Default of `--http-body-thread-bytes`: bodies of at least this many bytes are parsed on the body thread. */
@@ -24,6 +24,12 @@ export const BODY_THREAD_BYTES = 64 * 1024;
 /** A body the thread parsed already (`parseBody` returns `value`). */
 export class ParsedBody {
   constructor(readonly value: unknown) {}
+}
+
+/** A body's text: UTF-8 (invalid bytes become U+FFFD) without a leading byte-order mark (express's decoder drops it too). */
+export function utf8Text(b: Buffer): string {
+  const text = b.toString('utf8');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 /** The 400 of a body that is not JSON (inline and threaded parsing give the same one). */
@@ -44,13 +50,24 @@ class BodyThread {
 
   constructor() {
     this.worker = workerFromSources(new URL('./body-worker.js', import.meta.url), null);
-    this.worker.on('message', (m: { id: number; value?: unknown; error?: string }) => {
+    this.worker.on('message', (m: { id: number; value?: unknown; error?: string; bytes?: Uint8Array }) => {
       const p = this.pending.get(m.id);
       if (p === undefined) return;
       this.pending.delete(m.id);
       if (this.pending.size === 0) this.worker.unref();
       if (m.error !== undefined) p.reject(invalidJson(m.error));
-      else p.resolve(new ParsedBody(m.value));
+      else if (m.bytes !== undefined) {
+        // The thread could not send the value back (see body-worker.ts): parsed here, as inline.
+        try {
+          p.resolve(
+            new ParsedBody(
+              parseJson(utf8Text(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength))),
+            ),
+          );
+        } catch (e) {
+          p.reject(invalidJson((e as Error).message));
+        }
+      } else p.resolve(new ParsedBody(m.value));
     });
     const fail = (why: string) => {
       this.dead = true;

@@ -13,5 +13,12 @@ parentPort!.on('message', (m: { id: number; bytes: Uint8Array }) => {
     parentPort!.postMessage({ id: m.id, error: (e as Error).message });
     return;
   }
-  parentPort!.postMessage({ id: m.id, value });
+  try {
+    parentPort!.postMessage({ id: m.id, value });
+  } catch {
+    // Not clonable (nesting deeper than the serializer's stack, which JSON.parse accepts): the
+    // bytes go back and the event loop parses them as inline parsing would. Thrown here, it would
+    // have ended this thread and every other body on it with 500.
+    parentPort!.postMessage({ id: m.id, bytes: m.bytes }, [m.bytes.buffer as ArrayBuffer]);
+  }
 });

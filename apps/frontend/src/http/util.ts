@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
-import { BODY_THREAD_BYTES, invalidJson, parseOnBodyThread, ParsedBody } from './body-thread.js';
+import { BODY_THREAD_BYTES, invalidJson, parseOnBodyThread, ParsedBody, utf8Text } from './body-thread.js';
 import { reportInternal } from './internal-errors.js';
 
 /** The raw text body parsed losslessly (u64 ids in nvext stay exact); a large body comes parsed already. */
@@ -86,9 +86,7 @@ export function readUtf8Body(
         resolve(parseOnBodyThread(Buffer.concat(body, size)));
         return;
       }
-      const text = body.length === 1 ? body[0]!.toString('utf8') : Buffer.concat(body, size).toString('utf8');
-      // A leading byte-order mark is not part of the JSON (express's decoder drops it too).
-      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+      resolve(utf8Text(body.length === 1 ? body[0]! : Buffer.concat(body, size)));
     });
     req.once('error', reject);
     req.once('close', onClose);
