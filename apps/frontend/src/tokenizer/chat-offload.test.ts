@@ -111,6 +111,31 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
     expect([stats.offloaded, stats.tokenizedChars]).toEqual([true, text.length]);
   });
 
+  it('a job that cannot be sent to a thread is rendered inline; the thread keeps serving', async () => {
+    const enc = await encoder('fastokens', 1);
+    const pool = pools.at(-1)!;
+    const rng = new Rng(17);
+    // A template variable nested 40 000 deep (the template never reads it): structured clone
+    // overflows its stack on it.
+    let deep: unknown = [];
+    for (let i = 0; i < 40_000; i++) deep = [deep];
+    const conv = (): TemplateMessage[] => [{ role: 'user', content: slice(rng, 3000) }];
+    const plain = { addGenerationPrompt: true };
+    const odd = { addGenerationPrompt: true, kwargs: { unused: deep } };
+    const [c1, c2, c3] = [conv(), conv(), conv()];
+    const s3: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    // c1 holds the only thread, so c2 waits in the queue and is posted when c1's reply arrives.
+    const [a, b] = await Promise.all([
+      enc.encodeChat(loaded.template, c1, plain, 1 << 30),
+      enc.encodeChat(loaded.template, c2, odd, 1 << 30),
+    ]);
+    const c = await enc.encodeChat(loaded.template, c3, plain, 1 << 30, s3);
+    expect(Array.from(a)).toEqual(Array.from(loaded.tokenizer.encode(loaded.template.render(c1, plain))));
+    expect(Array.from(b)).toEqual(Array.from(loaded.tokenizer.encode(loaded.template.render(c2, odd))));
+    expect(Array.from(c)).toEqual(Array.from(loaded.tokenizer.encode(loaded.template.render(c3, plain))));
+    expect([s3.offloaded, pool.busy, pool.queued]).toEqual([true, 0, 0]);
+  });
+
   it('a prompt that cannot fit is refused on the thread with the inline 400 naming messages', async () => {
     const enc = await encoder('fastokens', 1);
     const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });

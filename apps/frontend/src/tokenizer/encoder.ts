@@ -28,7 +28,7 @@
  */
 import { refuseIfCannotFit } from '../context-bound.js';
 import { splitSpecials } from './split.js';
-import type { TokenizerPool } from './pool.js';
+import { UnsendableJob, type TokenizerPool } from './pool.js';
 import type { ChatTemplate, RenderOptions, TemplateMessage } from './template.js';
 import type { EncodeStats, TextTokenizer } from './types.js';
 
@@ -156,7 +156,17 @@ export class PromptEncoder {
     if (this.pool !== null && template === this.template && this.offloadChatChars > 0) {
       const chars = messageChars(messages);
       if (chars >= this.offloadChatChars)
-        return this.pool.encodeChat({ messages, options, contextLength }, chars, affinityOf(messages), stats);
+        try {
+          return await this.pool.encodeChat(
+            { messages, options, contextLength },
+            chars,
+            affinityOf(messages),
+            stats,
+          );
+        } catch (e) {
+          // Not clonable: rendered here, as inline (whatever that gives).
+          if (!(e instanceof UnsendableJob)) throw e;
+        }
     }
     const text = template.render(messages, options);
     refuseIfCannotFit(text, this.tokenizer, contextLength, 'messages');

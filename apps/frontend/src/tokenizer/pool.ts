@@ -99,6 +99,13 @@ export function workerFromSources(jsUrl: URL, workerData: unknown): Worker {
   );
 }
 
+/** A job that could not be posted to a thread (structured clone failed); nothing ran. */
+export class UnsendableJob extends Error {
+  constructor(readonly reason: unknown) {
+    super(`tokenizer job could not be sent to a thread: ${(reason as Error)?.message ?? String(reason)}`);
+  }
+}
+
 function budgetExceeded(budgetMs: number, chars: number): KvrError {
   return new KvrError(
     'tokenize_budget_exceeded',
@@ -283,9 +290,18 @@ export class TokenizerPool {
         }, this.budgetMs);
         want.timer.unref();
       }
-      want.worker.postMessage(
-        job.chat ? { id: job.id, chat: job.chat } : { id: job.id, texts: job.texts, whole: job.whole },
-      );
+      try {
+        want.worker.postMessage(
+          job.chat ? { id: job.id, chat: job.chat } : { id: job.id, texts: job.texts, whole: job.whole },
+        );
+      } catch (e) {
+        // Not clonable (a tool schema nested deeper than structured clone's stack): the thread
+        // stays free, the job fails with UnsendableJob (the encoder then renders it inline). Thrown
+        // from here it would have left the thread held by a job it never got, or, when pump ran
+        // from a thread's reply, ended the process.
+        this.finish(want);
+        job.reject(new UnsendableJob(e));
+      }
     }
   }
 
