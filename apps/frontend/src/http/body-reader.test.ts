@@ -7,7 +7,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readUtf8Body } from './util.js';
+import { abortOnClose, readUtf8Body } from './util.js';
 
 const EVENTS = ['data', 'end', 'error', 'close'] as const;
 type Counts = Record<(typeof EVENTS)[number], number>;
@@ -64,5 +64,48 @@ describe('readUtf8Body', () => {
     expect(await post(body, Math.ceil(Buffer.byteLength(body) / 3))).toBe(200);
     expect(seen[0]!.text).toBe(body);
     expect(seen[0]!.after).toEqual(seen[0]!.before);
+  });
+});
+
+describe('abortOnClose', () => {
+  it('is aborted at once for a client that went away before the handler ran (body-thread gap)', async () => {
+    const got = new Promise<{ late: boolean; done: boolean }>((resolve) => {
+      const srv = http.createServer((req, res) => {
+        req.resume();
+        // The handler runs only after the client has gone (as after a body thread's parse).
+        res.once('close', () => {
+          const late = abortOnClose(res).signal.aborted;
+          srv.close();
+          resolve({ late, done: res.writableFinished });
+        });
+      });
+      srv.listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as AddressInfo).port;
+        const c = http.request({ port, host: '127.0.0.1', method: 'POST' });
+        c.on('error', () => undefined);
+        c.end('{"a":1}', () => setTimeout(() => c.destroy(), 20));
+      });
+    });
+    expect(await got).toEqual({ late: true, done: false });
+  });
+
+  it('is not aborted for a response that finished', async () => {
+    const got = new Promise<boolean>((resolve) => {
+      const srv = http.createServer((req, res) => {
+        req.resume();
+        res.end('ok', () => {
+          const ac = abortOnClose(res);
+          setTimeout(() => {
+            srv.close();
+            resolve(ac.signal.aborted);
+          }, 50);
+        });
+      });
+      srv.listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as AddressInfo).port;
+        http.get({ port, host: '127.0.0.1', agent: false }, (r) => r.resume());
+      });
+    });
+    expect(await got).toBe(false);
   });
 });

@@ -110,9 +110,14 @@ export function sendJson(
   res.end(text);
 }
 
-/** An abort controller the client's going away aborts (`close` before the response finished). */
+/**
+ * An abort controller the client's going away aborts (`close` before the response finished),
+ * aborted at once when it went away already: a body parsed on the body thread reaches its handler
+ * a few ms after the body ended, and a client may have closed in between (no `close` follows).
+ */
 export function abortOnClose(res: ServerResponse): AbortController {
   const ac = new AbortController();
+  if (res.destroyed && !res.writableFinished) ac.abort();
   res.on('close', () => {
     if (!res.writableFinished) ac.abort();
   });
