@@ -102,6 +102,20 @@ describe('tokenizer pool: no head-of-line blocking', () => {
     expect(Array.from(ids!)).toEqual([15339, 1917]); // cl100k: "hello", " world"
   });
 
+  it('a chat job past the time budget fails with 413 naming messages (the field the client sent)', async () => {
+    const p = await pool(1, 200);
+    const job = { messages: [{ role: 'user', content: HUGE }], options: {}, contextLength: 1 << 30 };
+    const err = await p.encodeChat(job, HUGE.length, 7).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(KvrError);
+    const k = err as KvrError;
+    expect([k.code, k.status, k.detail?.field]).toEqual(['tokenize_budget_exceeded', 413, 'messages']);
+    expect(k.message).toMatch(/^messages: tokenizing 1500\d{3} characters did not finish within the budget/);
+    expect(p.replaced).toBe(1);
+  });
+
   it('refuses a thread count below one', () => {
     expect(() => new TokenizerPool(SPEC, 0)).toThrow(/positive integer/);
   });

@@ -106,12 +106,13 @@ export class UnsendableJob extends Error {
   }
 }
 
-function budgetExceeded(budgetMs: number, chars: number): KvrError {
+/** `field`: what the client sent the text in (`prompt`, or `messages` for a chat job). */
+function budgetExceeded(budgetMs: number, chars: number, field: 'prompt' | 'messages'): KvrError {
   return new KvrError(
     'tokenize_budget_exceeded',
-    `prompt: tokenizing ${chars} characters did not finish within the budget of ${budgetMs} ms (--dyn-preprocess-budget-ms); send a shorter prompt`,
+    `${field}: tokenizing ${chars} characters did not finish within the budget of ${budgetMs} ms (--dyn-preprocess-budget-ms); send a shorter prompt`,
     413,
-    { field: 'prompt', budget_ms: budgetMs, chars },
+    { field, budget_ms: budgetMs, chars },
   );
 }
 
@@ -285,7 +286,7 @@ export class TokenizerPool {
         want.timer = setTimeout(() => {
           if (want.job !== job) return;
           this.finish(want);
-          job.reject(budgetExceeded(this.budgetMs, job.chars));
+          job.reject(budgetExceeded(this.budgetMs, job.chars, job.chat ? 'messages' : 'prompt'));
           this.replace(want);
         }, this.budgetMs);
         want.timer.unref();
