@@ -104,7 +104,11 @@ describe('tokenizer pool: no head-of-line blocking', () => {
 
   it('a chat job past the time budget fails with 413 naming messages (the field the client sent)', async () => {
     const p = await pool(1, 200);
-    const job = { messages: [{ role: 'user', content: HUGE }], options: {}, contextLength: 1 << 30 };
+    const job = {
+      messages: [{ role: 'user', content: HUGE }],
+      options: { addGenerationPrompt: true },
+      contextLength: 1 << 30,
+    };
     const err = await p.encodeChat(job, HUGE.length, 7).then(
       () => null,
       (e: unknown) => e,
