@@ -72,9 +72,10 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
   });
   m.register(TABLES.prefixCache, () => {
     const encs = o.tokenizers ? o.tokenizers.encoders() : [o.encoder];
+    // Each encoder's own cache and those of its tokenizer threads (long chat prompts, same bound each).
     return {
-      entries: encs.reduce((n, e) => n + e.cacheTokensHeld, 0),
-      limit: encs.reduce((n, e) => n + e.cacheTokenLimit, 0),
+      entries: encs.reduce((n, e) => n + e.cacheTokensHeld + e.threadCacheTokensHeld, 0),
+      limit: encs.reduce((n, e) => n + e.cacheTokenLimit + e.threadCacheTokenLimit, 0),
     };
   });
   // The exact tokenizer's word cache on the event loop (pool threads hold their own, same bound).

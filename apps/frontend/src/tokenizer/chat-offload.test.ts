@@ -136,6 +136,22 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
     expect([s3.offloaded, pool.busy, pool.queued]).toEqual([true, 0, 0]);
   });
 
+  it("the threads' prefix caches are counted with their bound (dynamo_frontend_table_*)", async () => {
+    const enc = await encoder('fastokens', 2);
+    const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });
+    const conv: TemplateMessage[] = [{ role: 'user', content: slice(new Rng(18), 4000) }];
+    const opts = { addGenerationPrompt: true };
+    // Two threads, each bounded by the default --tokenizer-prefix-cache-tokens (16 Mi ids).
+    expect(enc.threadCacheTokenLimit).toBe(2 * 16 * 1024 * 1024);
+    expect(enc.threadCacheTokensHeld).toBe(0);
+    await enc.encodeChat(loaded.template, conv, opts, 1 << 30);
+    // The thread's encoder holds what the same encoder holds after the same prompt inline.
+    await inline.encode(loaded.template.render(conv, opts));
+    expect(inline.cacheTokensHeld).toBeGreaterThan(0);
+    expect(enc.threadCacheTokensHeld).toBe(inline.cacheTokensHeld);
+    expect(enc.cacheTokensHeld).toBe(0);
+  });
+
   it('a prompt that cannot fit is refused on the thread with the inline 400 naming messages', async () => {
     const enc = await encoder('fastokens', 1);
     const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });

@@ -360,4 +360,13 @@ export class PromptEncoder {
   get cacheTokensHeld(): number {
     return this.cachedTokens;
   }
+
+  /** Ids held by the prefix caches of its pool's threads (`encodeChat` jobs), and their bound. */
+  get threadCacheTokensHeld(): number {
+    return this.pool?.cacheTokensHeld ?? 0;
+  }
+
+  get threadCacheTokenLimit(): number {
+    return this.pool?.cacheTokenLimit ?? 0;
+  }
 }

@@ -53,6 +53,8 @@ interface Reply {
   id?: number;
   out?: Uint32Array[];
   stats?: EncodeStats;
+  /** The thread's prefix-cache ids after a chat job. */
+  held?: number;
   error?: { message: string; code?: string; status?: number; detail?: Record<string, unknown> };
 }
 
@@ -78,6 +80,9 @@ interface Thread {
   loaded: boolean;
   job: Job | null;
   timer: NodeJS.Timeout | null;
+  /** Its own prompt encoder's prefix cache (chat jobs): ids held as of its last chat job, and the bound. */
+  cacheHeld: number;
+  cacheLimit: number;
 }
 
 /** tsx's ESM API (a dev dependency of the repository root; only used when running from sources). */
@@ -146,13 +151,22 @@ export class TokenizerPool {
   private spawn(): Thread {
     const w = workerFromSources(new URL('./worker.js', import.meta.url), this.workerData);
     w.unref();
-    const t: Thread = { worker: w, ready: Promise.resolve(), loaded: false, job: null, timer: null };
+    const t: Thread = {
+      worker: w,
+      ready: Promise.resolve(),
+      loaded: false,
+      job: null,
+      timer: null,
+      cacheHeld: 0,
+      cacheLimit: 0,
+    };
     t.ready = new Promise<void>((resolve, reject) => {
       w.once('error', reject);
-      const onReady = (m: { ready?: boolean }) => {
+      const onReady = (m: { ready?: boolean; cacheLimit?: number }) => {
         if (!m.ready) return;
         w.off('message', onReady);
         t.loaded = true;
+        t.cacheLimit = m.cacheLimit ?? 0;
         resolve();
         this.pump();
       };
@@ -160,6 +174,7 @@ export class TokenizerPool {
     });
     t.ready.catch(() => undefined);
     w.on('message', (m: Reply) => {
+      if (m.held !== undefined) t.cacheHeld = m.held;
       const job = t.job;
       if (m.id === undefined || job === null || job.id !== m.id) return;
       this.finish(t);
@@ -310,6 +325,20 @@ export class TokenizerPool {
   get busy(): number {
     let n = 0;
     for (const t of this.threads) if (t.job !== null) n++;
+    return n;
+  }
+
+  /** Prompt-prefix cache ids the threads' own encoders hold (chat jobs; as of each one's last chat job). */
+  get cacheTokensHeld(): number {
+    let n = 0;
+    for (const t of this.threads) n += t.cacheHeld;
+    return n;
+  }
+
+  /** The bound of `cacheTokensHeld`: each loaded thread's `--tokenizer-prefix-cache-tokens`. */
+  get cacheTokenLimit(): number {
+    let n = 0;
+    for (const t of this.threads) n += t.cacheLimit;
     return n;
   }
 

@@ -39,7 +39,10 @@ async function chat(id: number, c: ChatJob): Promise<void> {
     const stats: EncodeStats = { tokenizedChars: 0, offloaded: true };
     // No pool here: the encoder works inline on this thread (the promise is settled already).
     const ids = await encoder.encode(text, stats);
-    parentPort!.postMessage({ id, out: [ids], stats }, [ids.buffer as ArrayBuffer]);
+    // `held`: this thread's prefix-cache size, for dynamo_frontend_table_*{table="tokenizer_prefix_cache_tokens"}.
+    parentPort!.postMessage({ id, out: [ids], stats, held: encoder.cacheTokensHeld }, [
+      ids.buffer as ArrayBuffer,
+    ]);
   } catch (e) {
     fail(id, e);
   }
@@ -65,4 +68,4 @@ parentPort!.on('message', (job: Job) => {
 // First use builds lazy tables (BPE ranks, regexes): done before `ready`, so a job's time budget
 // (pool.ts) measures tokenizing, not loading.
 tokenizer.encode('warm up the tokenizer');
-parentPort!.postMessage({ ready: true });
+parentPort!.postMessage({ ready: true, cacheLimit: encoder.cacheTokenLimit });
