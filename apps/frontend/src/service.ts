@@ -501,7 +501,7 @@ export class InferenceService {
       t0,
     );
     try {
-      const tokens = await this.tokenize(req, model.name, set.contextLength);
+      const tokens = await this.tokenize(req, model.name, set.contextLength, ctx.signal);
       if (tokens.length === 0)
         throw badRequest(
           req.kind === 'chat' ? 'messages' : 'prompt',
@@ -530,9 +530,15 @@ export class InferenceService {
   /**
    * The prompt's token ids (chat template + the model's tokenizer; `nvext.token_data` as given).
    * `contextLength`: a text that cannot fit is refused before it is tokenized (issue 17). Public for
-   * the Anthropic API's `count_tokens` and cache-breakpoint prefix.
+   * the Anthropic API's `count_tokens` and cache-breakpoint prefix. `signal`: the client's (a long
+   * chat prompt still waiting for a tokenizer thread leaves the queue when it aborts).
    */
-  async tokenize(req: InferenceRequest, model: string, contextLength: number): Promise<Uint32Array> {
+  async tokenize(
+    req: InferenceRequest,
+    model: string,
+    contextLength: number,
+    signal?: AbortSignal,
+  ): Promise<Uint32Array> {
     if (req.nvext.token_data) return req.nvext.token_data;
     const t = performance.now();
     const mt = this.o.tokenizers ? await this.o.tokenizers.for(model) : null;
@@ -552,6 +558,8 @@ export class InferenceService {
           ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
         },
         contextLength,
+        undefined,
+        signal,
       );
     } else if (req.promptTokens) return req.promptTokens;
     else {

@@ -152,6 +152,7 @@ export class PromptEncoder {
     options: RenderOptions,
     contextLength: number,
     stats?: EncodeStats,
+    signal?: AbortSignal,
   ): Promise<Uint32Array> {
     if (this.pool !== null && template === this.template && this.offloadChatChars > 0) {
       const chars = messageChars(messages);
@@ -162,6 +163,7 @@ export class PromptEncoder {
             chars,
             affinityOf(messages),
             stats,
+            signal,
           );
         } catch (e) {
           // Not clonable: rendered here, as inline (whatever that gives).

@@ -120,6 +120,26 @@ describe('tokenizer pool: no head-of-line blocking', () => {
     expect(p.replaced).toBe(1);
   });
 
+  it('a queued chat job whose client went away leaves the queue with 499; a running one is not cut', async () => {
+    const p = await pool(1);
+    const running = p.encode([HUGE], true);
+    const ac = new AbortController();
+    const job = {
+      messages: [{ role: 'user', content: NORMAL }],
+      options: { addGenerationPrompt: true },
+      contextLength: 1 << 30,
+    };
+    const queued = p.encodeChat(job, NORMAL.length, 3, undefined, ac.signal).catch((e: unknown) => e);
+    expect([p.busy, p.queued]).toEqual([1, 1]);
+    ac.abort();
+    const err = (await queued) as KvrError;
+    expect([err.code, err.status, p.queued]).toEqual(['cancelled', 499, 0]);
+    expect((await running)[0]!.length).toBeGreaterThan(0);
+    // Aborted before it was submitted: refused at once.
+    const late = await p.encodeChat(job, NORMAL.length, 3, undefined, ac.signal).catch((e: unknown) => e);
+    expect((late as KvrError).status).toBe(499);
+  });
+
   it('refuses a thread count below one', () => {
     expect(() => new TokenizerPool(SPEC, 0)).toThrow(/positive integer/);
   });

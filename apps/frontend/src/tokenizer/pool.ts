@@ -266,20 +266,47 @@ export class TokenizerPool {
     chars: number,
     affinity: number,
     stats?: EncodeStats,
+    signal?: AbortSignal,
   ): Promise<Uint32Array> {
     const prefer = (affinity >>> 0) % this.threads.length;
     return (
-      await this.submit({ texts: [], whole: true, chat, prefer, ...(stats ? { stats } : {}) }, chars)
+      await this.submit({ texts: [], whole: true, chat, prefer, ...(stats ? { stats } : {}) }, chars, signal)
     )[0]!;
   }
 
+  /**
+   * `signal`: the client's; aborted while the job still waits in the queue, the job leaves it and
+   * fails with 499 (under overload the queue otherwise ran every abandoned request's prompt).
+   */
   private submit(
     j: Pick<Job, 'texts' | 'whole' | 'chat' | 'prefer' | 'stats'>,
     chars: number,
+    signal?: AbortSignal,
   ): Promise<Uint32Array[]> {
     if (this.closed) return Promise.reject(new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503));
+    const gone = () => new KvrError('cancelled', 'client disconnected', 499);
+    if (signal?.aborted) return Promise.reject(gone());
     return new Promise((resolve, reject) => {
-      this.queue.push({ ...j, id: ++this.seq, large: chars >= this.largeChars, chars, resolve, reject });
+      const job: Job = { ...j, id: ++this.seq, large: chars >= this.largeChars, chars, resolve, reject };
+      if (signal) {
+        const onAbort = () => {
+          const i = this.queue.indexOf(job);
+          if (i < 0) return;
+          this.queue.splice(i, 1);
+          reject(gone());
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        const off = () => signal.removeEventListener('abort', onAbort);
+        job.resolve = (v) => {
+          off();
+          resolve(v);
+        };
+        job.reject = (e) => {
+          off();
+          reject(e);
+        };
+      }
+      this.queue.push(job);
       this.pump();
     });
   }
