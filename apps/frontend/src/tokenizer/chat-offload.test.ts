@@ -152,6 +152,26 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
     expect(enc.cacheTokensHeld).toBe(0);
   });
 
+  it('conversations that share one system prompt are spread over the threads', async () => {
+    const enc = await encoder('fastokens', 2);
+    const pool = pools.at(-1)!;
+    const rng = new Rng(19);
+    const system = { role: 'system', content: `You are a coding agent. ${slice(rng, 1000)}` };
+    const convs: TemplateMessage[][] = [0, 1, 2, 3, 4, 5].map((i) => [
+      system,
+      { role: 'user', content: `task ${i}: ${slice(rng, 2500)}` },
+    ]);
+    const opts = { addGenerationPrompt: true };
+    const all = convs.map((c) => enc.encodeChat(loaded.template, c, opts, 1 << 30));
+    // Keyed on the system prompt alone, all six waited for one thread (busy 1, queued 5).
+    expect([pool.busy, pool.queued]).toEqual([2, 4]);
+    const got = await Promise.all(all);
+    for (const [i, c] of convs.entries())
+      expect(Array.from(got[i]!)).toEqual(
+        Array.from(loaded.tokenizer.encode(loaded.template.render(c, opts))),
+      );
+  });
+
   it('a prompt that cannot fit is refused on the thread with the inline 400 naming messages', async () => {
     const enc = await encoder('fastokens', 1);
     const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });

@@ -88,13 +88,25 @@ function messageChars(messages: readonly TemplateMessage[]): number {
   return n;
 }
 
-/** A conversation's key: FNV-1a of its first message's role and first 256 content characters. */
+/**
+ * A conversation's key: FNV-1a of its first message's role and first 256 content characters, and
+ * of the second message's too when the first is a system (or developer) prompt. Agent fleets send
+ * one system prompt to every session: keyed on it alone, every long conversation waited for the
+ * same thread while the others stood idle. Both messages are there from a conversation's first
+ * turn on and never change, so every turn still reaches the thread that cached the previous one.
+ */
 function affinityOf(messages: readonly TemplateMessage[]): number {
   const m = messages[0];
   if (m === undefined) return 0;
+  let h = hashMessage(0x811c9dc5, m);
+  const next = messages[1];
+  if ((m.role === 'system' || m.role === 'developer') && next !== undefined) h = hashMessage(h, next);
+  return h;
+}
+
+function hashMessage(h: number, m: TemplateMessage): number {
   const first = Array.isArray(m.content) ? (m.content[0] as { text?: unknown } | undefined)?.text : m.content;
   const c = typeof first === 'string' ? first : '';
-  let h = 0x811c9dc5;
   const key = `${m.role}\u0000${c.slice(0, 256)}`;
   for (let i = 0; i < key.length; i++) h = step1(h, key.charCodeAt(i));
   return h;
