@@ -4,6 +4,7 @@
  * thread: large prompts never hold every thread); a prompt that runs past the time budget fails with
  * 413 `tokenize_budget_exceeded` naming the prompt, its thread is replaced, and the pool keeps serving.
  */
+import type { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
 import { PromptEncoder } from './encoder.js';
@@ -138,6 +139,21 @@ describe('tokenizer pool: no head-of-line blocking', () => {
     // Aborted before it was submitted: refused at once.
     const late = await p.encodeChat(job, NORMAL.length, 3, undefined, ac.signal).catch((e: unknown) => e);
     expect((late as KvrError).status).toBe(499);
+  });
+
+  it('a thread that exits mid-job without an error fails its job with 500; a fresh thread serves', async () => {
+    const p = await pool(1);
+    const running = p.encode([HUGE], true).catch((e: unknown) => e);
+    // As a process.exit() inside the thread would: no 'error' event, only 'exit'.
+    const threads = (p as unknown as { threads: { worker: Worker }[] }).threads;
+    await threads[0]!.worker.terminate();
+    const err = (await running) as KvrError;
+    expect(err).toBeInstanceOf(KvrError);
+    expect([err.code, err.status]).toEqual(['tokenizer_error', 500]);
+    expect(err.message).toMatch(/^tokenizer thread exited with code 1/);
+    expect(p.replaced).toBe(1);
+    const [ids] = await p.encode(['hello world'], true);
+    expect(Array.from(ids!)).toEqual([15339, 1917]); // cl100k: "hello", " world"
   });
 
   it('refuses a thread count below one', () => {

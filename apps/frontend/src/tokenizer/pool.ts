@@ -199,6 +199,16 @@ export class TokenizerPool {
       job?.reject(new KvrError('tokenizer_error', `tokenizer thread failed: ${e.message}`, 500));
       this.replace(t);
     });
+    // Ended without an error (process.exit in the thread, an outside terminate): its job would
+    // otherwise wait forever (budget 0) or be blamed on the prompt (413 at the budget). Threads this
+    // pool terminated itself are no longer in `threads` by then.
+    w.on('exit', (code) => {
+      if (this.closed || !this.threads.includes(t)) return;
+      const job = t.job;
+      this.finish(t);
+      job?.reject(new KvrError('tokenizer_error', `tokenizer thread exited with code ${code}`, 500));
+      this.replace(t);
+    });
     return t;
   }
 
