@@ -30,7 +30,7 @@ import { refuseIfCannotFit } from '../context-bound.js';
 import { splitSpecials } from './split.js';
 import { UnsendableJob, type TokenizerPool } from './pool.js';
 import type { ChatTemplate, RenderOptions, TemplateMessage } from './template.js';
-import type { EncodeStats, TextTokenizer } from './types.js';
+import { DEFAULT_PREFIX_CACHE_TOKENS, type EncodeStats, type TextTokenizer } from './types.js';
 
 export interface PromptEncoderOptions {
   tokenizer: TextTokenizer;
@@ -139,7 +139,7 @@ export class PromptEncoder {
     this.mode = o.mode === 'fastokens' && o.tokenizer.chunkSafe ? 'fastokens' : 'default';
     this.pool = o.pool ?? null;
     this.offloadChars = o.offloadChars ?? 16_384;
-    this.cacheTokens = o.cacheTokens ?? 16 * 1024 * 1024;
+    this.cacheTokens = o.cacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS;
     this.inlineWhenBlocked = o.inlineWhenBlockedChars ?? 4 * this.offloadChars;
     this.template = o.template ?? null;
     this.offloadChatChars = o.offloadChatChars ?? 65_536;

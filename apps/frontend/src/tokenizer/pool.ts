@@ -15,7 +15,7 @@
 import { Worker } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
 import type { RenderOptions, TemplateMessage } from './template.js';
-import type { EncodeStats, TokenizerSpec } from './types.js';
+import { DEFAULT_PREFIX_CACHE_TOKENS, type EncodeStats, type TokenizerSpec } from './types.js';
 
 /** Default time budget of one tokenization job (`--dyn-preprocess-budget-ms`). */
 const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
@@ -80,9 +80,8 @@ interface Thread {
   loaded: boolean;
   job: Job | null;
   timer: NodeJS.Timeout | null;
-  /** Its own prompt encoder's prefix cache (chat jobs): ids held as of its last chat job, and the bound. */
+  /** Its own prompt encoder's prefix cache (chat jobs): ids held as of its last chat job. */
   cacheHeld: number;
-  cacheLimit: number;
 }
 
 /** tsx's ESM API (a dev dependency of the repository root; only used when running from sources). */
@@ -158,15 +157,13 @@ export class TokenizerPool {
       job: null,
       timer: null,
       cacheHeld: 0,
-      cacheLimit: 0,
     };
     t.ready = new Promise<void>((resolve, reject) => {
       w.once('error', reject);
-      const onReady = (m: { ready?: boolean; cacheLimit?: number }) => {
+      const onReady = (m: { ready?: boolean }) => {
         if (!m.ready) return;
         w.off('message', onReady);
         t.loaded = true;
-        t.cacheLimit = m.cacheLimit ?? 0;
         resolve();
         this.pump();
       };
@@ -372,11 +369,9 @@ export class TokenizerPool {
     return n;
   }
 
-  /** The bound of `cacheTokensHeld`: each loaded thread's `--tokenizer-prefix-cache-tokens`. */
+  /** The bound of `cacheTokensHeld`: `--tokenizer-prefix-cache-tokens` per thread (loaded or not yet). */
   get cacheTokenLimit(): number {
-    let n = 0;
-    for (const t of this.threads) n += t.cacheLimit;
-    return n;
+    return this.threads.length * (this.workerData.encoder.cacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS);
   }
 
   /** Jobs waiting for a thread. */

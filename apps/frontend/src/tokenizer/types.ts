@@ -46,3 +46,6 @@ export interface EncodeStats {
   /** Ids taken from the prefix cache. */
   cachedTokens?: number;
 }
+
+/** Default of `--tokenizer-prefix-cache-tokens`: ids one prompt encoder's prefix cache holds (64 MB). */
+export const DEFAULT_PREFIX_CACHE_TOKENS = 16 * 1024 * 1024;

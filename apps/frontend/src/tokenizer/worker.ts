@@ -68,4 +68,4 @@ parentPort!.on('message', (job: Job) => {
 // First use builds lazy tables (BPE ranks, regexes): done before `ready`, so a job's time budget
 // (pool.ts) measures tokenizing, not loading.
 tokenizer.encode('warm up the tokenizer');
-parentPort!.postMessage({ ready: true, cacheLimit: encoder.cacheTokenLimit });
+parentPort!.postMessage({ ready: true });
