@@ -59,6 +59,12 @@ export const ERROR_CODES = {
     meaning:
       'Tokenizing the prompt ran past its time budget (`--dyn-preprocess-budget-ms`); the tokenizer thread was replaced.',
   },
+  tokenizer_overloaded: {
+    status: 503,
+    group: 'request',
+    meaning:
+      "Prompts waiting for a tokenizer thread already hold the queue's character bound; retry after `Retry-After`.",
+  },
   request_too_large: {
     status: 400,
     group: 'request',

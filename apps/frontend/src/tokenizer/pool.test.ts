@@ -156,6 +156,27 @@ describe('tokenizer pool: no head-of-line blocking', () => {
     expect(Array.from(ids!)).toEqual([15339, 1917]); // cl100k: "hello", " world"
   });
 
+  it('a job that would take the queue past its character bound gets 503 tokenizer_overloaded at once; one that finds it empty never does', async () => {
+    const p = new TokenizerPool(SPEC, 1, { budgetMs: 0, largeChars: 1_000_000, maxQueuedChars: 50_000 });
+    pools.push(p);
+    await p.whenReady();
+    const running = p.encode([HUGE], true); // holds the thread; the queue is empty, so accepted
+    const first = p.encode([NORMAL], true); // queue: NORMAL.length (~20,000) characters
+    const second = p.encode([NORMAL], true); // ~40,000 <= 50,000
+    const third = (await p.encode([NORMAL], true).catch((e: unknown) => e)) as KvrError; // ~60,000 > 50,000
+    expect(third).toBeInstanceOf(KvrError);
+    expect([third.code, third.status, third.detail?.field, third.detail?.queued_chars]).toEqual([
+      'tokenizer_overloaded',
+      503,
+      'prompt',
+      2 * NORMAL.length, // the two queued texts
+    ]);
+    expect(p.queued).toBe(2);
+    await Promise.all([running, first, second]);
+    // Drained: the same job is accepted again.
+    expect((await p.encode([NORMAL], true))[0]!.length).toBeGreaterThan(0);
+  });
+
   it('refuses a thread count below one', () => {
     expect(() => new TokenizerPool(SPEC, 0)).toThrow(/positive integer/);
   });

@@ -11,6 +11,10 @@
  * it ends has its thread terminated and replaced, and fails with 413 `tokenize_budget_exceeded`, so one
  * pathological prompt holds one thread for at most the budget (time in the queue does not count:
  * waiting is overload, not a costly prompt).
+ * The queue is bounded in characters (`maxQueuedChars`, default `DEFAULT_MAX_QUEUED_CHARS`): a job
+ * that would take it past the bound while something already waits fails at once with 503
+ * `tokenizer_overloaded` (and `Retry-After`), instead of holding its text in memory behind a queue
+ * that already holds seconds of work; a job that finds the queue empty is always accepted.
  */
 import { Worker } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
@@ -21,12 +25,20 @@ import { DEFAULT_PREFIX_CACHE_TOKENS, type EncodeStats, type TokenizerSpec } fro
 const DEFAULT_TOKENIZE_BUDGET_MS = 10_000;
 /** Texts of at least this many characters (~256k tokens) are large jobs. */
 const DEFAULT_LARGE_CHARS = 1 << 20;
+/**
+ * Characters the queue may hold: 64 Mi (~128 MB of UTF-16 text), i.e. 64 agent turns of 1 M
+ * characters (~8 ms of a thread each: about half a second of one thread's work) or ~2,000
+ * 8k-token chats.
+ */
+const DEFAULT_MAX_QUEUED_CHARS = 1 << 26;
 
 export interface TokenizerPoolOptions {
   /** Time budget of one job on its thread, in ms; 0 = none. */
   budgetMs?: number;
   /** Characters from which a job counts as large (test hook). */
   largeChars?: number;
+  /** Characters the queue may hold before new jobs get 503 `tokenizer_overloaded` (test hook). */
+  maxQueuedChars?: number;
   /**
    * How each thread's own prompt encoder tokenizes whole chat prompts (`chat` jobs): the main
    * encoder's `--tokenizer` mode and prefix-cache bound (default fastokens, 16 M ids).
@@ -126,6 +138,9 @@ export class TokenizerPool {
   private readonly ready: Promise<void>;
   private readonly budgetMs: number;
   private readonly largeChars: number;
+  private readonly maxQueuedChars: number;
+  /** Σ chars of the queued jobs. */
+  private queuedChars = 0;
   private readonly workerData: PoolWorkerData;
   private seq = 0;
   private closed = false;
@@ -141,6 +156,7 @@ export class TokenizerPool {
       throw new RangeError(`tokenizer threads must be a positive integer, got ${threads}`);
     this.budgetMs = o.budgetMs ?? DEFAULT_TOKENIZE_BUDGET_MS;
     this.largeChars = o.largeChars ?? DEFAULT_LARGE_CHARS;
+    this.maxQueuedChars = o.maxQueuedChars ?? DEFAULT_MAX_QUEUED_CHARS;
     this.workerData = { spec, encoder: o.encoder ?? { mode: 'fastokens' } };
     for (let i = 0; i < threads; i++) this.threads.push(this.spawn());
     this.ready = Promise.all(this.threads.map((t) => t.ready)).then(() => undefined);
@@ -293,6 +309,19 @@ export class TokenizerPool {
     if (this.closed) return Promise.reject(new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503));
     const gone = () => new KvrError('cancelled', 'client disconnected', 499);
     if (signal?.aborted) return Promise.reject(gone());
+    if (this.queue.length > 0 && this.queuedChars + chars > this.maxQueuedChars)
+      return Promise.reject(
+        new KvrError(
+          'tokenizer_overloaded',
+          `${j.chat ? 'messages' : 'prompt'}: ${this.queue.length} prompts (${this.queuedChars} characters) already wait for a tokenizer thread, the bound is ${this.maxQueuedChars} characters; retry later`,
+          503,
+          {
+            field: j.chat ? 'messages' : 'prompt',
+            queued: this.queue.length,
+            queued_chars: this.queuedChars,
+          },
+        ),
+      );
     return new Promise((resolve, reject) => {
       const job: Job = { ...j, id: ++this.seq, large: chars >= this.largeChars, chars, resolve, reject };
       if (signal) {
@@ -300,6 +329,7 @@ export class TokenizerPool {
           const i = this.queue.indexOf(job);
           if (i < 0) return;
           this.queue.splice(i, 1);
+          this.queuedChars -= job.chars;
           reject(gone());
         };
         signal.addEventListener('abort', onAbort, { once: true });
@@ -314,6 +344,7 @@ export class TokenizerPool {
         };
       }
       this.queue.push(job);
+      this.queuedChars += chars;
       this.pump();
     });
   }
@@ -330,6 +361,7 @@ export class TokenizerPool {
         continue;
       }
       this.queue.splice(i, 1);
+      this.queuedChars -= job.chars;
       want.job = job;
       if (this.budgetMs > 0) {
         want.timer = setTimeout(() => {
@@ -383,6 +415,7 @@ export class TokenizerPool {
     this.closed = true;
     const err = new KvrError('tokenizer_closed', 'tokenizer pool is closed', 503);
     for (const j of this.queue.splice(0)) j.reject(err);
+    this.queuedChars = 0;
     for (const t of this.threads) {
       const job = t.job;
       this.finish(t);
