@@ -1,11 +1,10 @@
 /** The body thread (body-thread.ts): UTF-8 bytes → the parsed request body, as `readUtf8Body` + `parseBody` do inline. */
 import { parentPort } from 'node:worker_threads';
 import { parseJson } from '@kvrouter/protocols';
+import { utf8Text } from './body-thread.js';
 
 parentPort!.on('message', (m: { id: number; bytes: Uint8Array }) => {
-  const b = Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength);
-  const raw = b.toString('utf8');
-  const text = raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw;
+  const text = utf8Text(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));
   let value: unknown;
   try {
     value = parseJson(text);
