@@ -7,7 +7,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { abortOnClose, readUtf8Body } from './util.js';
+import { KvrError } from '@kvrouter/protocols';
+import { BodyBytes, BYTES_PARSE_MIN } from './body-thread.js';
+import { abortOnClose, parseBody, readUtf8Body } from './util.js';
 
 const EVENTS = ['data', 'end', 'error', 'close'] as const;
 type Counts = Record<(typeof EVENTS)[number], number>;
@@ -64,6 +66,81 @@ describe('readUtf8Body', () => {
     expect(await post(body, Math.ceil(Buffer.byteLength(body) / 3))).toBe(200);
     expect(seen[0]!.text).toBe(body);
     expect(seen[0]!.after).toEqual(seen[0]!.before);
+  });
+});
+
+describe('readUtf8Body: bodies of 64 KiB and more come as their bytes, parsed by parseBody', () => {
+  it('gives the value of the decoded text for a body in many chunks (a character split between two)', async () => {
+    seen = [];
+    const content = 'grüße, 世界 🙂 '.repeat(4000);
+    const body = `\ufeff${JSON.stringify({ messages: [{ role: 'user', content }] }).slice(0, -1)},"nvext":{"backend_instance_id":18446744073709551615}}`;
+    expect(Buffer.byteLength(body)).toBeGreaterThan(BYTES_PARSE_MIN);
+    // 7-byte chunks: many end inside a 3- or 4-byte character.
+    expect(await post(body, Math.ceil(Buffer.byteLength(body) / 7))).toBe(200);
+    const got = seen[0]!.text;
+    expect(got).toBeInstanceOf(BodyBytes);
+    expect(seen[0]!.after).toEqual(seen[0]!.before);
+    expect(parseBody(got)).toEqual({
+      messages: [{ role: 'user', content }],
+      nvext: { backend_instance_id: 18446744073709551615n },
+    });
+  });
+
+  it('answers a malformed large body with the 400 invalid_json of the inline parser, naming body', async () => {
+    seen = [];
+    const body = `{"model": "m", "messages": [${' '.repeat(BYTES_PARSE_MIN)}}`;
+    expect(await post(body, 3)).toBe(200);
+    let err: unknown;
+    try {
+      parseBody(seen[0]!.text);
+    } catch (e) {
+      err = e;
+    }
+    let want: unknown;
+    try {
+      parseBody(body);
+    } catch (e) {
+      want = e;
+    }
+    expect(err).toBeInstanceOf(KvrError);
+    const k = err as KvrError;
+    expect([k.code, k.status, k.detail?.field]).toEqual(['invalid_json', 400, 'body']);
+    expect(k.message).toBe((want as KvrError).message);
+    expect(k.message).toBe(
+      `request body is not valid JSON: json: unexpected character ('}' at offset ${28 + BYTES_PARSE_MIN})`,
+    );
+  });
+
+  it('still refuses a body past the limit with 413 before parsing it', async () => {
+    const srv = http.createServer((req, res) => {
+      readUtf8Body(req, BYTES_PARSE_MIN + 10, 1).then(
+        () => res.end('read'),
+        (e: KvrError) => {
+          res.statusCode = e.status;
+          res.end(e.code);
+        },
+      );
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as AddressInfo).port;
+    const send = (n: number, chunked: boolean) =>
+      new Promise<[number, string]>((resolve, reject) => {
+        const buf = Buffer.alloc(n, 0x20);
+        const req = http.request(
+          { port, host: '127.0.0.1', method: 'POST', headers: chunked ? {} : { 'content-length': n } },
+          (res) => {
+            let t = '';
+            res.on('data', (d: Buffer) => (t += d.toString()));
+            res.on('end', () => resolve([res.statusCode ?? 0, t]));
+          },
+        );
+        req.on('error', reject);
+        req.end(buf);
+      });
+    expect(await send(BYTES_PARSE_MIN + 10, false)).toEqual([200, 'read']);
+    expect(await send(BYTES_PARSE_MIN + 11, false)).toEqual([413, 'payload_too_large']);
+    expect(await send(BYTES_PARSE_MIN + 11, true)).toEqual([413, 'payload_too_large']);
+    await new Promise<void>((r) => srv.close(() => r()));
   });
 });
 

@@ -2,13 +2,14 @@
  * Large bodies parsed on the body thread give what inline parsing gives: the same value (u64 as
  * bigint, non-ASCII text, a leading byte-order mark dropped, invalid UTF-8 as U+FFFD), the same
  * 400 `invalid_json` naming `body`, and over HTTP the same OpenAI error bodies (malformed JSON, a
- * bad field found by validation after the thread parsed the body) and a served request.
+ * bad field found by validation after the body was parsed) and a served request, both with the
+ * default (large bodies parsed inline from their bytes) and with `--http-body-thread-bytes`.
  */
 import { KvrError } from '@kvrouter/protocols';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Frontend } from '../frontend.js';
 import { startFrontend } from '../test-helpers.js';
-import { BODY_THREAD_BYTES, parseOnBodyThread } from './body-thread.js';
+import { BYTES_PARSE_MIN, parseOnBodyThread } from './body-thread.js';
 import { parseBody } from './util.js';
 
 /** ~`n` bytes of whitespace: JSON allows it between tokens, so any body can be made large. */
@@ -19,7 +20,7 @@ describe('parseOnBodyThread', () => {
     const content = 'Grüße, 世界 — ';
     const text = `{"model":"m","messages":[{"role":"user","content":"${content.repeat(8000)}"}],"nvext":{"backend_instance_id":18446744073709551615}}${pad(10)}`;
     const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text, 'utf8')]);
-    expect(bytes.length).toBeGreaterThan(BODY_THREAD_BYTES);
+    expect(bytes.length).toBeGreaterThan(BYTES_PARSE_MIN);
     const v = (await parseOnBodyThread(bytes)).value as {
       messages: { content: string }[];
       nvext: { backend_instance_id: bigint };
@@ -74,10 +75,13 @@ describe('parseOnBodyThread', () => {
   });
 });
 
-describe('large bodies over HTTP', () => {
+describe.each([
+  ['parsed inline from their bytes (default)', []],
+  ['parsed on the body thread', ['--http-body-thread-bytes', String(BYTES_PARSE_MIN)]],
+])('large bodies over HTTP, %s', (_, flags) => {
   let fe: Frontend;
   beforeAll(async () => {
-    fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1']);
+    fe = await startFrontend(['--router-mode', 'kv', '--router-event-threads', '1', ...flags]);
   });
   afterAll(async () => {
     await fe.close(0);
@@ -96,20 +100,20 @@ describe('large bodies over HTTP', () => {
   const chat = { model: 'mock-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
 
   it('serves a large valid body', async () => {
-    const r = await post(JSON.stringify(chat) + pad(BODY_THREAD_BYTES));
+    const r = await post(JSON.stringify(chat) + pad(BYTES_PARSE_MIN));
     expect(r.status).toBe(200);
     expect(r.json.object).toBe('chat.completion');
   });
 
   it('answers malformed large JSON with 400 naming body', async () => {
-    const r = await post(`{"model": "mock-model", "messages": [${pad(BODY_THREAD_BYTES)}`);
+    const r = await post(`{"model": "mock-model", "messages": [${pad(BYTES_PARSE_MIN)}`);
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('body');
     expect(r.json.error.message).toMatch(/not valid JSON/);
   });
 
   it('answers a bad field of a large body with 400 naming the field', async () => {
-    const r = await post(JSON.stringify({ ...chat, temperature: 'hot' }) + pad(BODY_THREAD_BYTES));
+    const r = await post(JSON.stringify({ ...chat, temperature: 'hot' }) + pad(BYTES_PARSE_MIN));
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('temperature');
   });

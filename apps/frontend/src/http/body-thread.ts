@@ -1,29 +1,64 @@
 /**
- * Large request bodies decoded and parsed off the event loop (issue 14, agent prompts).
+ * Large request bodies (issue 14, agent prompts): parsed from their bytes, inline or on a thread.
  *
- * Why: a 500 kB chat body of mixed-script text is ~4 ms of UTF-8 decoding into a 1 MB two-byte
- * string plus ~1 ms of JSON.parse, on the event loop, for every agent turn; most of the decode is
- * V8 mapping fresh pages for that one large string. A thread decodes and parses it instead; the
- * event loop pays one copy of the bytes and the structured clone of the parsed object (its strings
- * are the messages, each small enough for ordinary heap pages): ~0.4 ms for 500 kB.
+ * Why: a 584 kB chat body of mixed-script text decoded into one string is a 1 MB two-byte string,
+ * and on this VM every string over ~128 kB gets freshly mapped pages: ~4-6 ms per agent turn before
+ * JSON.parse even starts. `parseBodyBytes` (json-bytes.ts) parses the bytes value by value instead
+ * (~2.3 ms of CPU for that body, all of it on the event loop), and `BodyBytes` carries a body of
+ * `BYTES_PARSE_MIN` (64 KiB) or more from the reader to the handler, which parses it in
+ * `parseBody` (so the parse counts in the request's time, as the inline parse of a small body does).
  *
- * Bodies of at least `--http-body-thread-bytes` (64 KiB) go there (smaller ones cost less inline than the round
- * trip). One thread, started at the first large body, holding the process only while it has a body, shared
- * by every frontend in the process; a thread that dies fails its pending bodies with 500 and the
- * next large body starts a fresh one. Results equal inline parsing: the same lossless JSON reader
- * (`parseJson`: u64 integers as bigints), the same UTF-8 decoding (invalid bytes become U+FFFD, a
- * leading byte-order mark is dropped), the same 400 `invalid_json` naming the field `body`.
+ * The body thread (`--http-body-thread-bytes` N > 0; off by default): bodies of N bytes or more
+ * are parsed there by the same parser and the loop receives the parsed object by structured clone
+ * (~0.7 ms on the loop for 584 kB, ~5.4 ms of process CPU in all, against ~2.3 ms inline: the
+ * thread saves loop time and costs CPU; docs in the frontend README). One thread, started at the
+ * first such body, holding the process only while it has a body, shared by every frontend in the
+ * process; a thread that dies fails its pending bodies with 500 and the next body starts a fresh
+ * one. Results equal inline parsing of the decoded text in every path: the same lossless JSON
+ * reader (`parseJson`: u64 integers as bigints), the same UTF-8 decoding (invalid bytes become
+ * U+FFFD, a leading byte-order mark is dropped), the same 400 `invalid_json` naming `body`.
  */
 import { Worker } from 'node:worker_threads';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { workerFromSources } from '../tokenizer/pool.js';
+import { BAIL, joinChunks, parseJsonBytes } from './json-bytes.js';
 
-/** Default of `--http-body-thread-bytes`: bodies of at least this many bytes are parsed on the body thread. */
-export const BODY_THREAD_BYTES = 64 * 1024;
+/** Default of `--http-body-thread-bytes`: 0, no body goes to the body thread (parsing from bytes inline costs less in all). */
+export const BODY_THREAD_BYTES = 0;
 
 /** A body the thread parsed already (`parseBody` returns `value`). */
 export class ParsedBody {
   constructor(readonly value: unknown) {}
+}
+
+/**
+ * Bodies of at least this many bytes are parsed from their bytes (`BodyBytes`) instead of being
+ * decoded into one string first: past ~64 KiB of mixed-script text the decoded string passes
+ * V8's ~128 kB large-object size and costs ~15 µs per 4 KiB page on this VM (a 90 kB agent body:
+ * 1.34 ms decoded + parsed, 0.28 ms from bytes; a 36 kB chat body: 0.06 ms vs 0.09 ms).
+ */
+export const BYTES_PARSE_MIN = 64 * 1024;
+
+/**
+ * A body's chunks as received, parsed when the handler asks (`parseBody`), so that its parse counts
+ * in the request's own time as inline parsing does. Holds the chunks until then, nothing after.
+ */
+export class BodyBytes {
+  private chunks: readonly Buffer[] | null;
+  constructor(
+    chunks: readonly Buffer[],
+    private readonly size: number,
+  ) {
+    this.chunks = chunks;
+  }
+
+  /** The parsed body (`parseBodyBytes`); throws the 400 `invalid_json` of inline parsing. Once. */
+  parse(): unknown {
+    const chunks = this.chunks;
+    if (chunks === null) throw new Error('BodyBytes.parse: parsed already');
+    this.chunks = null;
+    return parseBodyBytes(joinChunks(chunks, this.size));
+  }
 }
 
 /** A body's text: UTF-8 (invalid bytes become U+FFFD) without a leading byte-order mark (express's decoder drops it too). */
@@ -35,6 +70,21 @@ export function utf8Text(b: Buffer): string {
 /** The 400 of a body that is not JSON (inline and threaded parsing give the same one). */
 export function invalidJson(message: string): KvrError {
   return new KvrError('invalid_json', `request body is not valid JSON: ${message}`, 400, { field: 'body' });
+}
+
+/**
+ * A body's bytes parsed as `parseJson(utf8Text(b))` would parse them, without the whole-body string
+ * (json-bytes.ts); what that parser does not vouch for (syntax errors included) takes that path,
+ * so values and the 400 `invalid_json` are the same.
+ */
+export function parseBodyBytes(b: Buffer): unknown {
+  const v = parseJsonBytes(b);
+  if (v !== BAIL) return v;
+  try {
+    return parseJson(utf8Text(b));
+  } catch (e) {
+    throw invalidJson((e as Error).message);
+  }
 }
 
 interface Pending {

@@ -2,12 +2,15 @@
 import { parentPort } from 'node:worker_threads';
 import { parseJson } from '@kvrouter/protocols';
 import { utf8Text } from './body-thread.js';
+import { BAIL, parseJsonBytes } from './json-bytes.js';
 
 parentPort!.on('message', (m: { id: number; bytes: Uint8Array }) => {
-  const text = utf8Text(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));
+  const bytes = Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength);
   let value: unknown;
   try {
-    value = parseJson(text);
+    // From the bytes (json-bytes.ts); what that parser does not vouch for takes the whole-text path.
+    value = parseJsonBytes(bytes);
+    if (value === BAIL) value = parseJson(utf8Text(bytes));
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: (e as Error).message });
     return;

@@ -18,7 +18,7 @@ export interface AppDeps {
   registry: ModelRegistry;
   paths: Paths;
   bodyLimitMb: number;
-  /** `--http-body-thread-bytes`: chat/completions bodies this large are parsed on the body thread (0 = never; absent: 64 KiB). */
+  /** `--http-body-thread-bytes`: chat/completions bodies this large are parsed on the body thread (0 or absent = never). */
   bodyThreadBytes?: number;
   enableAnthropicApi: boolean;
   /** Prometheus exposition (content type, text). */

@@ -1,11 +1,23 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
-import { BODY_THREAD_BYTES, invalidJson, parseOnBodyThread, ParsedBody, utf8Text } from './body-thread.js';
+import {
+  BODY_THREAD_BYTES,
+  BodyBytes,
+  BYTES_PARSE_MIN,
+  invalidJson,
+  parseOnBodyThread,
+  ParsedBody,
+  utf8Text,
+} from './body-thread.js';
 import { reportInternal } from './internal-errors.js';
 
-/** The raw text body parsed losslessly (u64 ids in nvext stay exact); a large body comes parsed already. */
+/**
+ * The raw text body parsed losslessly (u64 ids in nvext stay exact); a large body comes as its bytes
+ * (parsed here, without a whole-body string) or parsed already by the body thread.
+ */
 export function parseBody(text: unknown): unknown {
+  if (text instanceof BodyBytes) return text.parse();
   if (text instanceof ParsedBody) return text.value;
   if (typeof text !== 'string' || text.length === 0)
     throw new KvrError('invalid_request', 'request body: expected a JSON object, got an empty body', 400, {
@@ -42,18 +54,19 @@ export function plainUtf8Body(req: IncomingMessage): boolean {
 
 /**
  * The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length
- * says so); a body of `threadBytes` or more (`--http-body-thread-bytes`) comes back decoded and
- * parsed by the body thread.
+ * says so); a body of `threadBytes` or more (`--http-body-thread-bytes`, 0 = none) comes back
+ * parsed by the body thread, else one of `BYTES_PARSE_MIN` (64 KiB) or more comes back as its
+ * bytes, which `parseBody` parses without decoding them into one string.
  */
 export function readUtf8Body(
   req: IncomingMessage,
   limitBytes: number,
   limitMb: number,
   threadBytes = BODY_THREAD_BYTES,
-): Promise<string | ParsedBody> {
+): Promise<string | ParsedBody | BodyBytes> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(payloadTooLarge(limitMb));
-  return new Promise<string | ParsedBody>((resolve, reject) => {
+  return new Promise<string | ParsedBody | BodyBytes>((resolve, reject) => {
     let parts: Buffer[] = [];
     let size = 0;
     const onData = (b: Buffer) => {
@@ -84,6 +97,10 @@ export function readUtf8Body(
       if (size > limitBytes) return;
       if (threadBytes > 0 && size >= threadBytes) {
         resolve(parseOnBodyThread(Buffer.concat(body, size)));
+        return;
+      }
+      if (size >= BYTES_PARSE_MIN) {
+        resolve(new BodyBytes(body, size));
         return;
       }
       resolve(utf8Text(body.length === 1 ? body[0]! : Buffer.concat(body, size)));
