@@ -58,6 +58,8 @@ export interface RequestClient {
    * Opens a stream. Argument errors (and a payload over the frame limit) throw at once; transport
    * errors (`cannot_connect`, `disconnected`, …) and the server's errors come out of the iterator
    * after the items that preceded them. Breaking out of the loop cancels the stream on the server.
+   * Typed arrays in `payload` may be sent from their own memory (tcp: 4 kB and more at its top
+   * level; inproc: by reference): do not modify them until the stream ends.
    */
   stream<T = unknown>(
     target: Transport,

@@ -4,6 +4,7 @@
  * then `{t:"end", id}` or `{t:"err", id, code, message, status?}`. nats adds `{t:"hb", id}`, the
  * server's keep-alive on a quiet stream (a NATS peer has no connection whose loss could be seen).
  */
+import { randomBytes } from 'node:crypto';
 import { Encoder } from '@msgpack/msgpack';
 import { decodeMsgpack } from '@kvrouter/protocols';
 import { RpcCode, rpcError } from '../errors.js';
@@ -65,8 +66,120 @@ export function encodeOwned(m: RpcMsg, max: number, what: string): Uint8Array {
   return body.length > KEEP_ENCODER_BYTES ? body : body.slice();
 }
 
-/** A tcp frame: u32 BE length ‖ msgpack map, as one buffer, or header + body for a large one. */
+/**
+ * A binary value (typed array) of at least this many bytes at the top level of a `req` payload (a
+ * prompt's token ids: 32 kB for 8k tokens) is written to the socket from the caller's memory.
+ */
+const SPLICE_MIN_BYTES = 4096;
+/**
+ * Stand-ins for those values while the rest of the message is encoded: 0xc1 (a byte msgpack never
+ * uses) and 0xff (never in UTF-8, so in no string), a per-process random nonce, the value's index.
+ */
+const MARK_LEN = 16;
+const nonce = randomBytes(MARK_LEN - 3);
+const marks: Uint8Array[] = [];
+function mark(i: number): Uint8Array {
+  while (marks.length <= i) {
+    const b = new Uint8Array(MARK_LEN);
+    b[0] = 0xc1;
+    b[1] = 0xff;
+    b.set(nonce, 2);
+    b[MARK_LEN - 1] = marks.length;
+    marks.push(b);
+  }
+  return marks[i]!;
+}
+const MAX_SPLICED = 8;
+
+/** msgpack's bin header for `n` bytes (bin 8 / 16 / 32, as the encoder writes it) into `out` at `at`; its length. */
+function binHeader(out: Uint8Array, at: number, n: number): number {
+  if (n < 0x100) {
+    out[at] = 0xc4;
+    out[at + 1] = n;
+    return 2;
+  }
+  if (n < 0x10000) {
+    out[at] = 0xc5;
+    out[at + 1] = n >>> 8;
+    out[at + 2] = n & 0xff;
+    return 3;
+  }
+  out[at] = 0xc6;
+  new DataView(out.buffer, out.byteOffset + at + 1, 4).setUint32(0, n);
+  return 5;
+}
+
+/**
+ * The frame of a `req` whose payload holds large typed arrays, with those arrays' bytes not copied:
+ * the message is encoded with a mark in place of each, then cut at the marks, and each array's own
+ * memory goes between the cuts as one more part (the socket writes the parts in order). The bytes
+ * are exactly those of `encodeMsg` of the original message (same bin headers). Null when there is
+ * nothing to splice, or a mark is not where it must be (then the caller encodes as usual).
+ */
+function splicedFrame(m: RpcMsg, max: number, what: string): Uint8Array[] | null {
+  if (m.t !== 'req') return null;
+  const p = m.payload;
+  if (typeof p !== 'object' || p === null || Array.isArray(p) || ArrayBuffer.isView(p)) return null;
+  let copy: Record<string, unknown> | null = null;
+  let views: Uint8Array[] | null = null;
+  for (const k of Object.keys(p)) {
+    const v = (p as Record<string, unknown>)[k];
+    if (ArrayBuffer.isView(v) && v.byteLength >= SPLICE_MIN_BYTES) {
+      views ??= [];
+      if (views.length === MAX_SPLICED) break;
+      copy ??= { ...(p as Record<string, unknown>) };
+      copy[k] = mark(views.length);
+      views.push(v instanceof Uint8Array ? v : new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+    }
+  }
+  if (copy === null || views === null) return null;
+  const body = encodeMsg({ ...m, payload: copy }, max, what);
+  const hay = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  let total = body.length;
+  const at: number[] = [];
+  for (let i = 0, from = 0; i < views.length; i++) {
+    const x = hay.indexOf(mark(i), from);
+    // The mark was encoded as bin 8 of MARK_LEN bytes: c4 10 ‖ mark.
+    if (x < 2 || body[x - 2] !== 0xc4 || body[x - 1] !== MARK_LEN) return null;
+    at.push(x);
+    from = x + MARK_LEN;
+    const n = views[i]!.byteLength;
+    total += (n < 0x100 ? 2 : n < 0x10000 ? 3 : 5) + n - (2 + MARK_LEN);
+  }
+  if (total > max)
+    throw rpcError(RpcCode.PayloadTooLarge, `${what}: encoded message is ${total} bytes, limit ${max}`, {
+      field: what,
+      limit: max,
+    });
+  // The parts between the arrays are copied (the encoder's buffer is reused by the next message).
+  const small = Buffer.allocUnsafe(4 + body.length + 5 * views.length);
+  small.writeUInt32BE(total, 0);
+  const out: Uint8Array[] = [];
+  let o = 4;
+  let start = 0;
+  let prev = 0;
+  for (let i = 0; i < views.length; i++) {
+    small.set(body.subarray(prev, at[i]! - 2), o);
+    o += at[i]! - 2 - prev;
+    o += binHeader(small, o, views[i]!.byteLength);
+    out.push(small.subarray(start, o), views[i]!);
+    start = o;
+    prev = at[i]! + MARK_LEN;
+  }
+  small.set(body.subarray(prev), o);
+  o += body.length - prev;
+  if (o > start) out.push(small.subarray(start, o));
+  return out;
+}
+
+/**
+ * A tcp frame: u32 BE length ‖ msgpack map, as one buffer, or header + body for a large one, or (a
+ * request with large typed arrays in its payload) parts that include those arrays' own memory: the
+ * caller must not modify them until the stream ends.
+ */
 export function encodeFrame(m: RpcMsg, max: number, what: string): Uint8Array[] {
+  const parts = splicedFrame(m, max, what);
+  if (parts !== null) return parts;
   const body = encodeMsg(m, max, what);
   if (body.length > KEEP_ENCODER_BYTES) {
     const head = Buffer.allocUnsafe(4);
