@@ -40,7 +40,11 @@ export function maxTokenChars(tok: TextTokenizer): number {
 }
 
 /** The fewest tokens `text` can encode to (a lower bound; 0 when cheap to skip). */
-export function minTokens(text: string, tok: TextTokenizer, contextLength: number): number {
+export function minTokens(
+  text: { readonly length: number },
+  tok: TextTokenizer,
+  contextLength: number,
+): number {
   // The bound never exceeds the text's length: only a text longer than the context can be
   // refused, so shorter ones never pay for `maxTokenChars`.
   if (text.length < contextLength) return 0;
@@ -49,7 +53,8 @@ export function minTokens(text: string, tok: TextTokenizer, contextLength: numbe
 
 /** Throws the context-length 400 (naming `field`) when `text` cannot fit `contextLength` tokens. */
 export function refuseIfCannotFit(
-  text: string,
+  /** The text, or its length (a prompt rendered as pieces). */
+  text: { readonly length: number },
   tok: TextTokenizer,
   contextLength: number,
   field: string,

@@ -33,6 +33,17 @@ export interface SplitSink {
   token(id: number, start: number, end: number): void;
 }
 
+/**
+ * Sink of a split of a text given as consecutive strings (`splitPieces`): `text(s, start, end)` is
+ * ordinary text `s[start, end)` (never empty) that continues the current text piece, which may run
+ * over several strings; `token(id)` is an added token and ends the current text piece. The text
+ * pieces and tokens are those of the split of the strings' concatenation.
+ */
+export interface PiecesSink {
+  text(s: string, start: number, end: number): void;
+  token(id: number): void;
+}
+
 export class AddedMatcher {
   private readonly root: Node = { next: null, id: -1 };
   private readonly byId = new Map<number, AddedToken>();
@@ -102,6 +113,84 @@ export class AddedMatcher {
     const f = this.firsts;
     for (let i = from; i < end; i++) if (f[s.charCodeAt(i)] === 1) return i;
     return -1;
+  }
+
+  /**
+   * Longest token starting at `pieces[p][at]` and running on into the following strings: its id,
+   * or -1. `out` receives the string index and the offset in it where the token ends.
+   */
+  private longestAcross(pieces: readonly string[], p: number, at: number, out: Int32Array): number {
+    let n: Node | undefined = this.root;
+    let best = -1;
+    let s = pieces[p]!;
+    for (let i = at; n.next !== null; i++) {
+      while (i >= s.length) {
+        if (++p >= pieces.length) return best;
+        s = pieces[p]!;
+        i = 0;
+      }
+      n = n.next.get(s.charCodeAt(i));
+      if (n === undefined) break;
+      if (n.id >= 0) {
+        best = n.id;
+        out[0] = p;
+        out[1] = i + 1;
+      }
+    }
+    return best;
+  }
+
+  private readonly posBox = new Int32Array(2);
+
+  /**
+   * `split` of the concatenation of `pieces` without concatenating them: the same text pieces
+   * (delivered as runs of `pieces`' characters) and tokens; a token may start in one string and end
+   * in a later one. Only for matchers without lstrip / rstrip / single_word rules (`rules` false):
+   * those look at characters around a match, and callers join the strings instead.
+   */
+  splitPieces(pieces: readonly string[], sink: PiecesSink): void {
+    if (this.hasRules) throw new Error('splitPieces: tokens with lstrip / rstrip / single_word rules');
+    const n = pieces.length;
+    if (this.size === 0) {
+      for (const s of pieces) if (s.length > 0) sink.text(s, 0, s.length);
+      return;
+    }
+    const box = this.posBox;
+    // The text since the last token starts at pieces[lastP][lastO].
+    let lastP = 0;
+    let lastO = 0;
+    let p = 0;
+    let from = 0;
+    while (p < n) {
+      const s = pieces[p]!;
+      let at = from < s.length ? this.nextCandidate(s, from, s.length) : -1;
+      let id = -1;
+      while (at >= 0) {
+        id = this.longestAcross(pieces, p, at, box);
+        if (id >= 0) break;
+        at = this.nextCandidate(s, at + 1, s.length);
+      }
+      if (at < 0) {
+        p++;
+        from = 0;
+        continue;
+      }
+      // The text from (lastP, lastO) up to (p, at), then the token.
+      for (let q = lastP; q <= p; q++) {
+        const t = pieces[q]!;
+        const a = q === lastP ? lastO : 0;
+        const b = q === p ? at : t.length;
+        if (b > a) sink.text(t, a, b);
+      }
+      sink.token(id);
+      p = lastP = box[0]!;
+      from = lastO = box[1]!;
+    }
+    for (let q = lastP; q < n; q++) {
+      const t = pieces[q]!;
+      const a = q === lastP ? lastO : 0;
+      if (t.length > a) sink.text(t, a, t.length);
+    }
   }
 
   /** Splits `s[start, end)`; `sink.text` pieces are never empty. */

@@ -12,7 +12,7 @@
  * `compileTokenizer` throws `UnsupportedTokenizer` naming the first feature it does not implement;
  * callers fall back to a general implementation.
  */
-import { AddedMatcher, type AddedToken, type SplitSink } from './added.js';
+import { AddedMatcher, type AddedToken, type PiecesSink, type SplitSink } from './added.js';
 import { MergeTable, Merger } from './bpe.js';
 import { byteToChar, utf8Into } from './bytelevel.js';
 import { GPT2_PATTERN, preTokenizerFor, type PreTokenizer } from './pretokenize.js';
@@ -427,6 +427,24 @@ export class FastTokenizer {
    */
   splitAdded(text: string, sink: SplitSink): void {
     this.raw.split(text, 0, text.length, sink);
+  }
+
+  /**
+   * `splitAdded` of the concatenation of `pieces` (a text rendered as many strings), without
+   * building it: text runs are delivered as ranges of `pieces`' own strings, so a caller that only
+   * reads them never makes one large string. Tokens with lstrip / rstrip / single_word rules look
+   * around their match; with those the strings are joined first (same pieces, one string).
+   */
+  splitAddedPieces(pieces: readonly string[], sink: PiecesSink): void {
+    if (!this.raw.rules) {
+      this.raw.splitPieces(pieces, sink);
+      return;
+    }
+    const s = pieces.length === 1 ? pieces[0]! : pieces.join('');
+    this.raw.split(s, 0, s.length, {
+      text: (start, end) => sink.text(s, start, end),
+      token: (id) => sink.token(id),
+    });
   }
 
   private segmentText(start: number, end: number): void {

@@ -1,12 +1,13 @@
 /**
  * The long-prompt path of one agent request, stage by stage, with a real model's tokenizer.json
- * and chat template: decode the body's UTF-8 bytes, parse the JSON, validate it, render the chat
+ * and chat template: read the body's bytes and parse the JSON as the frontend does (a body of
+ * 64 KiB or more straight from its bytes, no whole-body string), validate it, render the chat
  * template over the whole history, tokenize (`fastokens`: incremental across turns; `default`:
  * whole prompt), hash the blocks and chain the sequence hashes, look the chain up in a radix index
  * that holds the previous turn, and encode the request-plane frame the worker receives. Three
  * runs: `fastokens` and `default` inline on this thread, and `threads` as the frontend runs a long
- * agent request by default (the body decoded and parsed on the body thread, the prompt rendered
- * and tokenized incrementally on a tokenizer thread). Figures are event-loop milliseconds (active
+ * agent request by default (the prompt rendered and tokenized incrementally on a tokenizer
+ * thread). Figures are event-loop milliseconds (active
  * time of this thread's loop while the stage runs, idle waits excluded), which is the stage's CPU
  * on this thread on a quiet machine. Run by benchmarks/src/suites/long-prompt.ts:
  *
@@ -17,10 +18,11 @@
  * Prints one JSON line: per stage, on-loop ms per request (median and mean over the turns, and at the
  * last turn), with the prompt's tokens, body bytes and blocks.
  */
-import { computeLocalBlockHashes, computeSequenceHashes, parseJson } from '@kvrouter/protocols';
+import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { encodeFrame, TCP_MAX_FRAME } from '@kvrouter/runtime';
-import { parseOnBodyThread } from '../http/body-thread.js';
+import { bodyOf } from '../http/body-thread.js';
+import { parseBody } from '../http/util.js';
 import { parseChatRequest } from '../openai/validate.js';
 import { PromptEncoder } from '../tokenizer/encoder.js';
 import { loadTokenizer } from '../tokenizer/load.js';
@@ -77,11 +79,13 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     const bytes = Buffer.from(JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true }));
     const bodyBytes = bytes.length;
     let raw: unknown;
-    let text = '';
-    // Threads: the body thread decodes and parses (its on-loop cost is all under `parse`).
-    const decode = threads ? 0 : await loopMs(() => (text = bytes.toString('utf8')));
+    // As the frontend reads a body (every mode; the body thread is off by default): `decode` is the
+    // body reader's work at the body's end (the text below 64 KiB; a larger body stays bytes),
+    // `parse` is parseBody's (a large body parsed from its bytes, http/json-bytes.ts).
+    let body!: ReturnType<typeof bodyOf>;
+    const decode = await loopMs(() => (body = bodyOf([bytes], bytes.length, 0)));
     const parse = await loopMs(async () => {
-      raw = threads ? (await parseOnBodyThread(bytes)).value : parseJson(text);
+      raw = parseBody(await body);
     });
     let req!: ReturnType<typeof parseChatRequest>;
     const validate = await loopMs(() => {
@@ -89,14 +93,18 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     });
     const messages = req.messages as TemplateMessage[];
     const opts = { addGenerationPrompt: true };
-    let rendered = '';
-    // Threads: the tokenizer thread renders and tokenizes (its on-loop cost is all under `encode`).
-    const render = threads ? 0 : await loopMs(() => (rendered = loaded.template.render(messages, opts)));
+    let rendered: string[] = [];
+    // Inline: what encodeChat does on the event loop, the template's pieces (never one string) then
+    // the prefix-cache cut + hash + BPE of the new text over them. Threads: the tokenizer thread
+    // renders and tokenizes (its on-loop cost is all under `encode`).
+    const render = threads
+      ? 0
+      : await loopMs(() => (rendered = loaded.template.renderPieces!(messages, opts)));
     let ids!: Uint32Array;
     const encode = await loopMs(async () => {
       ids = threads
         ? await enc.encodeChat(loaded.template, messages, opts, 1 << 30)
-        : await enc.encode(rendered);
+        : await enc.encodeRendered(rendered);
     });
     let seq!: Uint32Array;
     const hash = await loopMs(() => {

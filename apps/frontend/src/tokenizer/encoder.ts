@@ -15,6 +15,15 @@
  * different piece sequence and no hit. Tokenizers whose pieces are not independent (`chunkSafe`
  * false: a normalizer or `single_word` rule that looks across a cut) always take the default path.
  *
+ * A chat prompt is cut and hashed as the template's pieces (`ChatTemplate.renderPieces`: the
+ * messages' own strings and the template's text between them), never as one string: on this VM a
+ * string over ~128 kB gets freshly mapped pages, and flattening a 150k-token prompt's 1 MB rope
+ * cost several ms where cutting and hashing it cost ~1 ms. The cut runs over the pieces as over
+ * their concatenation (an added token may start in one piece and end in a later one; text pieces
+ * are runs of the pieces' characters) and the hash reads the same character stream, so keys are
+ * the same however the text is split into pieces; only the text after the longest cached prefix
+ * is made into strings, for BPE.
+ *
  * Keys are two 32-bit hash words plus the prefix length: no entry holds prompt text, so the cache
  * pins no request strings. Entries form a trie: each holds the ids of its own segment (text since
  * the previous boundary plus the added token) and a link to the entry of the previous boundary, so
@@ -27,7 +36,8 @@
  * normal-size text is tokenized inline instead of waiting behind it.
  */
 import { refuseIfCannotFit } from '../context-bound.js';
-import { splitSpecials } from './split.js';
+import type { PiecesSink } from '@kvrouter/tokenizer';
+import { splitSpecialsPieces } from './split.js';
 import { UnsendableJob, type TokenizerPool } from './pool.js';
 import type { ChatTemplate, RenderOptions, TemplateMessage } from './template.js';
 import { DEFAULT_PREFIX_CACHE_TOKENS, type EncodeStats, type TextTokenizer } from './types.js';
@@ -101,7 +111,7 @@ function affinityOf(messages: readonly TemplateMessage[]): number {
   let h = hashMessage(0x811c9dc5, m);
   const next = messages[1];
   if ((m.role === 'system' || m.role === 'developer') && next !== undefined) h = hashMessage(h, next);
-  return h;
+  return h >>> 0;
 }
 
 function hashMessage(h: number, m: TemplateMessage): number {
@@ -112,13 +122,69 @@ function hashMessage(h: number, m: TemplateMessage): number {
   return h;
 }
 
-/** FNV-1a and a multiply-rotate hash, one step each (both u32). */
+/**
+ * FNV-1a and a multiply-rotate hash, one step each, on int32 words: the bits of the u32 hashes
+ * (`>>> 0` of the result), kept signed inside the loops because V8 then keeps them in registers
+ * (a u32 above 2^31 is a double there, and the loop ran ~2x slower).
+ */
 function step1(h: number, c: number): number {
-  return Math.imul(h ^ c, 0x01000193) >>> 0;
+  return Math.imul(h ^ c, 0x01000193);
 }
 function step2(h: number, c: number): number {
   h = Math.imul(h + c, 0x9e3779b1);
-  return ((h << 13) | (h >>> 19)) >>> 0;
+  return (h << 13) | (h >>> 19);
+}
+
+/**
+ * One prompt's cut (a `PiecesSink`): items in order, each an added token (`tok` = its id) or a text
+ * piece (`tok` = -1) made of the runs `first[i]` .. `first[i + 1]` (or the last run) of
+ * `runS[k][runA[k], runB[k])`, `len[i]` characters in all.
+ */
+class Cut implements PiecesSink {
+  readonly tok: number[] = [];
+  readonly first: number[] = [];
+  readonly len: number[] = [];
+  readonly runS: string[] = [];
+  readonly runA: number[] = [];
+  readonly runB: number[] = [];
+  /** Items up to the last added token (the text after it is in no key). */
+  keyed = 0;
+  private open = false;
+
+  text(s: string, a: number, b: number): void {
+    if (!this.open) {
+      this.tok.push(-1);
+      this.first.push(this.runS.length);
+      this.len.push(0);
+      this.open = true;
+    }
+    this.runS.push(s);
+    this.runA.push(a);
+    this.runB.push(b);
+    this.len[this.len.length - 1]! += b - a;
+  }
+
+  token(id: number): void {
+    this.tok.push(id);
+    this.first.push(this.runS.length);
+    this.len.push(1);
+    this.open = false;
+    this.keyed = this.tok.length;
+  }
+
+  /** Text piece `i` as one string (a slice of one run, or the runs concatenated). */
+  textOf(i: number): string {
+    const a = this.first[i]!;
+    const b = i + 1 < this.first.length ? this.first[i + 1]! : this.runS.length;
+    let out = '';
+    for (let k = a; k < b; k++) {
+      const s = this.runS[k]!;
+      const x = this.runA[k]!;
+      const y = this.runB[k]!;
+      out += x === 0 && y === s.length ? s : s.slice(x, y);
+    }
+    return out;
+  }
 }
 
 export class PromptEncoder {
@@ -182,6 +248,28 @@ export class PromptEncoder {
           if (!(e instanceof UnsendableJob)) throw e;
         }
     }
+    return this.encodeChatHere(template, messages, options, contextLength, stats);
+  }
+
+  /**
+   * `encodeChat` on this thread: the inline path, and what a tokenizer thread does with a chat
+   * job. With fastokens and a template that renders pieces, the prompt is never one string: the
+   * bound check adds the pieces' lengths and the prefix cache cuts and hashes the pieces.
+   */
+  async encodeChatHere(
+    template: ChatTemplate,
+    messages: readonly TemplateMessage[],
+    options: RenderOptions,
+    contextLength: number,
+    stats?: EncodeStats,
+  ): Promise<Uint32Array> {
+    if (this.mode === 'fastokens' && template.renderPieces !== undefined) {
+      const pieces = template.renderPieces(messages, options);
+      let chars = 0;
+      for (const p of pieces) chars += p.length;
+      refuseIfCannotFit({ length: chars }, this.tokenizer, contextLength, 'messages');
+      return this.encodeRendered(pieces, stats);
+    }
     const text = template.render(messages, options);
     refuseIfCannotFit(text, this.tokenizer, contextLength, 'messages');
     return this.encode(text, stats);
@@ -194,8 +282,19 @@ export class PromptEncoder {
     return chars > this.inlineWhenBlocked || pool.canStartNow(chars) || !pool.heldByLarge();
   }
 
+  /**
+   * The ids of the text `pieces` make when concatenated (a prompt rendered as pieces): fastokens
+   * cuts and hashes the pieces as they are; `default` tokenizes the concatenation.
+   */
+  async encodeRendered(pieces: readonly string[], stats?: EncodeStats): Promise<Uint32Array> {
+    if (this.mode === 'fastokens') return this.encodeCached(pieces, stats);
+    let text = '';
+    for (const p of pieces) text += p;
+    return this.encodeWhole(text, stats);
+  }
+
   async encode(text: string, stats?: EncodeStats): Promise<Uint32Array> {
-    return this.mode === 'fastokens' ? this.encodeCached(text, stats) : this.encodeWhole(text, stats);
+    return this.mode === 'fastokens' ? this.encodeCached([text], stats) : this.encodeWhole(text, stats);
   }
 
   private async encodeWhole(text: string, stats?: EncodeStats): Promise<Uint32Array> {
@@ -207,16 +306,19 @@ export class PromptEncoder {
     return Uint32Array.from(this.tokenizer.encode(text));
   }
 
-  /** Pieces in the order the tokenizer cuts them; text pieces are encoded on their own. */
-  private cut(text: string): (string | number)[] {
+  /** The cut of the pieces' text, in the order the tokenizer cuts; text pieces are encoded on their own. */
+  private cut(pieces: readonly string[]): Cut {
     const t = this.tokenizer;
-    return t.cut ? t.cut(text) : splitSpecials(text, t.specialTokens);
+    const c = new Cut();
+    if (t.cutPieces) t.cutPieces(pieces, c);
+    else splitSpecialsPieces(pieces, t.specialTokens, c);
+    return c;
   }
 
   private async encodePieces(pieces: string[], chars: number, stats?: EncodeStats): Promise<Uint32Array[]> {
     // A tokenizer with its own cut encodes a piece with `encode` (what its whole-text encode does
     // with it); the others with `encodeText` (no special-token recognition).
-    const whole = this.tokenizer.cut !== undefined;
+    const whole = this.tokenizer.cutPieces !== undefined;
     if (this.offload(chars)) {
       if (stats) stats.offloaded = true;
       return this.pool!.encode(pieces, whole);
@@ -226,9 +328,10 @@ export class PromptEncoder {
     );
   }
 
-  private async encodeCached(text: string, stats?: EncodeStats): Promise<Uint32Array> {
-    const pieces = this.cut(text);
-    const n = pieces.length;
+  private async encodeCached(pieces: readonly string[], stats?: EncodeStats): Promise<Uint32Array> {
+    const cut = this.cut(pieces);
+    const { tok, first, len: lens, runS, runA, runB } = cut;
+    const n = tok.length;
     // Hash words and length of the prefix ending after each added token (the boundaries).
     const bIdx: number[] = [];
     const bKey: number[] = [];
@@ -237,35 +340,49 @@ export class PromptEncoder {
     let h1 = 0x811c9dc5;
     let h2 = 0x2545f491;
     let len = 0;
-    for (let i = 0; i < n; i++) {
-      const p = pieces[i]!;
-      if (typeof p === 'string') {
-        // The piece's length, then two UTF-16 units per step. Every piece starts with a header word
-        // (a length < 2^31, or an added token's id with the top bit set) that says how many words
-        // follow, so equal streams mean equal piece sequences.
-        const m = p.length;
+    for (let i = 0; i < cut.keyed; i++) {
+      const id = tok[i]!;
+      if (id < 0) {
+        // The piece's length, then two UTF-16 units per step (a pair may span two runs). Every
+        // piece starts with a header word (a length < 2^31, or an added token's id with the top bit
+        // set) that says how many words follow, so equal streams mean equal piece sequences.
+        const m = lens[i]!;
         h1 = step1(h1, m);
         h2 = step2(h2, m);
-        let k = 0;
-        for (; k + 1 < m; k += 2) {
-          const c = p.charCodeAt(k) | (p.charCodeAt(k + 1) << 16);
-          h1 = step1(h1, c);
-          h2 = step2(h2, c);
+        const end = i + 1 < n ? first[i + 1]! : runS.length;
+        let carry = -1;
+        for (let r = first[i]!; r < end; r++) {
+          const p = runS[r]!;
+          let k = runA[r]!;
+          const b = runB[r]!;
+          if (carry >= 0) {
+            const c = carry | (p.charCodeAt(k) << 16);
+            h1 = step1(h1, c);
+            h2 = step2(h2, c);
+            k++;
+            carry = -1;
+          }
+          for (; k + 1 < b; k += 2) {
+            const c = p.charCodeAt(k) | (p.charCodeAt(k + 1) << 16);
+            h1 = step1(h1, c);
+            h2 = step2(h2, c);
+          }
+          if (k < b) carry = p.charCodeAt(k);
         }
-        if (k < m) {
-          h1 = step1(h1, p.charCodeAt(k));
-          h2 = step2(h2, p.charCodeAt(k));
+        if (carry >= 0) {
+          h1 = step1(h1, carry);
+          h2 = step2(h2, carry);
         }
         len += m;
       } else {
         // An added token: its header word is its id with the top bit set.
-        h1 = step1(h1, (p | 0x80000000) >>> 0);
-        h2 = step2(h2, (p | 0x80000000) >>> 0);
+        h1 = step1(h1, id | 0x80000000);
+        h2 = step2(h2, id | 0x80000000);
         len += 1;
         bIdx.push(i);
-        // 52-bit key: h1 and the top 20 bits of h2.
-        bKey.push(h1 * 0x100000 + (h2 >>> 12));
-        bH2.push(h2);
+        // 52-bit key: h1 and the top 20 bits of h2 (as u32).
+        bKey.push((h1 >>> 0) * 0x100000 + (h2 >>> 12));
+        bH2.push(h2 >>> 0);
         bLen.push(len);
       }
     }
@@ -281,23 +398,21 @@ export class PromptEncoder {
       }
     }
     const from = hitB >= 0 ? bIdx[hitB]! + 1 : 0;
-    // Encode the text pieces after the hit.
+    // Encode the text pieces after the hit (the only text made into strings).
     const miss: string[] = [];
     let missChars = 0;
-    for (let i = from; i < n; i++) {
-      const p = pieces[i]!;
-      if (typeof p === 'string') {
-        miss.push(p);
-        missChars += p.length;
+    for (let i = from; i < n; i++)
+      if (tok[i]! < 0) {
+        miss.push(cut.textOf(i));
+        missChars += lens[i]!;
       }
-    }
     if (stats) {
       stats.tokenizedChars = missChars;
       stats.cachedTokens = hit?.count ?? 0;
     }
     const encoded = miss.length > 0 ? await this.encodePieces(miss, missChars, stats) : [];
     let total = hit?.count ?? 0;
-    for (let i = from, m = 0; i < n; i++) total += typeof pieces[i] === 'number' ? 1 : encoded[m++]!.length;
+    for (let i = from, m = 0; i < n; i++) total += tok[i]! >= 0 ? 1 : encoded[m++]!.length;
     const out = new Uint32Array(total);
     // The cached prefix, from its last segment back (marking the chain as used).
     for (let e = hit; e !== null; e = e.parent) {
@@ -310,8 +425,8 @@ export class PromptEncoder {
     let parent = hit;
     let b = hitB + 1;
     for (let i = from, m = 0; i < n; i++) {
-      const p = pieces[i]!;
-      if (typeof p === 'number') {
+      const p = tok[i]!;
+      if (p >= 0) {
         out[o++] = p;
         if (this.cacheTokens > 0 && b < bIdx.length && bIdx[b] === i) {
           parent = this.remember(bKey[b]!, bH2[b]!, bLen[b]!, parent, out.slice(segStart, o), o);

@@ -4,7 +4,12 @@
  * Hugging Face `tokenizers`' (parity fixtures and property tests in packages/tokenizer); a file it
  * does not support is reported by `tryFastTokenizer` and the caller falls back to `HfTokenizer`.
  */
-import { compileTokenizer, UnsupportedTokenizer, type FastTokenizer } from '@kvrouter/tokenizer';
+import {
+  compileTokenizer,
+  UnsupportedTokenizer,
+  type FastTokenizer,
+  type PiecesSink,
+} from '@kvrouter/tokenizer';
 import { cardTokenIds, type HfModelFiles } from './hf.js';
 import type { TextTokenizer } from './types.js';
 
@@ -42,13 +47,8 @@ export class FastHfTokenizer implements TextTokenizer {
     this.chunkSafe = !fast.addedTokens.some((t) => t.singleWord);
   }
 
-  cut(text: string): (string | number)[] {
-    const out: (string | number)[] = [];
-    this.fast.splitAdded(text, {
-      text: (start, end) => out.push(text.slice(start, end)),
-      token: (id) => out.push(id),
-    });
-    return out;
+  cutPieces(pieces: readonly string[], sink: PiecesSink): void {
+    this.fast.splitAddedPieces(pieces, sink);
   }
 
   encodeText(text: string): Uint32Array {

@@ -1,4 +1,5 @@
 /** Cutting a rendered prompt at special-token strings (longest match first, as tokenizers do). */
+import { AddedMatcher, type PiecesSink } from '@kvrouter/tokenizer';
 
 interface Matcher {
   /** The prefix every special shares ('' when they share none). */
@@ -67,4 +68,34 @@ export function splitSpecials(text: string, specials: ReadonlyMap<string, number
   }
   if (last < text.length) out.push(text.slice(last));
   return out;
+}
+
+const matchers = new WeakMap<ReadonlyMap<string, number>, AddedMatcher>();
+
+/**
+ * `splitSpecials` of the concatenation of `pieces` without building it (text runs as ranges of
+ * `pieces`' strings; a special may start in one string and end in a later one): the fast
+ * tokenizer's added-token matcher with every token plain (no lstrip / rstrip / single_word), which
+ * is splitSpecials' rule, leftmost match and the longest special there.
+ */
+export function splitSpecialsPieces(
+  pieces: readonly string[],
+  specials: ReadonlyMap<string, number>,
+  sink: PiecesSink,
+): void {
+  let m = matchers.get(specials);
+  if (m === undefined) {
+    const tokens = [...specials].map(([content, id]) => ({
+      id,
+      content,
+      special: true,
+      singleWord: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+    }));
+    m = new AddedMatcher(tokens);
+    matchers.set(specials, m);
+  }
+  m.splitPieces(pieces, sink);
 }

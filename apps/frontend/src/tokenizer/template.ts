@@ -64,6 +64,20 @@ export interface RenderOptions {
 export interface ChatTemplate {
   readonly name: string;
   render(messages: readonly TemplateMessage[], o: RenderOptions): string;
+  /**
+   * The same text as the strings the template produced, in order (their concatenation is
+   * `render`'s text, same errors): a 150k-token prompt stays ~thousands of small strings (the
+   * messages' own among them) instead of one 1 MB string, which the prefix-cache cut reads piece
+   * by piece (encoder.ts).
+   */
+  renderPieces?(messages: readonly TemplateMessage[], o: RenderOptions): string[];
+}
+
+/** Pieces concatenated as a rope (as `+=` over the template's outputs built it before). */
+function concat(pieces: readonly string[]): string {
+  let s = '';
+  for (const p of pieces) s += p;
+  return s;
 }
 
 const textOf = (c: unknown): string =>
@@ -91,19 +105,24 @@ function partsText(content: unknown, imagePlaceholder: string): string {
 export class ChatMlTemplate implements ChatTemplate {
   readonly name = 'chatml';
   render(messages: readonly TemplateMessage[], o: RenderOptions): string {
-    let s = '';
+    return concat(this.renderPieces(messages, o));
+  }
+
+  renderPieces(messages: readonly TemplateMessage[], o: RenderOptions): string[] {
+    const s: string[] = [];
     if (o.tools && o.tools.length > 0)
-      s += `<|im_start|>system\n# Tools\n${JSON.stringify(o.tools)}<|im_end|>\n`;
+      s.push(`<|im_start|>system\n# Tools\n${JSON.stringify(o.tools)}<|im_end|>\n`);
     const last = messages.length - 1;
     for (let i = 0; i <= last; i++) {
       const m = messages[i]! as TemplateMessage & { tool_calls?: unknown };
-      let content = textOf(m.content);
-      if (m.tool_calls) content += (content ? '\n' : '') + JSON.stringify(m.tool_calls);
-      s += `<|im_start|>${m.role}\n${content}`;
+      s.push(`<|im_start|>${m.role}\n`);
+      const content = textOf(m.content);
+      if (content.length > 0) s.push(content);
+      if (m.tool_calls) s.push((content ? '\n' : '') + JSON.stringify(m.tool_calls));
       if (i === last && o.continueFinalMessage) return s;
-      s += '<|im_end|>\n';
+      s.push('<|im_end|>\n');
     }
-    if (o.addGenerationPrompt) s += '<|im_start|>assistant\n';
+    if (o.addGenerationPrompt) s.push('<|im_start|>assistant\n');
     return s;
   }
 }
@@ -272,12 +291,12 @@ export class JinjaChatTemplate implements ChatTemplate {
    * `Template.render` with our own `strftime_now` (Python's C-locale directives, an injectable
    * clock): the library's globals cannot be redeclared, so they are set up here the same way.
    */
-  private run(items: Record<string, unknown>): string {
+  private run(items: Record<string, unknown>): string[] {
     if (this.compiled) {
       try {
-        const text = this.compiled.render(this.vars(items));
+        const pieces = this.compiled.renderPieces(this.vars(items));
         this.renders.compiled++;
-        return text;
+        return pieces;
       } catch {
         // a case the compiled renderer does not mirror, or an error: the interpreter decides
       }
@@ -285,7 +304,7 @@ export class JinjaChatTemplate implements ChatTemplate {
     this.renders.interpreted++;
     const env = new Environment();
     for (const [k, v] of Object.entries(this.vars(items))) env.set(k, v);
-    return new Interpreter(env).run(this.t.parsed).value;
+    return [new Interpreter(env).run(this.t.parsed).value];
   }
 
   /**
@@ -340,6 +359,10 @@ export class JinjaChatTemplate implements ChatTemplate {
   }
 
   render(messages: readonly TemplateMessage[], o: RenderOptions): string {
+    return concat(this.renderPieces(messages, o));
+  }
+
+  renderPieces(messages: readonly TemplateMessage[], o: RenderOptions): string[] {
     if (o.continueFinalMessage && o.addGenerationPrompt)
       throw new KvrError(
         'invalid_request',
@@ -354,9 +377,9 @@ export class JinjaChatTemplate implements ChatTemplate {
       ...this.specials,
       ...o.kwargs,
     };
-    let text: string;
+    let pieces: string[];
     try {
-      text = this.run({ ...base, messages: this.prepare(messages) });
+      pieces = this.run({ ...base, messages: this.prepare(messages) });
     } catch (e) {
       // Templates raise on inputs they reject (e.g. roles out of order): the request is at fault.
       throw new KvrError(
@@ -368,7 +391,8 @@ export class JinjaChatTemplate implements ChatTemplate {
         },
       );
     }
-    return o.continueFinalMessage ? continueFinal(text, messages) : text;
+    // The continue_final_message cut searches the whole text: that rare request is one string.
+    return o.continueFinalMessage ? [continueFinal(concat(pieces), messages)] : pieces;
   }
 }
 

@@ -1,3 +1,5 @@
+import type { PiecesSink } from '@kvrouter/tokenizer';
+
 /**
  * The tokenizer seam. Implementations encode *plain text* (no special-token recognition): the
  * prompt encoder (encoder.ts) splits a rendered prompt at the special-token strings itself, so the
@@ -22,9 +24,11 @@ export interface TextTokenizer {
   /**
    * The cut `encode` makes first (text pieces and added-token ids), for tokenizers whose cut is not
    * plain splitSpecials over `specialTokens` (the fast tokenizer matches `normalized` added tokens
-   * in a second pass). When present, `encode` of a text piece gives that piece's ids.
+   * in a second pass), of the text that `pieces` make when concatenated (a rendered prompt's
+   * strings, not joined): text pieces come as runs of those strings' characters (`PiecesSink`).
+   * When present, `encode` of a text piece gives that piece's ids.
    */
-  cut?(text: string): (string | number)[];
+  cutPieces?(pieces: readonly string[], sink: PiecesSink): void;
   /** Plain text, no special-token recognition (a piece between two specials). */
   encodeText(text: string): number[] | Uint32Array;
   /** Whole text with special tokens recognised (Hugging Face `add_special_tokens=False` semantics). */

@@ -5,7 +5,6 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { KvrError } from '@kvrouter/protocols';
-import { refuseIfCannotFit } from '../context-bound.js';
 import { PromptEncoder } from './encoder.js';
 import { loadTokenizer } from './load.js';
 import type { ChatJob, PoolWorkerData } from './pool.js';
@@ -34,11 +33,10 @@ function fail(id: number, e: unknown): void {
 
 async function chat(id: number, c: ChatJob): Promise<void> {
   try {
-    const text = template.render(c.messages, c.options);
-    refuseIfCannotFit(text, tokenizer, c.contextLength, 'messages');
     const stats: EncodeStats = { tokenizedChars: 0, offloaded: true };
-    // No pool here: the encoder works inline on this thread (the promise is settled already).
-    const ids = await encoder.encode(text, stats);
+    // No pool here: the encoder renders, checks the bound and tokenizes inline on this thread, as
+    // the main thread's inline path does (the template's pieces, never one large string).
+    const ids = await encoder.encodeChatHere(template, c.messages, c.options, c.contextLength, stats);
     // `held`: this thread's prefix-cache size, for dynamo_frontend_table_*{table="tokenizer_prefix_cache_tokens"}.
     parentPort!.postMessage({ id, out: [ids], stats, held: encoder.cacheTokensHeld }, [
       ids.buffer as ArrayBuffer,

@@ -80,7 +80,17 @@ interface N {
   readonly step?: N;
 }
 type Expr = (s: Scope) => unknown;
-type Stmt = (s: Scope) => string;
+/** A statement: appends its output to `o` (pieces in order, never empty strings). */
+type Stmt = (s: Scope, o: string[]) => void;
+const NOOP: Stmt = () => undefined;
+/** A statement's output as one string (a `{% set %}` block's value, a macro's result). */
+const textOf =
+  (body: Stmt): Expr =>
+  (s) => {
+    const o: string[] = [];
+    body(s, o);
+    return o.length === 1 ? o[0]! : o.join('');
+  };
 
 const isObj = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Ns) && !(v instanceof Fn);
@@ -605,6 +615,11 @@ interface Ctl {
 export interface CompiledTemplate {
   /** Renders with `vars` as the global variables (plain JS values; functions become callables). */
   render(vars: Record<string, unknown>): string;
+  /**
+   * The same output as the strings each `{{ }}` and text block produced, in order (their
+   * concatenation is `render`'s text): a long prompt is never built as one string.
+   */
+  renderPieces(vars: Record<string, unknown>): string[];
 }
 
 /** Compiles a parsed template; throws `Unsupported` naming the first construct it does not mirror. */
@@ -614,16 +629,25 @@ export function compileTemplate(program: unknown): CompiledTemplate {
   const root = program as N;
   if (root.type !== 'Program') throw new Unsupported(`root ${root.type}`);
   const body = cx.block(root.body as N[], false);
+  const renderPieces = (vars: Record<string, unknown>): string[] => {
+    ctl.c = 0;
+    const g = new Scope(null);
+    g.v.set('namespace', NAMESPACE);
+    for (const [k, v] of Object.entries(vars)) {
+      if (g.v.has(k)) return bail(`variable already declared: ${k}`);
+      g.v.set(k, typeof v === 'function' ? wrapJs(v as (...a: unknown[]) => unknown) : v);
+    }
+    const o: string[] = [];
+    body(g, o);
+    return o;
+  };
   return {
+    renderPieces,
     render(vars) {
-      ctl.c = 0;
-      const g = new Scope(null);
-      g.v.set('namespace', NAMESPACE);
-      for (const [k, v] of Object.entries(vars)) {
-        if (g.v.has(k)) return bail(`variable already declared: ${k}`);
-        g.v.set(k, typeof v === 'function' ? wrapJs(v as (...a: unknown[]) => unknown) : v);
-      }
-      return body(g);
+      // Concatenated as the statements' outputs were before (a rope V8 flattens when read).
+      let text = '';
+      for (const p of renderPieces(vars)) text += p;
+      return text;
     },
   };
 }
@@ -660,14 +684,13 @@ class Compiler {
   block(nodes: N[], inLoop: boolean): Stmt {
     const fs = nodes.map((n) => this.stmt(n, inLoop));
     const ctl = this.ctl;
+    if (fs.length === 0) return NOOP;
     if (fs.length === 1) return fs[0]!;
-    return (s) => {
-      let r = '';
+    return (s, o) => {
       for (let i = 0; i < fs.length; i++) {
-        r += fs[i]!(s);
-        if (ctl.c !== 0) return r;
+        fs[i]!(s, o);
+        if (ctl.c !== 0) return;
       }
-      return r;
     };
   }
 
@@ -676,24 +699,23 @@ class Compiler {
     switch (n.type) {
       case 'StringLiteral': {
         const v = n.value as string;
-        return () => v;
+        return v.length === 0 ? NOOP : (_, o) => void o.push(v);
       }
       case 'Comment':
-        return () => '';
+        return NOOP;
       case 'Break':
       case 'Continue': {
         if (!inLoop) throw new Unsupported(`${n.type} outside a loop`);
         const c = n.type === 'Break' ? 1 : 2;
         return () => {
           ctl.c = c;
-          return '';
         };
       }
       case 'If': {
         const test = this.expr(n.test);
         const body = this.block(n.body ?? [], inLoop);
         const alt = this.block(n.alternate ?? [], inLoop);
-        return (s) => (truthy(test(s)) ? body(s) : alt(s));
+        return (s, o) => (truthy(test(s)) ? body(s, o) : alt(s, o));
       }
       case 'For':
         return this.forStmt(n);
@@ -707,7 +729,10 @@ class Compiler {
         throw new Unsupported(n.type);
       default: {
         const e = this.expr(n);
-        return (s) => out(e(s));
+        return (s, o) => {
+          const v = out(e(s));
+          if (v.length > 0) o.push(v);
+        };
       }
     }
   }
@@ -739,7 +764,7 @@ class Compiler {
     };
     const body = this.block(n.body ?? [], true);
     const dflt = this.block(n.defaultBlock ?? [], false);
-    return (env) => {
+    return (env, o) => {
       const scope = new Scope(env);
       let it = iter(scope);
       if (isObj(it)) it = Object.keys(it);
@@ -760,7 +785,6 @@ class Compiler {
           items.push(cur);
         }
       }
-      let r = '';
       let none = true;
       const len = items.length;
       for (let i = 0; i < len; i++) {
@@ -776,32 +800,32 @@ class Compiler {
           nextitem: i < len - 1 ? items[i + 1] : undefined,
         });
         bind(scope, items[i]);
-        const b = body(scope);
+        const mark = o.length;
+        body(scope, o);
         if (ctl.c !== 0) {
+          // The interpreter drops the output of an iteration that breaks or continues.
+          o.length = mark;
           const c = ctl.c;
           ctl.c = 0;
           if (c === 1) break;
           continue;
         }
-        r += b;
         none = false;
       }
-      if (none) r += dflt(scope);
-      return r;
+      if (none) dflt(scope, o);
     };
   }
 
   setStmt(n: N, inLoop: boolean): Stmt {
     const ctl = this.ctl;
-    const rhs: Expr = n.value ? this.expr(n.value as N) : this.block(n.body ?? [], inLoop);
+    const rhs: Expr = n.value ? this.expr(n.value as N) : textOf(this.block(n.body ?? [], inLoop));
     const a = n.assignee as N;
     if (a.type === 'Identifier') {
       const name = a.value as string;
       return (s) => {
         const v = rhs(s);
-        if (ctl.c !== 0) return '';
+        if (ctl.c !== 0) return;
         s.v.set(name, v);
-        return '';
       };
     }
     if (a.type === 'TupleLiteral') {
@@ -811,10 +835,9 @@ class Compiler {
       });
       return (s) => {
         const v = rhs(s);
-        if (ctl.c !== 0) return '';
+        if (ctl.c !== 0) return;
         if (!Array.isArray(v) || v.length !== names.length) return bail('set unpack');
         for (let i = 0; i < names.length; i++) s.v.set(names[i]!, v[i]);
-        return '';
       };
     }
     if (a.type === 'MemberExpression' && !a.computed && a.property?.type === 'Identifier') {
@@ -822,11 +845,10 @@ class Compiler {
       const prop = a.property.value as string;
       return (s) => {
         const v = rhs(s);
-        if (ctl.c !== 0) return '';
+        if (ctl.c !== 0) return;
         const o = obj(s);
         if (!(o instanceof Ns)) return bail('set on a non-namespace');
         o.v.set(prop, v);
-        return '';
       };
     }
     throw new Unsupported(`set target ${a.type}`);
@@ -841,7 +863,7 @@ class Compiler {
       throw new Unsupported(`macro parameter ${p.type}`);
     });
     for (const p of params) if (SPECIAL_NAMES.has(p.name)) throw new Unsupported('special macro parameter');
-    const body = this.block(n.body ?? [], false);
+    const text = textOf(this.block(n.body ?? [], false));
     const fn = new Fn((args, kw, callerScope) => {
       const ms = new Scope(callerScope);
       const rest = kw ? new Map(kw) : null;
@@ -861,11 +883,10 @@ class Compiler {
       if (rest && rest.size > 0) return bail('macro keyword argument');
       if (args.length > params.length) return bail('macro arguments');
       for (const [k, d] of pending) ms.v.set(k, d(ms));
-      return body(ms);
+      return text(ms);
     });
     return (s) => {
       s.v.set(name, fn);
-      return '';
     };
   }
 
