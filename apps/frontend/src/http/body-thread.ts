@@ -87,6 +87,22 @@ export function parseBodyBytes(b: Buffer): unknown {
   }
 }
 
+/**
+ * What the body reader hands the handler for a whole body of `size` bytes received in `chunks`
+ * (`parseBody` turns each into the parsed body): below `BYTES_PARSE_MIN`, its text (UTF-8, BOM
+ * dropped); from `threadBytes` (`--http-body-thread-bytes`, 0 = never) on, the body thread's parse;
+ * else the bytes (`BodyBytes`).
+ */
+export function bodyOf(
+  chunks: Buffer[],
+  size: number,
+  threadBytes: number,
+): string | BodyBytes | Promise<ParsedBody> {
+  if (threadBytes > 0 && size >= threadBytes) return parseOnBodyThread(Buffer.concat(chunks, size));
+  if (size >= BYTES_PARSE_MIN) return new BodyBytes(chunks, size);
+  return utf8Text(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+}
+
 interface Pending {
   resolve: (v: ParsedBody) => void;
   reject: (e: Error) => void;

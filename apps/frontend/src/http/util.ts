@@ -1,15 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
-import {
-  BODY_THREAD_BYTES,
-  BodyBytes,
-  BYTES_PARSE_MIN,
-  invalidJson,
-  parseOnBodyThread,
-  ParsedBody,
-  utf8Text,
-} from './body-thread.js';
+import { BODY_THREAD_BYTES, BodyBytes, bodyOf, invalidJson, ParsedBody } from './body-thread.js';
 import { reportInternal } from './internal-errors.js';
 
 /**
@@ -95,15 +87,7 @@ export function readUtf8Body(
       parts = [];
       // Refused with 413 already.
       if (size > limitBytes) return;
-      if (threadBytes > 0 && size >= threadBytes) {
-        resolve(parseOnBodyThread(Buffer.concat(body, size)));
-        return;
-      }
-      if (size >= BYTES_PARSE_MIN) {
-        resolve(new BodyBytes(body, size));
-        return;
-      }
-      resolve(utf8Text(body.length === 1 ? body[0]! : Buffer.concat(body, size)));
+      resolve(bodyOf(body, size, threadBytes));
     });
     req.once('error', reject);
     req.once('close', onClose);
