@@ -1,13 +1,13 @@
 /**
  * `pnpm bench long-prompt`: one agent request's path through the frontend, stage by stage, with a
- * real model (Qwen3's tokenizer.json and chat template): UTF-8 decode of the body bytes, JSON
- * parse, validation, chat-template render, tokenization (`fastokens` incremental vs `default` whole
- * prompt), block + sequence hashing (block size 16), radix-index lookup at depth ~6k-9k, and the
- * request-plane frame encode; figures are event-loop milliseconds per request (the stage's CPU on
- * the event-loop thread on a quiet machine). A third run, `threads`, is what the frontend does by
- * default for such requests: the body decoded and parsed on the body thread, the prompt rendered
- * and tokenized on a tokenizer thread (their on-loop cost is under `parse` and `encode`). The
- * session grows from ~20k to ~150k tokens by ~2k per turn (tool calls in the history). Runs
+ * real model (Qwen3's tokenizer.json and chat template): the body read and JSON-parsed as the
+ * frontend does (`decode`: the reader's work at the body's end; `parse`: a body of 64 KiB or more
+ * straight from its bytes, no whole-body string), validation, chat-template render, tokenization
+ * (`fastokens` incremental vs `default` whole prompt), block + sequence hashing (block size 16),
+ * radix-index lookup at depth ~6k-9k, and the request-plane frame encode; figures are event-loop
+ * milliseconds per request (the stage's CPU on the event-loop thread on a quiet machine). A third
+ * run, `threads`, is what the frontend does by default for such requests: the prompt rendered and
+ * tokenized on a tokenizer thread (its on-loop cost is under `encode`). The session grows from ~20k to ~150k tokens by ~2k per turn (tool calls in the history). Runs
  * apps/frontend/src/bench/long-prompt.ts in a child process (benchmarks never import an app).
  */
 import { spawnSync } from 'node:child_process';
@@ -27,7 +27,7 @@ interface StageFigures {
 export const suite: Suite = {
   name: 'long-prompt',
   description:
-    'one agent request (20k -> 150k tokens, +2k per turn) stage by stage: UTF-8 decode, parse, validate, render, tokenize, hash, index lookup, frame encode (event-loop ms per request, Qwen3; inline fastokens / default, and threads: body and prompt on threads)',
+    'one agent request (20k -> 150k tokens, +2k per turn) stage by stage: UTF-8 decode, parse, validate, render, tokenize, hash, index lookup, frame encode (event-loop ms per request, Qwen3; inline fastokens / default, and threads: prompt on a tokenizer thread)',
   async run(ctx: SuiteContext): Promise<Row[]> {
     const fam = FAMILIES.find((f) => f.name === 'qwen3')!;
     ctx.progress('qwen3 agent session', 0, 1);

@@ -7,9 +7,9 @@
  * that holds the previous turn, and encode the request-plane frame the worker receives. Three
  * runs: `fastokens` and `default` inline on this thread, and `threads` as the frontend runs a long
  * agent request by default (the prompt rendered and tokenized incrementally on a tokenizer
- * thread). Figures are event-loop milliseconds (active
- * time of this thread's loop while the stage runs, idle waits excluded), which is the stage's CPU
- * on this thread on a quiet machine. Run by benchmarks/src/suites/long-prompt.ts:
+ * thread). Figures are event-loop milliseconds (active time of this thread's loop while the stage
+ * runs, idle waits excluded), which is the stage's CPU on this thread on a quiet machine. Run by
+ * benchmarks/src/suites/long-prompt.ts:
  *
  *   node --conditions=source --import tsx apps/frontend/src/bench/long-prompt.ts <model dir> <corpus dir> [quick]
  *
