@@ -4,6 +4,9 @@
  * tokenizer.json and chat template; every turn of a conversation reaches the thread whose prefix
  * cache holds its earlier turns (affinity), so with two threads each later turn reuses ids; errors
  * found on the thread (a prompt that cannot fit) come back as the same 400 naming `messages`.
+ * Random agent conversations with special-token text (whole and halves) in their messages, through
+ * Qwen3's and Llama 3.1's real templates: the threads' ids and the inline chat path's (both cut and
+ * hash the template's pieces without joining them) equal a cold tokenization of the rendered text.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
@@ -186,5 +189,67 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
     const [x, y] = [a as KvrError, b as KvrError];
     expect([x.code, x.status, x.detail?.field]).toEqual(['invalid_request', 400, 'messages']);
     expect([x.code, x.status, x.message]).toEqual([y.code, y.status, y.message]);
+  });
+});
+
+describe.each(['qwen3', 'llama3_1'])('agent conversations with special-token text: %s', (name) => {
+  it('threads and inline (template pieces) = a cold tokenization', { timeout: 120_000 }, async () => {
+    const l = loadTokenizer(
+      { kind: 'hf', dir: familyDir(FAMILIES.find((f) => f.name === name)!) },
+      () => undefined,
+    );
+    const pool = new TokenizerPool(l.spec, 1, { budgetMs: 0, encoder: { mode: 'fastokens' } });
+    pools.push(pool);
+    await pool.whenReady();
+    const threaded = new PromptEncoder({
+      tokenizer: l.tokenizer,
+      mode: 'fastokens',
+      pool,
+      template: l.template,
+      offloadChatChars: 2000,
+    });
+    const inline = new PromptEncoder({ tokenizer: l.tokenizer, mode: 'fastokens' });
+    const specials = [...l.tokenizer.specialTokens.keys()].slice(0, 30);
+    const rng = new Rng(name.length * 31);
+    const text = (n: number) => {
+      let t = slice(rng, n);
+      for (let k = rng.int(0, 3); k > 0; k--) {
+        const sp = rng.pick(specials);
+        const at = rng.int(0, t.length);
+        // A whole special, or its head or tail (which the template's own text may complete).
+        const bit = rng.next() < 0.5 ? sp : rng.next() < 0.5 ? sp.slice(0, 3) : sp.slice(3);
+        t = t.slice(0, at) + bit + t.slice(at);
+      }
+      return t;
+    };
+    const convs: TemplateMessage[][] = [0, 1].map(() => [
+      { role: 'system', content: text(1500) },
+      { role: 'user', content: text(1500) },
+    ]);
+    const opts = { addGenerationPrompt: true };
+    let reused = 0;
+    for (let step = 0; step < 8; step++) {
+      const conv = convs[step % 2]!;
+      const id = `call_${step}`;
+      conv.push(
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [
+            { id, type: 'function', function: { name: 'read_file', arguments: { path: `src/f${step}.ts` } } },
+          ],
+        } as TemplateMessage,
+        { role: 'tool', tool_call_id: id, content: text(rng.int(200, 1500)) } as TemplateMessage,
+      );
+      const cold = Array.from(l.tokenizer.encode(l.template.render(conv, opts)));
+      const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+      expect(Array.from(await threaded.encodeChat(l.template, [...conv], opts, 1 << 30, stats))).toEqual(
+        cold,
+      );
+      expect(stats.offloaded).toBe(true);
+      expect(Array.from(await inline.encodeChat(l.template, conv, opts, 1 << 30))).toEqual(cold);
+      reused += stats.cachedTokens ?? 0;
+    }
+    expect(reused).toBeGreaterThan(0);
   });
 });

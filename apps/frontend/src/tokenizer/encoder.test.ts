@@ -153,6 +153,77 @@ describe('fastokens prefix cache', () => {
     expect((await run(enc, p('c'))).tokenized).toBe(100);
   });
 
+  it('a prompt given as pieces: a special split over pieces is one token, and the cache keys are those of the whole text', async () => {
+    const sp = new Map([
+      ['<|s|>', 7],
+      ['<|s|>x', 8],
+    ]);
+    const tok = charTokenizer(sp);
+    const enc = new PromptEncoder({ tokenizer: tok, mode: 'fastokens' });
+    const runPieces = async (pieces: string[]) => {
+      const s: EncodeStats = { tokenizedChars: 0, offloaded: false };
+      const ids = Array.from(await enc.encodeRendered(pieces, s));
+      return { ids, tokenized: s.tokenizedChars, cached: s.cachedTokens };
+    };
+    // "<|s|>" over three pieces is 7; the text runs "aa" and "b" + "b" are one piece each.
+    expect(await runPieces(['aa<', '|s', '|>b', 'b'])).toEqual({
+      ids: [97, 97, 7, 98, 98],
+      tokenized: 4,
+      cached: 0,
+    });
+    // The same text as one string hits the entry the pieces made (aa, 7: 3 ids), and the reverse.
+    expect(await run(enc, 'aa<|s|>bb<|s|>c')).toEqual({
+      ids: [97, 97, 7, 98, 98, 7, 99],
+      tokenized: 3,
+      cached: 3,
+    });
+    expect(await runPieces(['a', '', 'a<|s|>b', 'b<|s', '|>', 'cd'])).toEqual({
+      ids: [97, 97, 7, 98, 98, 7, 99, 100],
+      tokenized: 2,
+      cached: 6,
+    });
+    // The longer special wins across pieces too ("<|s|>" + "x" is 8), so the cut differs at the
+    // boundary and only the prefix before it is reused.
+    expect(await runPieces(['aa<|s|>bb<|s|>', 'x'])).toEqual({
+      ids: [97, 97, 7, 98, 98, 8],
+      tokenized: 2,
+      cached: 3,
+    });
+  });
+
+  it('any split of a text into pieces gives the ids of the whole text (random texts and cuts)', async () => {
+    const sp = new Map([
+      ['<|s|>', 7],
+      ['<|s|>x', 8],
+      ['<|t|>', 9],
+      ['é', 10],
+    ]);
+    const tok = charTokenizer(sp);
+    const rng = new Rng(1414);
+    const atoms = ['<|s|>', '<|s|>x', '<|t|>', '<|', '|>', 's', 'x', 'é', 'e\u0301', '😀', 'ab', ' ', '\n'];
+    const enc = new PromptEncoder({ tokenizer: tok, mode: 'fastokens', cacheTokens: 400 });
+    let reused = 0;
+    for (let i = 0; i < 400; i++) {
+      // A shared stem (so prefixes hit) and a random tail.
+      let text = i % 3 === 0 ? '' : 'stem<|s|>stem<|t|>';
+      for (let k = rng.int(0, 30); k > 0; k--) text += rng.pick(atoms);
+      const pieces: string[] = [];
+      let last = 0;
+      for (const c of Array.from({ length: rng.int(0, 8) }, () => rng.int(0, text.length)).sort(
+        (a, b) => a - b,
+      )) {
+        pieces.push(text.slice(last, c));
+        last = c;
+      }
+      pieces.push(text.slice(last));
+      const s: EncodeStats = { tokenizedChars: 0, offloaded: false };
+      const got = Array.from(await enc.encodeRendered(pieces, s));
+      expect(got).toEqual(Array.from(tok.encode(text)));
+      reused += s.cachedTokens ?? 0;
+    }
+    expect(reused).toBeGreaterThan(0);
+  });
+
   it('entries do not keep the prompts they came from alive', async () => {
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
