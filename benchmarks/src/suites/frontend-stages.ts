@@ -6,8 +6,10 @@
  * is read per thread from /proc (main thread, ZMQ I/O, the rest: V8's GC/JIT helpers, the tokenizer
  * thread, libuv's pool), and the main thread's CPU is split by stage in proportion to its
  * profile samples in the same window (each sample goes to the innermost frame that names a stage).
- * Then the same chats in a closed loop of 4 clients: CPU per request without queueing, the figure
- * that still means something when the machine cannot give the server what 300 req/s needs.
+ * Then the same kind of chats (new text) in a closed loop of 4 clients: CPU per request without
+ * queueing, the figure that still means something when the machine cannot give the server what
+ * 300 req/s needs. Both phases come after a 25 s warm-up (JIT settled) and each has prompts of its
+ * own: steady-state CPU of new conversations, not of JIT compiling or of prompts seen before.
  *
  * Caveats: the profiler samples wall time, so a stage that blocks in a syscall while another process
  * runs (socket writes that wake the peer) is overstated against the others on a loaded machine; the
@@ -20,7 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CORPUS_FILE, tokenizerPackageDir } from '@kvrouter/testkit/parity';
 import type { Row, Suite } from '../harness.js';
-import { lines } from './frontend.js';
+import { WARMUP_S, lines } from './frontend.js';
 
 const bench = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
 
@@ -188,13 +190,17 @@ export const suite: Suite = {
         corpusFile: CORPUS_FILE,
         charsPerToken: 3.2,
       };
+      // Warm-up long enough for V8 to finish optimizing (TurboFan compiling on its helper threads was
+      // 13-15 % of the process's CPU over the first ~20 s of this load and < 1 % after 30 s), with
+      // prompts of its own seed: each phase below sends text no earlier phase sent (a repeated
+      // prompt is a whole-prompt prefix-cache hit, which no real conversation is).
       ctx.progress('warm-up', 0, 1);
-      await load({ ...o, seconds: 2, warmupS: 0 });
+      await load({ ...o, seconds: ctx.quick ? 2 : WARMUP_S, warmupS: 0, seed: 1 });
       ctx.progress(`${RATE} req/s under --cpu-prof`, 0, 1);
       await stats();
       const before = threadCpu(server.pid!);
       const t0 = monoUs();
-      const r = await load({ ...o, rate: RATE });
+      const r = await load({ ...o, rate: RATE, seed: 2 });
       const t1 = monoUs();
       const after = threadCpu(server.pid!);
       const s = await stats();
@@ -204,7 +210,7 @@ export const suite: Suite = {
       // data lives long enough to be promoted).
       ctx.progress('closed loop, 4 clients', 0, 1);
       const cBefore = threadCpu(server.pid!);
-      const rc = await load({ ...o, concurrency: 4 });
+      const rc = await load({ ...o, concurrency: 4, seed: 3 });
       const cAfter = threadCpu(server.pid!);
       const sc = await stats();
       ctx.progress('closed loop, 4 clients', 1, 1);

@@ -154,6 +154,14 @@ function promtool(text: string | null): string {
     : `FAIL (exit ${r.status}): ${other.join('; ')}`;
 }
 
+/**
+ * Seconds of closed-loop load (32 clients) on a real-text server before it is measured: V8's
+ * TurboFan compiling on its helper threads was 13-15 % of the frontend's CPU over the first ~20 s
+ * of the 8k chat load and < 1 % after 30 s (perf, docs/perf/frontend.md); a server runs for hours.
+ * The warm-up's prompts have a seed of their own, so the measured phase sends none of them again.
+ */
+export const WARMUP_S = 25;
+
 /** Characters per token of the corpus (Qwen3: 110 000 chars = 34 380 tokens; cl100k is close). */
 const CORPUS_CHARS_PER_TOKEN = 3.2;
 
@@ -194,7 +202,10 @@ export async function realTokenizerRuns(
     try {
       const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
       const opts = { ...o, sessions: v.sessions, workload: v.workload };
-      const load = async (lo: typeof opts, r?: number): Promise<[LoadResult, ServerStats]> => {
+      const load = async (
+        lo: typeof opts & { seed?: number },
+        r?: number,
+      ): Promise<[LoadResult, ServerStats]> => {
         await stats();
         const c = tsNode('load.ts', [
           frontend,
@@ -211,7 +222,7 @@ export async function realTokenizerRuns(
       };
       const label = `frontend at ${v.rate} req/s: ${v.label}`;
       ctx.progress(`warm-up: ${v.label}`, 0, 1);
-      await load({ ...opts, seconds: 2, warmupS: 0 });
+      await load({ ...opts, seconds: ctx.quick ? 2 : WARMUP_S, warmupS: 0, seed: 1 });
       ctx.progress(label, 0, 1);
       const [r, s] = await load(opts, v.rate);
       ctx.progress(label, 1, 1);

@@ -51,6 +51,8 @@ export interface LoadOptions {
   charsPerToken?: number;
   /** `agent`: agent sessions growing from 20k to 150k tokens by 2k per turn (default `chat`: ~8k-token chats). */
   workload?: 'chat' | 'agent';
+  /** Seed of the prompts' text (default 7): a phase with a seed of its own sends no prompt an earlier phase sent. */
+  seed?: number;
 }
 
 interface Sample {
@@ -99,7 +101,7 @@ function pct(v: number[]): { p50: number; p90: number; p99: number; max: number 
 
 export async function runLoad(url: string, model: string, o: LoadOptions) {
   const text = {
-    seed: 7,
+    seed: o.seed ?? 7,
     corpus: o.corpusFile ? fs.readFileSync(o.corpusFile, 'utf8') : null,
     ...(o.charsPerToken ? { charsPerToken: o.charsPerToken } : {}),
   };
