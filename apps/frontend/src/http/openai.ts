@@ -414,6 +414,8 @@ export function completionsHandler(
   };
 }
 
+const specialsById = new WeakMap<ReadonlyMap<string, number>, Map<number, string>>();
+
 /**
  * The end of the prompt as text, for parsers whose start state depends on it (a `<think>` the
  * template opened); empty when no parser needs it.
@@ -422,8 +424,13 @@ export function promptTail(svc: InferenceService, c: Completion, names: ParserNa
   if (names.reasoningParser === null || c.tokens.length === 0) return '';
   const tail = c.tokens.subarray(Math.max(0, c.tokens.length - 8));
   const tok = svc.encoderFor(c.model).tokenizer;
-  const specials = new Map<number, string>();
-  for (const [s, id] of tok.specialTokens) specials.set(id, s);
+  // Special tokens by id, built once per tokenizer (hundreds of added tokens in real vocabularies).
+  let specials = specialsById.get(tok.specialTokens);
+  if (!specials) {
+    specials = new Map<number, string>();
+    for (const [s, id] of tok.specialTokens) specials.set(id, s);
+    specialsById.set(tok.specialTokens, specials);
+  }
   let out = '';
   for (const id of tail) out += specials.get(id) ?? tok.decode([id]);
   return out;
