@@ -93,6 +93,18 @@ describe('parseJsonBytes: values', () => {
     expect(v).toEqual({ a: 1 });
     expect(p(`${'['.repeat(513)}${']'.repeat(513)}`)).toBe(BAIL);
   });
+
+  it('parseBodyBytes: a body nested past the limit gets the whole-text path’s value (JSON.parse takes 40 000)', () => {
+    const depth = 40_000;
+    let v = parseBodyBytes(Buffer.from(`{"m":${'['.repeat(depth)}7${']'.repeat(depth)}}`));
+    v = (v as { m: unknown }).m;
+    let n = 0;
+    while (Array.isArray(v)) {
+      v = v[0];
+      n++;
+    }
+    expect([n, v]).toEqual([depth, 7]);
+  });
 });
 
 describe('parseJsonBytes: what it leaves to the whole-text path', () => {
