@@ -397,3 +397,5 @@ export function negationOf(flag: string): string {
 export function displayName(f: FlagSpec): string {
   return f.flag ?? f.env?.[0] ?? f.key;
 }
+  { key: 'routerTtftDecodeStep', flag: '--router-ttft-decode-step', env: ['KVR_ROUTER_TTFT_DECODE_STEP'], type: 'float', default: 1, range: GE0_FINITE, group: 'Routing — further router options', apps: FR, help: '--router-policy ttft: scale of the decode step every pass of a rank with running requests carries (the default engine model\'s, 5.7 ms at an empty KV cache to 34 ms full) in the predicted TTFT; 0 = none.' },
+  { key: 'routerTtftDuplicateWeight', flag: '--router-ttft-duplicate-weight', env: ['KVR_ROUTER_TTFT_DUPLICATE_WEIGHT'], type: 'float', default: 3, range: GE0_FINITE, group: 'Routing — further router options', apps: FR, help: '--router-policy ttft: extra weight (times the scaled work weight) of recomputing a cached prefix that another rank holds and no request in flight shares (a copy only this request\'s lineage would read).' },

@@ -45,6 +45,10 @@ export interface CostParams {
   ttftDecodePressure?: number;
   /** ttft policy: λ (`--router-ttft-work-weight`). */
   ttftWorkWeight?: number;
+  /** ttft policy: scale of the per-pass decode step (`--router-ttft-decode-step`). */
+  ttftDecodeStep?: number;
+  /** ttft policy: weight of recomputing a cold prefix held elsewhere (`--router-ttft-duplicate-weight`). */
+  ttftDuplicateWeight?: number;
   /**
    * dynamo policy with predict-on-route (§7.6): the part of a rank's booked prefill that computes
    * this request's own predicted prefix blocks is not counted against it (bursts of siblings share).
@@ -84,6 +88,8 @@ export function validateCostParams(p: CostParams): CostParams {
     throw invalid('policy', `must be one of ${COST_POLICIES.join(', ')}`, p.policy);
   if (p.ttftDecodePressure !== undefined) finiteNonNeg('ttftDecodePressure', p.ttftDecodePressure);
   if (p.ttftWorkWeight !== undefined) finiteNonNeg('ttftWorkWeight', p.ttftWorkWeight);
+  if (p.ttftDecodeStep !== undefined) finiteNonNeg('ttftDecodeStep', p.ttftDecodeStep);
+  if (p.ttftDuplicateWeight !== undefined) finiteNonNeg('ttftDuplicateWeight', p.ttftDuplicateWeight);
   if (p.siblingShare !== undefined) bool('siblingShare', p.siblingShare);
   return p;
 }

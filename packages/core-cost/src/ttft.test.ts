@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CandidateBatch, CostBreakdown, DEFAULT_COST_PARAMS, computeCosts } from './cost.js';
 import { selectPowerOfTwo } from './modes.js';
-import { DEFAULT_TTFT_PARAMS, PrefillRate, computeTtftCosts, pickTtft } from './ttft.js';
+import { DEFAULT_TTFT_PARAMS, PrefillRate, computeTtftCosts, decodeStepMs, pickTtft } from './ttft.js';
 
 const noRand = () => {
   throw new Error('no sample expected');
@@ -63,7 +63,7 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 1)', () =
       // R: idle, nothing cached: 2 passes → 4 + 6.4 = 10.4; own 10.4; cost 20.8
       { ...rank },
     ]);
-    const tp = { ...DEFAULT_TTFT_PARAMS, workWeight: 3 };
+    const tp = { ...DEFAULT_TTFT_PARAMS, workWeight: 3, duplicateWeight: 0 };
     const out = computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, new CostBreakdown());
     expect([...out.prefillTerm.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([20.4, 5.2, 10.4]);
     expect([...out.cost.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([30.8, 10.4, 20.8]);
@@ -71,6 +71,69 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 1)', () =
     b.activePrefillTokens[0] = 0;
     computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, out);
     expect([...out.cost.subarray(0, 3)].map((x) => +x.toFixed(10))).toEqual([10.4, 5.2, 10.4]);
+  });
+
+  it('decode step per pass on a rank with running requests (engine model: 5.74 ms empty, 26.31 at half, 34.01 full)', () => {
+    // −25.74·u² + 54.01·u + 5.74: u 0 → 5.74; u 0.5 → −6.435 + 27.005 + 5.74 = 26.31; u 1 → 34.01.
+    expect(decodeStepMs(0)).toBeCloseTo(5.74, 12);
+    expect(decodeStepMs(0.5)).toBeCloseTo(26.31, 12);
+    expect(decodeStepMs(1)).toBeCloseTo(34.01, 12);
+    expect(decodeStepMs(3)).toBeCloseTo(34.01, 12);
+    // 50 tokens per pass, 2 ms per pass, 10 tok/ms; κ 0, λ 0 (cost = predicted TTFT).
+    const rank = { passTokens: 50, prefillPassMs: 2, prefillRate: 10, capacityBlocks: 100 };
+    const b = CandidateBatch.of([
+      // D: no running request: 2 passes, no step: 4 + 6.4 = 10.4
+      { ...rank },
+      // E: 3 running, half the KV: step 26.31; no queued prefill: waits half a step (13.155), then
+      //    2 passes of 2 + 26.31 and 6.4 ms of tokens: 13.155 + 56.62 + 6.4 = 76.175
+      { ...rank, activeRequests: 3, activeDecodeBlocks: 50 },
+      // F: 2 running, 60 queued, empty KV: step 5.74; queue 2 passes (2 · 7.74 + 6) = 21.48, no
+      //    half step behind a queue; own 2 · 7.74 + 6.4 = 21.88; 43.36
+      { ...rank, activeRequests: 2, activePrefillTokens: 60 },
+      // G: a running request but no known capacity: no step, 10.4
+      { ...rank, activeRequests: 1, capacityBlocks: 0 },
+    ]);
+    const tp = { ...DEFAULT_TTFT_PARAMS, decodePressure: 0, workWeight: 0 };
+    const out = computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, new CostBreakdown());
+    expect([...out.cost.subarray(0, 4)].map((x) => +x.toFixed(10))).toEqual([10.4, 76.175, 43.36, 10.4]);
+    // Scale 0.5: E = 6.5775 + 2 · (2 + 13.155) + 6.4 = 43.2875; scale 0 is the step-free prediction.
+    computeTtftCosts(b, { isl: 64, blockSize: BS }, { ...tp, decodeStep: 0.5 }, true, 0, 0, out);
+    expect(out.cost[1]).toBeCloseTo(43.2875, 10);
+    computeTtftCosts(b, { isl: 64, blockSize: BS }, { ...tp, decodeStep: 0 }, true, 0, 0, out);
+    expect([...out.cost.subarray(0, 4)].map((x) => +x.toFixed(10))).toEqual([10.4, 10.4, 20.4, 10.4]); // F: 4 + 6 + 4 + 6.4
+  });
+
+  it('recomputing a cold prefix another rank holds is charged duplicateWeight × λ_eff more; an in-flight prefix is not', () => {
+    // 10 tok/ms, no pass time, κ 0, no decode step, λ 1, duplicate weight 3. H and J have queued
+    // prefill: b = 2/3, λ_eff = 1 · (2/3) / (1/3 + 1/3) = 1. Longest cached prefix M = 48 (H).
+    const b = CandidateBatch.of([
+      // H: 48 cached, 100 queued: ttft (100 + 16) / 10 = 11.6, own 1.6, nothing duplicated: 13.2
+      { deviceBlocks: 3, activePrefillTokens: 100, prefillRate: 10 },
+      // I: idle, nothing cached: ttft 6.4, own 6.4, duplicates 48 → 3 · 4.8 = 14.4: 27.2
+      { prefillRate: 10 },
+      // J: 16 cached, 20 queued: ttft (20 + 48) / 10 = 6.8, own 4.8, duplicates 32 → 3 · 3.2 = 9.6: 21.2
+      { deviceBlocks: 1, activePrefillTokens: 20, prefillRate: 10 },
+    ]);
+    const tp = {
+      ...DEFAULT_TTFT_PARAMS,
+      decodePressure: 0,
+      decodeStep: 0,
+      workWeight: 1,
+      duplicateWeight: 3,
+    };
+    const costs = () => {
+      computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, out);
+      return [...out.cost.subarray(0, 3)].map((x) => +x.toFixed(10));
+    };
+    const out = new CostBreakdown();
+    expect(costs()).toEqual([13.2, 27.2, 21.2]);
+    // One block of it in flight on H (a request running with the same prefix): H = 16 is shared,
+    // I duplicates 48 − 16 = 32 (9.6: 22.4), J still 48 − 16 = 32 (21.2).
+    b.activePrefixDepth[0] = 1;
+    expect(costs()).toEqual([13.2, 22.4, 21.2]);
+    // All three blocks in flight: copying a prefix that running requests share is not charged.
+    b.activePrefixDepth[0] = 3;
+    expect(costs()).toEqual([13.2, 12.8, 11.6]);
   });
 
   it('an unknown rate uses the default; no capacity means no decode pressure; untracked prefill is not queued', () => {
@@ -152,6 +215,20 @@ describe('PrefillRate', () => {
     expect(r.passMs).toBeCloseTo(20, 9);
     expect(r.rate).toBeCloseTo(10, 9);
     expect(r.passRate).toBeCloseTo(1000 / 120, 9);
+  });
+
+  it('takes the decode steps its passes carried out of the observed time', () => {
+    // True model 20 ms per pass + 10 tok/ms, 1000 tokens per pass, decode step 8 ms.
+    const r = new PrefillRate(10, 1000, 0.5, 20);
+    r.observe(1000, 0, 120); // idle rank: 120 ms, no step
+    // Booked at 200, after the previous completion: waited half a step, then 1 pass with a step:
+    // 4 + 20 + 50 + 8 = 82 ms → 282; bare (82 − 1.5 · 8) = 70 = 20 + 500 / 10.
+    r.observe(500, 200, 282, 1, 8);
+    // Booked at 250 behind it: timed from 282, 1 pass with a step: 20 + 100 + 8 = 128 → 410.
+    r.observe(1000, 250, 410, 1, 8);
+    expect(r.samples).toBe(3);
+    expect(r.passMs).toBeCloseTo(20, 9);
+    expect(r.rate).toBeCloseTo(10, 9);
   });
 
   it('converges to the model its completions follow', () => {

@@ -38,12 +38,18 @@ export const PREFILL_RATE_SEED_TOKENS = 8192;
  * pass (§17 polynomials: 34 ms vs 169 ms for 8192 tokens), so prefill slows by up to 25 %.
  */
 export const DEFAULT_DECODE_PRESSURE = 0.25;
+/** Scale of the per-pass decode step (`decodeStepMs`) in the predicted TTFT. */
+export const DEFAULT_TTFT_DECODE_STEP = 1;
+/** Extra weight (× λ_eff) of recomputing a cold prefix another rank holds. */
+export const DEFAULT_TTFT_DUPLICATE_WEIGHT = 3;
 /** λ: weight of the prefill work a choice adds to the fleet (scaled by the busy share, see above). */
 export const DEFAULT_TTFT_WORK_WEIGHT = 1;
 /** Relative cost difference within which candidates are ties (the prediction's resolution). */
 export const TTFT_TIE_TOLERANCE = 0.1;
 /** Half-life of a rank's recent cache inflow (the tie break after the cached prefix), ms. */
 export const INFLOW_HALF_LIFE_MS = 60_000;
+/** Share of an observed prefill time kept as bare prefill however many decode steps it held. */
+export const MIN_BARE_SHARE = 0.1;
 /** Weight of the fleet's prefill model in a rank's, in completions (see `PrefillRate`). */
 export const POOL_WEIGHT = 4;
 
@@ -52,8 +58,26 @@ export function decodePressure(kappa: number, decodeBlocks: number, capacityBloc
   return capacityBlocks > 0 ? 1 + kappa * Math.min(1, decodeBlocks / capacityBlocks) : 1;
 }
 
+/**
+ * One decode step of an engine at KV occupancy `u` (0..1), ms: the default engine model's (§17)
+ * polynomial, `max(1, −25.74·u² + 54.01·u + 5.74)` (5.7 ms empty, 34 ms full). Every pass of a rank
+ * with running requests carries one such step besides its prefill chunk, so a queue of `k` passes
+ * on a decoding rank takes `k` steps longer than on an idle one.
+ */
+export function decodeStepMs(u: number): number {
+  const x = Math.min(1, Math.max(0, u));
+  return Math.max(1, -25.74 * x * x + 54.01 * x + 5.74);
+}
+
 export interface TtftParams {
   decodePressure: number;
+  /**
+   * Scale of the per-pass decode step (`decodeStepMs`) on a rank with running requests; 0 = none
+   * (the prediction of the first TTFT policy).
+   */
+  decodeStep: number;
+  /** Extra weight (× λ_eff) of recomputing a cold prefix another rank holds; 0 = none. */
+  duplicateWeight: number;
   workWeight: number;
   /** Used for a candidate whose `prefillRate` is 0 (unknown). */
   defaultRate: number;
@@ -61,6 +85,8 @@ export interface TtftParams {
 
 export const DEFAULT_TTFT_PARAMS: Readonly<TtftParams> = Object.freeze({
   decodePressure: DEFAULT_DECODE_PRESSURE,
+  decodeStep: DEFAULT_TTFT_DECODE_STEP,
+  duplicateWeight: DEFAULT_TTFT_DUPLICATE_WEIGHT,
   workWeight: DEFAULT_TTFT_WORK_WEIGHT,
   defaultRate: DEFAULT_PREFILL_TOKENS_PER_MS,
 });
@@ -107,6 +133,16 @@ export function computeTtftCosts(
   let busy = 0;
   if (trackPrefillTokens) for (let i = 0; i < n; i++) if (c.activePrefillTokens[i] > 0) busy++;
   const lambda = n === 0 ? 0 : (tp.workWeight * (busy / n)) / (1 - busy / n + 1 / n);
+  // The longest cached prefix anywhere (M) and the part of it in-flight requests share (H).
+  let longest = 0;
+  let hot = 0;
+  for (let i = 0; i < n; i++) {
+    const eff = c.deviceBlocks[i] + hostWeight * c.hostExtBlocks[i] + diskWeight * c.diskExtBlocks[i];
+    longest = Math.max(longest, Math.min(isl, Math.round(bs * Math.max(eff, c.activePrefixDepth[i]))));
+    hot = Math.max(hot, c.activePrefixDepth[i]);
+  }
+  hot = Math.min(longest, bs * hot);
+  const dupWeight = lambda * tp.duplicateWeight;
   for (let i = 0; i < n; i++) {
     const eff = c.deviceBlocks[i] + hostWeight * c.hostExtBlocks[i] + diskWeight * c.diskExtBlocks[i];
     const cached = Math.min(isl, Math.round(bs * Math.max(eff, c.activePrefixDepth[i])));
@@ -115,11 +151,26 @@ export function computeTtftCosts(
     const rate = c.prefillRate[i] > 0 ? c.prefillRate[i] : tp.defaultRate;
     const passMs = c.prefillPassMs[i];
     const passTok = c.passTokens[i] > 0 ? c.passTokens[i] : Infinity;
-    const own = Math.ceil(uncached / passTok) * passMs + uncached / rate;
+    const ownPasses = Math.ceil(uncached / passTok);
+    const own = ownPasses * passMs + uncached / rate;
+    // A rank with running requests decodes in every pass: each pass of the queue and of this
+    // prompt carries one step, and a prompt arriving mid-step waits half a step on average.
+    const step =
+      tp.decodeStep > 0 && c.activeRequests[i] > 0 && c.capacityBlocks[i] > 0
+        ? tp.decodeStep * decodeStepMs(c.activeDecodeBlocks[i] / c.capacityBlocks[i])
+        : 0;
+    const queuePasses = Math.ceil(queued / passTok);
     const ttft =
-      (Math.ceil(queued / passTok) * passMs + queued / rate + own) *
+      ((queuePasses === 0 ? step / 2 : 0) +
+        queuePasses * (passMs + step) +
+        queued / rate +
+        own +
+        ownPasses * step) *
       decodePressure(tp.decodePressure, c.activeDecodeBlocks[i], c.capacityBlocks[i]);
-    const logit = ttft + lambda * own;
+    // Recomputing a prefix that another rank holds and no request in flight shares leaves a
+    // second copy nobody else reads: charged again, on top of the work.
+    const dup = Math.max(0, longest - Math.max(cached, hot));
+    const logit = ttft + lambda * own + dupWeight * (dup / rate);
     out.effectiveOverlap[i] = eff;
     out.cachedTokens[i] = cached;
     out.rawPrefill[i] = (queued + uncached) / bs;
@@ -266,15 +317,22 @@ export class PrefillRate {
     return this.passTokens / this.ms(this.passTokens);
   }
 
-  /** A prefill of `tokens` (booked at `bookedAt`) produced its first token at `now`; `pressure` = 1 + κ·u then. */
-  observe(tokens: number, bookedAt: number, now: number, pressure = 1): void {
+  /**
+   * A prefill of `tokens` (booked at `bookedAt`) produced its first token at `now`; `pressure` =
+   * 1 + κ·u then; `stepMs` = the decode step each of its passes carried (0 = none).
+   */
+  observe(tokens: number, bookedAt: number, now: number, pressure = 1, stepMs = 0): void {
     const start = Math.max(bookedAt, this.lastDone);
     this.lastDone = now;
     const dt = now - start;
-    if (!(tokens > 0) || !(dt > 0) || !Number.isFinite(dt) || !(pressure > 0)) return;
+    if (!(tokens > 0) || !(dt > 0) || !Number.isFinite(dt) || !(pressure > 0) || !(stepMs >= 0)) return;
     const n = Math.ceil(tokens / this.passTokens);
-    this.learn(n, tokens, dt / pressure);
-    this.pool?.learn(n, tokens, dt / pressure);
+    // Each of the n passes carried a decode step (and a prompt that found no prefill ahead of it
+    // waited half of one, as `computeTtftCosts` predicts); what is left is the bare prefill.
+    const steps = (n + (start === bookedAt ? 0.5 : 0)) * stepMs;
+    const bare = Math.max(dt / pressure - steps, MIN_BARE_SHARE * (dt / pressure));
+    this.learn(n, tokens, bare);
+    this.pool?.learn(n, tokens, bare);
   }
 
   /** One completion of `n` passes and `x` tokens that took `t` bare ms. */

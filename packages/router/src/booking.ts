@@ -6,7 +6,9 @@
  */
 import {
   DEFAULT_DECODE_PRESSURE,
+  DEFAULT_TTFT_DECODE_STEP,
   decodePressure,
+  decodeStepMs,
   type MultiWorkerSequences,
   type PrefillRate,
 } from '@kvrouter/core-cost';
@@ -163,7 +165,15 @@ export class Bookings {
         this.c.seqs.rank(e.worker)?.activeDecodeBlocks ?? 0,
         e.entry?.totalKvBlocks ?? 0,
       );
-      e.rate.observe(e.prefillTokens, e.bookedAt, now, pressure);
+      const seq = this.c.seqs.rank(e.worker);
+      const cap = e.entry?.totalKvBlocks ?? 0;
+      const scale = this.c.o.params.ttftDecodeStep ?? DEFAULT_TTFT_DECODE_STEP;
+      // Other requests running beside this one: its passes carried their decode step.
+      const step =
+        scale > 0 && cap > 0 && (seq?.activeRequests ?? 0) > 1
+          ? scale * decodeStepMs((seq?.activeDecodeBlocks ?? 0) / cap)
+          : 0;
+      e.rate.observe(e.prefillTokens, e.bookedAt, now, pressure, step);
       e.rate = null;
     }
     const ok = this.c.seqs.markPrefillCompleted(requestId, now);

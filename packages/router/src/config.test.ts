@@ -26,6 +26,8 @@ describe('routerParamsFromConfig', () => {
       policy: 'dynamo',
       ttftDecodePressure: 0.25,
       ttftWorkWeight: 1,
+      ttftDecodeStep: 1,
+      ttftDuplicateWeight: 3,
       siblingShare: false,
     });
     expect([

@@ -52,7 +52,13 @@ type Keys =
   | 'kvCacheBlockSize';
 
 /** Issue-19 fields; optional so configs built before them still map (absent = default). */
-type NewKeys = 'routerPolicy' | 'routerTtftDecodePressure' | 'routerTtftWorkWeight' | 'routerPolicyConfig';
+type NewKeys =
+  | 'routerPolicy'
+  | 'routerTtftDecodePressure'
+  | 'routerTtftWorkWeight'
+  | 'routerTtftDecodeStep'
+  | 'routerTtftDuplicateWeight'
+  | 'routerPolicyConfig';
 
 /** The config fields the router reads (frontend and standalone router share them). */
 export type RouterConfigFields = Pick<ResolvedConfig<'router'>, Keys> &
@@ -89,6 +95,8 @@ function policyFileSpecs(): Map<string, FlagSpec> {
     'routerPolicy',
     'routerTtftDecodePressure',
     'routerTtftWorkWeight',
+    'routerTtftDecodeStep',
+    'routerTtftDuplicateWeight',
   ]);
   const m = new Map<string, FlagSpec>();
   for (const spec of flagsFor('router')) {
@@ -209,6 +217,8 @@ export function routerParamsFromConfig(config: RouterConfigFields, read?: ReadPo
       policy: c.routerPolicy ?? 'dynamo',
       ttftDecodePressure: c.routerTtftDecodePressure ?? undefined,
       ttftWorkWeight: c.routerTtftWorkWeight ?? undefined,
+      ttftDecodeStep: c.routerTtftDecodeStep ?? undefined,
+      ttftDuplicateWeight: c.routerTtftDuplicateWeight ?? undefined,
       // Predict-on-route: siblings of a burst share the prefill of their predicted blocks.
       siblingShare: c.routerPredictedTtlSecs != null && credit !== 0,
     },

@@ -12,6 +12,8 @@ import {
   CostBreakdown,
   DEFAULT_DECODE_PRESSURE,
   DEFAULT_PREFILL_TOKENS_PER_MS,
+  DEFAULT_TTFT_DECODE_STEP,
+  DEFAULT_TTFT_DUPLICATE_WEIGHT,
   DEFAULT_TTFT_WORK_WEIGHT,
   PREFILL_RATE_SEED_TOKENS,
   PrefillRate,
@@ -166,6 +168,8 @@ export class AdmissionGate {
         req,
         {
           decodePressure: params.ttftDecodePressure ?? DEFAULT_DECODE_PRESSURE,
+          decodeStep: params.ttftDecodeStep ?? DEFAULT_TTFT_DECODE_STEP,
+          duplicateWeight: params.ttftDuplicateWeight ?? DEFAULT_TTFT_DUPLICATE_WEIGHT,
           workWeight: params.ttftWorkWeight ?? DEFAULT_TTFT_WORK_WEIGHT,
           defaultRate: DEFAULT_PREFILL_TOKENS_PER_MS,
         },
