@@ -22,12 +22,14 @@ interface StageFigures {
   p50: number;
   mean: number;
   last: number;
+  /** Median of the last 5 turns (~140k-150k tokens). */
+  tail: number;
 }
 
 export const suite: Suite = {
   name: 'long-prompt',
   description:
-    'one agent request (20k -> 150k tokens, +2k per turn) stage by stage: UTF-8 decode, parse, validate, render, tokenize, hash, index lookup, frame encode (event-loop ms per request, Qwen3; inline fastokens / default, and threads: prompt on a tokenizer thread)',
+    'one agent request (20k -> 150k tokens, +2k per turn) stage by stage: UTF-8 decode, parse, validate, render, tokenize, hash, index lookup, frame encode (event-loop ms per request, Qwen3; inline fastokens / default, and threads: prompt on a tokenizer thread), and render + tokenize in process CPU ms',
   async run(ctx: SuiteContext): Promise<Row[]> {
     const fam = FAMILIES.find((f) => f.name === 'qwen3')!;
     ctx.progress('qwen3 agent session', 0, 1);
@@ -52,9 +54,18 @@ export const suite: Suite = {
           name: `${mode}: ${st}`,
           value: f.p50,
           unit: 'loop ms p50',
-          extra: { mean: f.mean, 'last turn': f.last },
+          extra: { mean: f.mean, 'last turn': f.last, 'last 5 p50': f.tail },
         });
       }
+      // Messages -> ids (render + tokenize) in process CPU, every thread: on a tokenizer thread this
+      // adds the thread's work and both sides of the clone, which loop ms leave out.
+      const c = m.chatCpu as StageFigures;
+      rows.push({
+        name: `${mode}: render + tokenize, process CPU`,
+        value: c.p50,
+        unit: 'CPU ms p50',
+        extra: { mean: c.mean, 'last turn': c.last, 'last 5 p50': c.tail },
+      });
       rows.push({
         name: `${mode}: all stages`,
         value: +total.toFixed(3),
@@ -67,6 +78,16 @@ export const suite: Suite = {
         },
       });
     }
+    const lt = res.lastTurn as unknown as Record<'inline' | 'threads', { cpu: number; loop: number }> & {
+      reps: number;
+    };
+    for (const mode of ['inline', 'threads'] as const)
+      rows.push({
+        name: `last turn (~150k tokens) encodeChat, ${mode}`,
+        value: lt[mode].cpu,
+        unit: 'process CPU ms p50',
+        extra: { 'loop ms p50': lt[mode].loop, repetitions: lt.reps },
+      });
     return rows;
   },
 };

@@ -33,13 +33,16 @@ interface Sample {
 }
 
 async function measure(enc: PromptEncoder, conv: TemplateMessage[], out: Sample[]): Promise<void> {
-  let rendered = '';
+  // As encodeChat renders and tokenizes a chat inline: the template's pieces, then fastokens cuts
+  // and hashes them as they are (default tokenizes their concatenation).
+  let rendered: string[] = [];
+  const opts = { addGenerationPrompt: true };
   const renderMs = cpuMs(() => {
-    rendered = loaded.template.render(conv, { addGenerationPrompt: true });
+    rendered = loaded.template.renderPieces?.(conv, opts) ?? [loaded.template.render(conv, opts)];
   });
   const stats = { tokenizedChars: 0, offloaded: false };
   const c0 = process.cpuUsage();
-  const ids = await enc.encode(rendered, stats);
+  const ids = await enc.encodeRendered(rendered, stats);
   const c = process.cpuUsage(c0);
   out.push({
     renderMs,

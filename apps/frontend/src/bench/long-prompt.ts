@@ -16,7 +16,10 @@
  * Workload: one agent session growing from ~20k to ~150k tokens by ~2k tokens per turn (tool calls
  * and tool results in the history), block size 16 (index depth ~6k-9k at the end).
  * Prints one JSON line: per stage, on-loop ms per request (median and mean over the turns, and at the
- * last turn), with the prompt's tokens, body bytes and blocks.
+ * last turn), with the prompt's tokens, body bytes and blocks; and `chatCpu`, the process CPU ms
+ * (every thread: the tokenizer thread's work and both sides of the structured clone included) from
+ * the validated messages to the ids (render + tokenize), which is what decides between the
+ * tokenizer thread and the event loop for these prompts.
  */
 import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
@@ -42,6 +45,12 @@ const turns = agentTurns(text, { fromTokens: 20_000, toTokens: quick ? 40_000 : 
 
 type Stage = 'decode' | 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'lookup' | 'frame';
 const STAGES: Stage[] = ['decode', 'parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'];
+
+/** Process CPU ms (all threads) since `c0`. */
+function cpuSince(c0: NodeJS.CpuUsage): number {
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1000;
+}
 
 /** Milliseconds this thread's event loop was active while `fn` ran (waits for other threads excluded). */
 async function loopMs(fn: () => unknown): Promise<number> {
@@ -74,6 +83,7 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     lookup: [],
     frame: [],
   };
+  const chatCpu: number[] = [];
   let last = { tokens: 0, bodyBytes: 0, blocks: 0, matched: 0 };
   for (const [t, conv] of turns.entries()) {
     const bytes = Buffer.from(JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true }));
@@ -94,6 +104,7 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     const messages = req.messages as TemplateMessage[];
     const opts = { addGenerationPrompt: true };
     let rendered: string[] = [];
+    const c0 = process.cpuUsage();
     // Inline: what encodeChat does on the event loop, the template's pieces (never one string) then
     // the prefix-cache cut + hash + BPE of the new text over them. Threads: the tokenizer thread
     // renders and tokenizes (its on-loop cost is all under `encode`).
@@ -106,6 +117,7 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
         ? await enc.encodeChat(loaded.template, messages, opts, 1 << 30)
         : await enc.encodeRendered(rendered);
     });
+    chatCpu.push(cpuSince(c0));
     let seq!: Uint32Array;
     const hash = await loopMs(() => {
       seq = computeSequenceHashes(computeLocalBlockHashes(ids, BS));
@@ -147,14 +159,62 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
   await pool?.close();
   const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
   const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
-  const out: Record<string, unknown> = { turns: turns.length, last };
-  for (const s of STAGES)
-    out[s] = {
-      p50: +med(samples[s]).toFixed(3),
-      mean: +mean(samples[s]).toFixed(3),
-      last: +samples[s][samples[s].length - 1]!.toFixed(3),
-    };
+  // `tail`: the median of the last 5 turns (~140k-150k tokens).
+  const fig = (v: number[]) => ({
+    p50: +med(v).toFixed(3),
+    mean: +mean(v).toFixed(3),
+    last: +v[v.length - 1]!.toFixed(3),
+    tail: +med(v.slice(-5)).toFixed(3),
+  });
+  const out: Record<string, unknown> = { turns: turns.length, last, chatCpu: fig(chatCpu) };
+  for (const s of STAGES) out[s] = fig(samples[s]);
   return out;
+}
+
+/**
+ * `encodeChat` of the session's last turn (~150k tokens) alone, fastokens, inline (on this thread)
+ * vs on a tokenizer thread, as the frontend does it with the previous turn cached: per repetition
+ * a conversation of its own (its system prompt numbered), the previous turn encoded unmeasured,
+ * then the last turn measured from freshly parsed messages. Process CPU ms (every thread), and
+ * this thread's event-loop ms. Modes alternate, so both see the same machine.
+ */
+async function lastTurn(reps: number) {
+  const pool = new TokenizerPool(loaded.spec, 1, { budgetMs: 0, encoder: { mode: 'fastokens' } });
+  await pool.whenReady();
+  const threaded = new PromptEncoder({
+    tokenizer: loaded.tokenizer,
+    mode: 'fastokens',
+    pool,
+    template: loaded.template,
+  });
+  const opts = { addGenerationPrompt: true };
+  const cpu = { inline: [] as number[], threads: [] as number[] };
+  const loop = { inline: [] as number[], threads: [] as number[] };
+  const [prev, lastConv] = [turns.at(-2)!, turns.at(-1)!];
+  for (let r = 0; r < reps; r++)
+    for (const mode of ['inline', 'threads'] as const) {
+      const enc =
+        mode === 'threads' ? threaded : new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });
+      const own = (conv: TemplateMessage[]) =>
+        JSON.parse(
+          JSON.stringify([
+            { ...conv[0]!, content: `session ${r}: ${conv[0]!.content as string}` },
+            ...conv.slice(1),
+          ]),
+        ) as TemplateMessage[];
+      await enc.encodeChat(loaded.template, own(prev), opts, 1 << 30);
+      const messages = own(lastConv);
+      const c0 = process.cpuUsage();
+      loop[mode].push(await loopMs(() => enc.encodeChat(loaded.template, messages, opts, 1 << 30)));
+      cpu[mode].push(cpuSince(c0));
+    }
+  await pool.close();
+  const med = (v: number[]) => +[...v].sort((a, b) => a - b)[v.length >> 1]!.toFixed(3);
+  return {
+    reps,
+    inline: { cpu: med(cpu.inline), loop: med(loop.inline) },
+    threads: { cpu: med(cpu.threads), loop: med(loop.threads) },
+  };
 }
 
 // Warm-up (JIT) on the first turns, then the measured runs.
@@ -165,5 +225,6 @@ const result = {
   fastokens: await run('fastokens'),
   default: await run('default'),
   threads: await run('threads'),
+  lastTurn: await lastTurn(quick ? 3 : 15),
 };
 process.stdout.write(`${JSON.stringify(result)}\n`);

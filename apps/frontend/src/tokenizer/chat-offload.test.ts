@@ -175,6 +175,49 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
       );
   });
 
+  it('unset --tokenizer-thread-chat-chars: long chats go to the thread in default mode, stay inline with fastokens', async () => {
+    const pool = new TokenizerPool(loaded.spec, 1, { budgetMs: 0, encoder: { mode: 'fastokens' } });
+    pools.push(pool);
+    await pool.whenReady();
+    const opts = { addGenerationPrompt: true };
+    // 70 000 characters of messages: over 65 536, and 8 000 of them new in the second turn (under
+    // the 16 384 uncached characters that would send fastokens' BPE to a thread).
+    const rng = new Rng(20);
+    const text = (n: number) => {
+      let t = '';
+      while (t.length < n) t += slice(rng, 4000);
+      return t.slice(0, n);
+    };
+    const conv: TemplateMessage[] = [{ role: 'user', content: text(62_000) }];
+    const next = [...conv, { role: 'assistant', content: text(8000) }, { role: 'user', content: 'go on' }];
+    const whole = new PromptEncoder({
+      tokenizer: loaded.tokenizer,
+      mode: 'default',
+      pool,
+      template: loaded.template,
+    });
+    const s1: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    await whole.encodeChat(loaded.template, next, opts, 1 << 30, s1);
+    // On the thread: rendered and tokenized there (its own encoder's cache took the prompt).
+    expect(s1.offloaded).toBe(true);
+    const threadHeld = pool.cacheTokensHeld;
+    expect(threadHeld).toBeGreaterThan(0);
+    const fast = new PromptEncoder({
+      tokenizer: loaded.tokenizer,
+      mode: 'fastokens',
+      pool,
+      template: loaded.template,
+    });
+    await fast.encodeChat(loaded.template, conv, opts, 1 << 30);
+    const s2: EncodeStats = { tokenizedChars: 0, offloaded: false };
+    const ids = await fast.encodeChat(loaded.template, next, opts, 1 << 30, s2);
+    // Inline: this encoder's own cache, nothing on the thread; only the new turn was tokenized.
+    expect([s2.offloaded, pool.cacheTokensHeld]).toEqual([false, threadHeld]);
+    expect(fast.cacheTokensHeld).toBeGreaterThan(0);
+    expect(s2.tokenizedChars).toBeLessThan(8100);
+    expect(Array.from(ids)).toEqual(Array.from(loaded.tokenizer.encode(loaded.template.render(next, opts))));
+  });
+
   it('a prompt that cannot fit is refused on the thread with the inline 400 naming messages', async () => {
     const enc = await encoder('fastokens', 1);
     const inline = new PromptEncoder({ tokenizer: loaded.tokenizer, mode: 'fastokens' });

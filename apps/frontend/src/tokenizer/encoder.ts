@@ -53,9 +53,12 @@ export interface PromptEncoderOptions {
   template?: ChatTemplate | null;
   /**
    * Chat prompts whose messages hold at least this many characters are rendered and tokenized on
-   * a pool thread (default 65 536, ~16k tokens; 0 = never): see `encodeChat`.
+   * a pool thread (0 = never): see `encodeChat`. Unset or null: 65 536 (~16k tokens) in `default`
+   * mode, 0 in `fastokens` mode (a 150k-token turn costs ~2 ms of CPU inline and ~5-7 ms through
+   * a thread, the messages' structured clone included; uncached text over `offloadChars` still
+   * goes to a thread).
    */
-  offloadChatChars?: number;
+  offloadChatChars?: number | null;
   /**
    * Uncached characters above which a thread does the work (default 16 384, ~4k tokens). A fresh
    * 8k-token context is ~1.5 ms of BPE on an idle core and 10-25 ms on a busy one; inline, every
@@ -208,7 +211,7 @@ export class PromptEncoder {
     this.cacheTokens = o.cacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS;
     this.inlineWhenBlocked = o.inlineWhenBlockedChars ?? 4 * this.offloadChars;
     this.template = o.template ?? null;
-    this.offloadChatChars = o.offloadChatChars ?? 65_536;
+    this.offloadChatChars = o.offloadChatChars ?? (this.mode === 'fastokens' ? 0 : 65_536);
   }
 
   /**

@@ -62,8 +62,8 @@ export interface ModelTokenizersOptions {
   /** `--tokenizer` and the prefix-cache budget, for the encoders built here. */
   mode: 'default' | 'fastokens';
   cacheTokens?: number;
-  /** `--tokenizer-thread-chat-chars` (default 65 536). */
-  threadChatChars?: number;
+  /** `--tokenizer-thread-chat-chars` (null: by mode, see `PromptEncoderOptions.offloadChatChars`). */
+  threadChatChars?: number | null;
   /** Tokenizer threads per model loaded from a card (0: none). */
   threads: number;
   /** Time budget of one tokenization job on a thread, ms (`--dyn-preprocess-budget-ms`). */
