@@ -313,6 +313,31 @@ describe('anthropic messages through @anthropic-ai/sdk', () => {
     expect(u.input_tokens + u.cache_read_input_tokens! + u.cache_creation_input_tokens!).toBe(c.input_tokens);
   });
 
+  it('an agent-size body (64 KiB and more, parsed from its bytes): same count, same answer, same 400s', async () => {
+    // ~190 kB of system prompt with multi-byte text: over BYTES_PARSE_MIN, so the body is parsed
+    // value by value from its bytes (http/json-bytes.ts), as /v1/chat/completions does.
+    const system = `${fresh('Agent')} ${'Prüfung — データ '.repeat(6_000)}`;
+    const req = { model: MODEL, system, messages: [{ role: 'user' as const, content: 'Say hello.' }] };
+    expect(Buffer.byteLength(JSON.stringify(req))).toBeGreaterThan(64 * 1024);
+    const c = await client.messages.countTokens(req);
+    expect(c).toEqual({ input_tokens: chatMlLength(system, 'Say hello.') });
+    const r = await client.messages.create({ ...req, max_tokens: 2 });
+    const u = r.usage;
+    expect(u.output_tokens).toBe(2);
+    expect(u.input_tokens + u.cache_read_input_tokens! + u.cache_creation_input_tokens!).toBe(c.input_tokens);
+    // Malformed JSON of that size: 400 in Anthropic's shape, as a small malformed body gets.
+    const text = JSON.stringify({ ...req, max_tokens: 1 });
+    for (const body of [text.slice(0, -1), '{"model": 1,'.padEnd(70_000, ' ')]) {
+      const raw = await fetch(`${fe.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      expect(raw.status).toBe(400);
+      expect(((await raw.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+    }
+  });
+
   it('cache_control: creation = the breakpoint prefix not read from cache; read = what the engine reused', async () => {
     const system = fresh('Cached');
     const body = {

@@ -247,13 +247,13 @@ export function registerAnthropic(app: Express, ctx: ApiContext): void {
   };
   app.post(
     p.anthropic,
-    ctx.text,
+    ctx.body,
     (req: Request, res: Response) => void messages(req, res, req.body),
     bodyError(p.anthropic),
   );
   app.post(
     `${p.anthropic}/count_tokens`,
-    ctx.text,
+    ctx.body,
     (req: Request, res: Response) => void count(res, req.body),
     bodyError(`${p.anthropic}/count_tokens`),
   );

@@ -11,7 +11,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import './cjs-interop.js';
 import express from 'express';
-import type { NextFunction, Request, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { KvrError } from '@kvrouter/protocols';
 import { modelNotFound } from '../errors.js';
 import type { ModelRegistry } from '../models.js';
@@ -51,6 +51,18 @@ export function createApp(d: AppDeps): RequestListener {
   const p = d.paths;
   // Any content type: `curl -d` sends form encoding, and the body is JSON either way.
   const text = express.text({ type: () => true, limit: `${d.bodyLimitMb}mb` });
+  const limitBytes = d.bodyLimitMb * 1024 * 1024;
+  // The other APIs' bodies (Anthropic Messages, Responses, media) are read as the chat path reads
+  // them: a plain UTF-8 body of 64 KiB or more is parsed from its bytes (an agent's 500 kB request
+  // to /v1/messages costs what it costs on /v1/chat/completions); charsets and compression go
+  // through express.text. `req.body` is whatever `parseBody` takes.
+  const body: RequestHandler = (req, res, next) => {
+    if (!plainUtf8Body(req)) return text(req, res, next);
+    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes).then((b) => {
+      req.body = b;
+      next();
+    }, next);
+  };
 
   const track = (res: ServerResponse, path: string): void => {
     // Answered with a 503 error in its API's shape if still unanswered when shutdown's grace ends.
@@ -136,7 +148,7 @@ export function createApp(d: AppDeps): RequestListener {
   app.get('/openapi.json', (_req, res) => void res.json(spec));
   app.use(docsRouter('/openapi.json'));
 
-  registerApis(app, { deps: d, text });
+  registerApis(app, { deps: d, body });
 
   app.use((req: Request, res: Response) => {
     sendError(res, new KvrError('not_found', `no route for ${req.method} ${req.path}`, 404));
@@ -154,7 +166,6 @@ export function createApp(d: AppDeps): RequestListener {
     [p.chat, chat],
     [p.completions, completions],
   ]);
-  const limitBytes = d.bodyLimitMb * 1024 * 1024;
   const sink: InternalErrorSink = d.internalErrors ?? {
     error: (m) => console.error(`${new Date().toISOString()} ERROR ${m}`),
     count: () => undefined,

@@ -53,6 +53,9 @@ export interface AppDeps {
 /** What every API module gets: the app's dependencies and the shared body reader (any content type, body limit). */
 export interface ApiContext {
   deps: AppDeps;
-  /** Reads the body as text with the configured limit (413 past it); `req.body` is the text. */
-  text: RequestHandler;
+  /**
+   * Reads the body with the configured limit (413 past it); `req.body` is what `parseBody` takes
+   * (the text, or a large plain UTF-8 body's bytes, parsed value by value: http/json-bytes.ts).
+   */
+  body: RequestHandler;
 }

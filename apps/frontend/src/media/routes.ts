@@ -10,8 +10,8 @@ export function registerMedia(app: Express, ctx: ApiContext): void {
   const via =
     (h: (req: Request, res: Response, body: unknown) => Promise<void>) => (req: Request, res: Response) =>
       h(req, res, req.body);
-  app.post(ctx.deps.paths.embeddings, ctx.text, via(embeddingsHandler(ctx.deps, picker)));
-  app.post('/v1/images/generations', ctx.text, via(imagesHandler(ctx.deps, picker)));
-  app.post('/v1/videos/generations', ctx.text, via(videosHandler(ctx.deps, picker, false)));
-  app.post('/v1/videos/generations/stream', ctx.text, via(videosHandler(ctx.deps, picker, true)));
+  app.post(ctx.deps.paths.embeddings, ctx.body, via(embeddingsHandler(ctx.deps, picker)));
+  app.post('/v1/images/generations', ctx.body, via(imagesHandler(ctx.deps, picker)));
+  app.post('/v1/videos/generations', ctx.body, via(videosHandler(ctx.deps, picker, false)));
+  app.post('/v1/videos/generations/stream', ctx.body, via(videosHandler(ctx.deps, picker, true)));
 }

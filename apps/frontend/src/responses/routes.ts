@@ -250,7 +250,7 @@ export function registerResponses(app: Express, ctx: ApiContext): void {
   ctx.deps.tables?.register('responses_store', () => ({ entries: store.count, limit: cfg.size }));
   const h = responsesHandler(ctx.deps, store);
   const path = ctx.deps.paths.responses;
-  app.post(path, ctx.text, (req, res) => h(req, res, req.body));
+  app.post(path, ctx.body, (req, res) => h(req, res, req.body));
   // A stored response by id (404 when unknown, expired, evicted or not stored).
   app.get(`${path}/:id`, (req, res) => {
     const id = String((req.params as { id?: string }).id ?? '');
