@@ -221,8 +221,17 @@ export interface SweepPoint {
   /** Fraction of round-robin's capacity. */
   load: number;
   offeredRps: number;
-  /** Mean TTFT with no queueing at the oracle's hit rate (NaN without the oracle). */
+  /**
+   * Mean TTFT with no queueing at the oracle's hit rate (NaN without the oracle): each request's
+   * uncached share prefilled with no queue ahead of it, its passes carrying the decode step of
+   * that load's concurrent decodes.
+   */
   idealTtftMs: number;
+  /** The same prefilled alone on an idle engine (no decode step): the first definition of the limit. */
+  idealIdleTtftMs?: number;
+  /** Round-robin's run at this load: share of engine time in decoding passes, mean decode step ms. */
+  decodeShare?: number;
+  decodeStepMs?: number;
   entries: { label: string; report: Report }[];
 }
 
@@ -232,17 +241,21 @@ export interface SweepPoint {
  * round-robin among the entries) beside that load point's limit (baseline mean TTFT / ideal TTFT).
  */
 export function sweepTable(points: readonly SweepPoint[], baseline = 0): string {
+  const idle = points.some((p) => p.idealIdleTtftMs !== undefined);
   const head =
-    '| load (% of RR capacity) | offered req/s | policy | TTFT mean ms | TTFT p90 ms | hit rate | % of oracle | TTFT ratio RR/policy | limit | ratio / limit |';
+    '| load (% of RR capacity) | offered req/s | policy | TTFT mean ms | TTFT p90 ms | hit rate | % of oracle | TTFT ratio RR/policy | limit | ratio / limit |' +
+    (idle ? ' limit, idle engine | ratio / idle-engine limit |' : '');
   const out = [head, '|' + head.slice(1).replace(/[^|]+/g, '---')];
   for (const p of points) {
     const base = p.entries[baseline]?.report.ttft_ms.mean ?? NaN;
     const limit = base / p.idealTtftMs;
+    const idleLimit = base / (p.idealIdleTtftMs ?? NaN);
     for (const e of p.entries) {
       const r = e.report;
       const ratioV = base / r.ttft_ms.mean;
       out.push(
-        `| ${Math.round(p.load * 100)} % | ${fmt(p.offeredRps, 2)} | ${e.label} | ${fmt(r.ttft_ms.mean, 0)} | ${fmt(r.ttft_ms.p90, 0)} | ${pct(r.cache.hit_rate)} | ${pct(r.oracle?.fraction_of_pooled)} | ${fmt(ratioV, 2)} | ${fmt(limit, 2)} | ${pct(ratioV / limit)} |`,
+        `| ${Math.round(p.load * 100)} % | ${fmt(p.offeredRps, 2)} | ${e.label} | ${fmt(r.ttft_ms.mean, 0)} | ${fmt(r.ttft_ms.p90, 0)} | ${pct(r.cache.hit_rate)} | ${pct(r.oracle?.fraction_of_pooled)} | ${fmt(ratioV, 2)} | ${fmt(limit, 2)} | ${pct(ratioV / limit)} |` +
+          (idle ? ` ${fmt(idleLimit, 2)} | ${pct(ratioV / idleLimit)} |` : ''),
       );
     }
   }

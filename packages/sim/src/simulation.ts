@@ -92,6 +92,11 @@ export interface UnitSummary {
   /** Sum of pass durations. */
   busyMs: number;
   passes: number;
+  /** Sum of the durations of passes in which some request decoded. */
+  decodingMs: number;
+  /** Passes that only decoded (no prompt tokens) and the sum of their durations: the decode step. */
+  decodeSteps: number;
+  decodeStepMs: number;
   requests: number;
   preemptions: number;
   promptTokens: number;
@@ -139,6 +144,9 @@ interface Unit {
   scheduled: boolean;
   busyMs: number;
   passes: number;
+  decodingMs: number;
+  decodeSteps: number;
+  decodeStepMs: number;
   requests: number;
 }
 
@@ -202,6 +210,9 @@ export async function runSimulation(
         scheduled: false,
         busyMs: 0,
         passes: 0,
+        decodingMs: 0,
+        decodeSteps: 0,
+        decodeStepMs: 0,
         requests: 0,
       });
     }
@@ -331,6 +342,13 @@ export async function runSimulation(
     unit.running = true;
     unit.busyMs += r.durationMs;
     unit.passes++;
+    if (r.decodeRequests > 0) {
+      unit.decodingMs += r.durationMs;
+      if (r.prefillTokens === 0) {
+        unit.decodeSteps++;
+        unit.decodeStepMs += r.durationMs;
+      }
+    }
     q.at(q.now() + r.durationMs, () => endPass(u, r));
   };
 
@@ -403,6 +421,9 @@ export async function runSimulation(
       dpRank: u.rank,
       busyMs: u.busyMs,
       passes: u.passes,
+      decodingMs: u.decodingMs,
+      decodeSteps: u.decodeSteps,
+      decodeStepMs: u.decodeStepMs,
       requests: u.requests,
       preemptions: s.preemptions,
       promptTokens: s.promptTokens,

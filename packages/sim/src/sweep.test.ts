@@ -41,6 +41,17 @@ describe('sweepTable / sweepSvg', () => {
     expect(t[4]).toBe('| 110 % | 5.50 | kv | 1000 | 3000 | 12.0% | 60.0% | 8.00 | 80.00 | 10.0% |');
   });
 
+  it('with the idle-engine ideal too: both limits side by side', () => {
+    const t = sweepTable([{ ...points[0]!, idealTtftMs: 200, idealIdleTtftMs: 100 }], 1)
+      .trim()
+      .split('\n');
+    expect(t[0]).toContain('| limit | ratio / limit | limit, idle engine | ratio / idle-engine limit |');
+    // limit 400 / 200 = 2 (kv 1.33 → 66.7 %), idle-engine limit 400 / 100 = 4 (33.3 %).
+    expect(t[2]).toBe(
+      '| 50 % | 2.50 | kv | 300 | 600 | 15.0% | 75.0% | 1.33 | 2.00 | 66.7% | 4.00 | 33.3% |',
+    );
+  });
+
   it('draws one line per policy in both panels, x at each load', () => {
     const svg = sweepSvg(points, 't');
     expect(svg.match(/<polyline/g)).toHaveLength(4);

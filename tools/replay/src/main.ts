@@ -228,6 +228,9 @@ export function buildCli(io: Io, env: Record<string, string | undefined>, router
                     load: p.load,
                     offered_rps: p.offeredRps,
                     ideal_ttft_ms: p.idealTtftMs,
+                    ideal_idle_ttft_ms: p.idealIdleTtftMs,
+                    decode_share: p.decodeShare,
+                    decode_step_ms: p.decodeStepMs,
                     reports: p.entries.map((e) => ({
                       label: e.label,
                       ...(JSON.parse(reportJson(e.report)) as Record<string, unknown>),
