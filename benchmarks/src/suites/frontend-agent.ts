@@ -7,8 +7,9 @@
  * main thread (the event loop) alone. Two servers in the same run: long chats rendered and
  * tokenized on the tokenizer thread (`--tokenizer-thread-chat-chars 65536`, the default before the
  * prompt was cut and hashed as the template's pieces), then the defaults (with fastokens, every
- * chat on the event loop: ~2 ms of CPU for a 150k-token turn; uncached text over 16 384 characters
- * on a thread).
+ * chat on the event loop: ~3 ms of CPU for a 150k-token turn; uncached text over 16 384 characters
+ * on a thread). Same CPU per turn either way (`pnpm bench long-prompt`); what differs is ~2-3 ms
+ * per agent turn on the event loop against a second queue.
  */
 import { tokenizerPackageDir } from '@kvrouter/testkit/parity';
 import type { Suite } from '../harness.js';

@@ -54,9 +54,8 @@ export interface PromptEncoderOptions {
   /**
    * Chat prompts whose messages hold at least this many characters are rendered and tokenized on
    * a pool thread (0 = never): see `encodeChat`. Unset or null: 65 536 (~16k tokens) in `default`
-   * mode, 0 in `fastokens` mode (a 150k-token turn costs ~2 ms of CPU inline and ~5-7 ms through
-   * a thread, the messages' structured clone included; uncached text over `offloadChars` still
-   * goes to a thread).
+   * mode, 0 in `fastokens` mode (a 150k-token turn costs ~3 ms of CPU inline and about the same
+   * through a thread; uncached text over `offloadChars` still goes to a thread).
    */
   offloadChatChars?: number | null;
   /**
@@ -222,9 +221,9 @@ export class PromptEncoder {
    * pool thread, with the thread's own template and prompt encoder (same mode, its own prefix
    * cache). That is the default in `default` mode, where a 150k-token prompt is 13-18 ms of BPE.
    * In `fastokens` mode the default is inline: the prompt is rendered as pieces and only the new
-   * turn is tokenized (~2 ms of CPU at 150k tokens), while the structured clone of 500 kB of
-   * messages to a thread costs more than that on the loop alone on this VM (~1 MB buffer of fresh
-   * pages). Every turn of one conversation goes to the same thread (affinity by its first
+   * turn is tokenized (~3 ms of CPU at 150k tokens, about what the thread path costs in all), and
+   * a thread's FIFO queue (one thread per conversation) is the one that grew to seconds when the
+   * thread got too little CPU. Every turn of one conversation goes to the same thread (affinity by its first
    * message), so the thread's cache holds its earlier turns. Ids are the same either way (same
    * template, same tokenizer, same cache rule).
    */
