@@ -74,13 +74,17 @@ export async function speculativePrefill(
     const mt = deps.tokenizers ? await deps.tokenizers.for(c.model) : null;
     const template = mt?.template ?? deps.template;
     const encoder = mt?.encoder ?? deps.encoder;
-    const text = template.render([...req.messages, { role: 'assistant', content: answer }], {
+    const messages = [...req.messages, { role: 'assistant', content: answer }];
+    const opts = {
       addGenerationPrompt: false,
       ...(req.documents ? { documents: req.documents } : {}),
       ...(req.tools ? { tools: req.tools } : {}),
       ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
-    });
-    const tokens = await encoder.encode(text);
+    };
+    // The template's pieces, never one string (a long agent conversation would be a 1 MB one).
+    const tokens = await encoder.encodeRendered(
+      template.renderPieces?.(messages, opts) ?? [template.render(messages, opts)],
+    );
     const signal = AbortSignal.timeout(SPECULATIVE_PREFILL_TIMEOUT_MS);
     const d = await router.route({
       requestId,
