@@ -13,13 +13,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvrError, stringifyJson, type WorkerId } from '@kvrouter/protocols';
 import { ChoiceOutput, parserNames, parses, tokenTextOf, type ParserNames } from '../openai/choices.js';
 import type { LoraCatalog } from '../openai/lora.js';
+import { SingleFlight, conversationKey } from '../openai/single-flight.js';
 import {
   parseChatRequest,
   parseCompletionRequest,
   type CompletionPrompt,
   type InferenceRequest,
 } from '../openai/validate.js';
-import type { Completion, Delta, InferenceService } from '../service.js';
+import type { Completion, Delta, InferenceService, RequestContext } from '../service.js';
 import { SseWriter } from './sse.js';
 import type { StreamRegistry } from './streams.js';
 import { abortOnClose, endWithError, parseBody, sendError, sendJson } from './util.js';
@@ -166,6 +167,10 @@ export function completionsHandler(
   const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   const idPrefix = kind === 'chat' ? 'chatcmpl-' : 'cmpl-';
   const tokenText = new WeakMap<object, (id: number) => string>();
+  // A turn whose conversation's earlier turn is still being tokenized waits for it (single-flight.ts).
+  const tokenizing = new SingleFlight();
+  const startOne = (q: InferenceRequest, ctx: RequestContext): Promise<Completion> =>
+    tokenizing.run(q.kind === 'chat' ? conversationKey(q.messages) : null, () => svc.start(q, ctx));
   const textOf = (model: string): ((id: number) => string) => {
     const tok = svc.encoderFor(model).tokenizer;
     let f = tokenText.get(tok);
@@ -238,7 +243,7 @@ export function completionsHandler(
       };
       const n = base.n;
       const start = async (q: InferenceRequest, index: number): Promise<Started> => {
-        const c = await svc.start(q, ctx);
+        const c = await startOne(q, ctx);
         // Tokenized: with one choice per prompt nothing renders these messages again.
         if (n === 1) dropMessages(q);
         const out = new ChoiceOutput(
