@@ -136,6 +136,33 @@ describe('computeTtftCosts (worked by hand, bs 16, isl 64, κ 0.25, λ 1)', () =
     expect(costs()).toEqual([13.2, 12.8, 11.6]);
   });
 
+  it("a hot prefix's busy holder weighs its added work at λ, not the busy-share-scaled λ_eff", () => {
+    // 10 tok/ms, no pass time, κ 0, no decode step, no duplicate charge, λ 1. One of 4 candidates
+    // has queued prefill: b = 1/4, λ_eff = 1 · (1/4) / (3/4 + 1/4) = 0.25.
+    const b = CandidateBatch.of([
+      // K: 32 cached and in flight (2 blocks of this prompt booked by running requests), 50 queued:
+      //    ttft (50 + 32) / 10 = 8.2, own 3.2 at λ 1: 11.4
+      { deviceBlocks: 2, activePrefixDepth: 2, activePrefillTokens: 50, prefillRate: 10 },
+      // L, M, N idle: ttft 6.4, own 6.4 at λ_eff 0.25: 8
+      { prefillRate: 10 },
+      { prefillRate: 10 },
+      { prefillRate: 10 },
+    ]);
+    const tp = {
+      ...DEFAULT_TTFT_PARAMS,
+      decodePressure: 0,
+      decodeStep: 0,
+      workWeight: 1,
+      duplicateWeight: 0,
+    };
+    const out = computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, new CostBreakdown());
+    expect([...out.cost.subarray(0, 4)].map((x) => +x.toFixed(10))).toEqual([11.4, 8, 8, 8]);
+    // Nothing of this prompt in flight there (a cold holder): λ_eff, 8.2 + 0.25 · 3.2 = 9.
+    b.activePrefixDepth[0] = 0;
+    computeTtftCosts(b, { isl: 64, blockSize: BS }, tp, true, 0, 0, out);
+    expect(out.cost[0]).toBeCloseTo(9, 10);
+  });
+
   it('an unknown rate uses the default; no capacity means no decode pressure; untracked prefill is not queued', () => {
     const b = CandidateBatch.of([{ activePrefillTokens: 40, activeDecodeBlocks: 1000 }]);
     const tp = { ...DEFAULT_TTFT_PARAMS, defaultRate: 20, workWeight: 0 };

@@ -9,7 +9,11 @@
  *   ttft_i     = (passes_i · o_i + (Q_i + U_i) / rate_i) · pressure_i
  *   own_i      = ceil(U_i / B_i) · o_i + U_i / rate_i  (the prefill this choice adds to the fleet)
  *   λ_eff      = λ · b / (1 − b + 1/n)                  (b = share of the n candidates with queued prefill)
- *   cost_i     = (ttft_i + λ_eff · own_i) · taint_i
+ *   λ_i        = max(λ_eff, λ) on a rank with queued prefill and in-flight requests sharing this
+ *                prompt's prefix (a hot prefix's holder), else λ_eff
+ *   cost_i     = (ttft_i + λ_i · own_i + λ_eff · w_dup · dup_i / rate_i) · taint_i
+ *   (ttft_i also carries the decode step per pass, and dup_i the cold prefix it would recompute:
+ *   see the code and packages/router/README.md)
  *
  * `active_prefix_depth` (blocks of this prompt booked on the rank by requests still in flight)
  * counts as cached: a sibling ahead in the rank's prefill queue computes those blocks first, so
@@ -170,7 +174,10 @@ export function computeTtftCosts(
     // Recomputing a prefix that another rank holds and no request in flight shares leaves a
     // second copy nobody else reads: charged again, on top of the work.
     const dup = Math.max(0, longest - Math.max(cached, hot));
-    const logit = ttft + lambda * own + dupWeight * (dup / rate);
+    // A rank whose queued prefill shares this prompt's prefix is where the next requests with that
+    // prefix will queue, however idle the other ranks are: its added work is weighed at λ itself.
+    const lam = queued > 0 && c.activePrefixDepth[i] > 0 ? Math.max(lambda, tp.workWeight) : lambda;
+    const logit = ttft + lam * own + dupWeight * (dup / rate);
     out.effectiveOverlap[i] = eff;
     out.cachedTokens[i] = cached;
     out.rawPrefill[i] = (queued + uncached) / bs;
