@@ -30,7 +30,7 @@ const bench = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/b
 const STAGES: [stage: string, test: (url: string, fn: string) => boolean][] = [
   ['HTTP request parse', (u) => /node:_http_(server|common|incoming)/.test(u)],
   ['body read + UTF-8 decode', (u) => u.includes('/http/util.ts') || u.includes('/http/body-thread.ts')],
-  ['JSON parse', (u) => u.includes('/protocols/src/events/json.ts')],
+  ['JSON parse', (u) => u.includes('/protocols/src/events/json.ts') || u.includes('/http/json-bytes.ts')],
   ['validation', (u) => u.includes('/openai/validate.ts')],
   ['chat template render', (u) => u.includes('/tokenizer/template.ts') || u.includes('/tokenizer/jinja/')],
   ['tokenize', (u) => u.includes('/frontend/src/tokenizer/') || u.includes('/packages/tokenizer/')],
@@ -60,7 +60,7 @@ interface ProfNode {
   callFrame: { functionName: string; url: string };
   children?: number[];
 }
-interface Profile {
+export interface Profile {
   nodes: ProfNode[];
   startTime: number;
   endTime: number;
@@ -72,7 +72,7 @@ interface Profile {
  * Busy µs per stage of the main thread's profile between `fromUs` and `toUs`: profile timestamps
  * are CLOCK_MONOTONIC µs, the clock of `process.hrtime` in every process of the host.
  */
-function stagesOf(p: Profile, fromUs: number, toUs: number): Map<string, number> {
+export function stagesOf(p: Profile, fromUs: number, toUs: number): Map<string, number> {
   const parent = new Map<number, number>();
   const byId = new Map<number, ProfNode>();
   for (const n of p.nodes) {
@@ -105,7 +105,7 @@ function stagesOf(p: Profile, fromUs: number, toUs: number): Map<string, number>
 }
 
 /** CPU ms of each thread of `pid` (utime + stime), keyed by tid, with its name. */
-function threadCpu(pid: number): Map<string, { name: string; ms: number }> {
+export function threadCpu(pid: number): Map<string, { name: string; ms: number }> {
   const out = new Map<string, { name: string; ms: number }>();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
@@ -121,7 +121,7 @@ function threadCpu(pid: number): Map<string, { name: string; ms: number }> {
 }
 
 /** CPU ms between two readings: the main thread, ZMQ's I/O thread, the others (the profiler's left out). */
-function byThread(
+export function byThread(
   pid: number,
   before: Map<string, { name: string; ms: number }>,
   after: Map<string, { name: string; ms: number }>,
