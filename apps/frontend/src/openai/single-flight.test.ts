@@ -44,6 +44,31 @@ describe('conversationKey', () => {
 });
 
 describe('SingleFlight', () => {
+  it('three turns queued behind a running one start one after the other, in arrival order', async () => {
+    const sf = new SingleFlight();
+    const log: string[] = [];
+    const gates: (() => void)[] = [];
+    const run = (n: number) =>
+      sf.run('k', () => {
+        log.push(`start ${n}`);
+        return new Promise<void>((r) => gates.push(() => (log.push(`end ${n}`), r())));
+      });
+    const runs = [run(1), run(2), run(3)];
+    const tick = () => new Promise((r) => setImmediate(r));
+    await tick();
+    expect(log).toEqual(['start 1']);
+    gates.shift()!();
+    await tick();
+    // The third waits for the second, not only for the first.
+    expect(log).toEqual(['start 1', 'end 1', 'start 2']);
+    gates.shift()!();
+    await tick();
+    expect(log).toEqual(['start 1', 'end 1', 'start 2', 'end 2', 'start 3']);
+    gates.shift()!();
+    await Promise.all(runs);
+    expect(sf.size).toBe(0);
+  });
+
   it('a run waits until the previous run of its key settled (also a failed one); other keys do not wait', async () => {
     const sf = new SingleFlight();
     const log: string[] = [];

@@ -44,18 +44,19 @@ export class SingleFlight {
 
   async run<T>(key: string | null, f: () => Promise<T>): Promise<T> {
     if (key === null) return f();
+    // This run is the key's last from now on, so a third turn arriving while the second waits
+    // waits for the second, not only for the first.
     const earlier = this.last.get(key);
-    if (earlier !== undefined) await earlier;
-    const p = f();
-    const settled = p.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.last.set(key, settled);
-    void settled.then(() => {
-      if (this.last.get(key) === settled) this.last.delete(key);
-    });
-    return p;
+    let release!: () => void;
+    const mine = new Promise<void>((r) => (release = r));
+    this.last.set(key, mine);
+    try {
+      if (earlier !== undefined) await earlier;
+      return await f();
+    } finally {
+      release();
+      if (this.last.get(key) === mine) this.last.delete(key);
+    }
   }
 
   /** Keys with a run in progress (tests). */
