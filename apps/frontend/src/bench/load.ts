@@ -53,6 +53,11 @@ export interface LoadOptions {
   workload?: 'chat' | 'agent';
   /** Seed of the prompts' text (default 7): a phase with a seed of its own sends no prompt an earlier phase sent. */
   seed?: number;
+  /**
+   * Print `{"opened":true}` on stdout once every session's opening turn is answered, before the
+   * result line: a caller can start its own measurement there (steady-state turns only).
+   */
+  openedLine?: boolean;
 }
 
 interface Sample {
@@ -117,6 +122,7 @@ export async function runLoad(url: string, model: string, o: LoadOptions) {
         one(url, model, wl.take().messages, o.maxTokens).catch(() => undefined),
       ),
     );
+  if (o.openedLine) console.log(JSON.stringify({ opened: true }));
   // The client's own event-loop delay: end-to-end figures include it, so a tail here is not the server's.
   const eld = monitorEventLoopDelay({ resolution: 1 });
   const start = performance.now();
