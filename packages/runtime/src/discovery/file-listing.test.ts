@@ -11,7 +11,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileDiscovery } from './file.js';
 import type { DiscoveryWatch, WatchEvent } from './types.js';
 
-
 /** The watch's events pulled one at a time; a pull still waiting when `drain` times out is kept for the next. */
 const pending = new WeakMap<DiscoveryWatch, Promise<IteratorResult<WatchEvent>>>();
 
