@@ -14,19 +14,24 @@
  * helper threads, libuv's pool: Node names none of them). Set `BENCH_KEEP_PROFILE=1` to keep the
  * .cpuprofile files (the path is printed on stderr).
  */
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { CORPUS_FILE, tokenizerPackageDir } from '@kvrouter/testkit/parity';
+import { CORPUS_FILE } from '@kvrouter/testkit/parity';
 import type { Row, Suite } from '../harness.js';
-import { AGENT_RUN, WARMUP_S, lines } from './frontend.js';
-import { byThread, stagesOf, threadCpu, type Profile } from './frontend-stages.js';
-
-const bench = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
-const r3 = (x: number) => Math.round(x * 1000) / 1000;
-const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
+import { AGENT_RUN, WARMUP_S } from './frontend.js';
+import {
+  byThread,
+  mainProfile,
+  monoUs,
+  profiledServer,
+  r3,
+  stageRows,
+  stagesOf,
+  threadCpu,
+  type Profile,
+} from './frontend-stages.js';
 
 /** Self µs per leaf function (`name url:line`) of the main thread's profile between `fromUs` and `toUs`. */
 function selfTimes(p: Profile, fromUs: number, toUs: number): Map<string, number> {
@@ -56,47 +61,11 @@ export const suite: Suite = {
     const sessions = AGENT_RUN.sessions;
     const profDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-agent-stages-'));
     const keep = process.env.BENCH_KEEP_PROFILE === '1';
-    const server = spawn(
-      process.execPath,
-      [
-        ...['--cpu-prof', `--cpu-prof-dir=${profDir}`],
-        ...['--conditions=source', '--import', 'tsx', bench('server.ts')],
-        ...['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
-      ],
-      {
-        stdio: ['pipe', 'pipe', 'inherit'],
-        env: { ...process.env, BENCH_MODEL_PATH: tokenizerPackageDir('qwen3') },
-      },
-    );
-    const exited = new Promise<void>((r) => server.once('exit', () => r()));
-    const next = lines(server);
-    const stats = async (): Promise<{ cpuMs: number; gcMs: number }> => {
-      server.stdin!.write('eld\n');
-      return JSON.parse(await next()) as { cpuMs: number; gcMs: number };
-    };
+    let server: ChildProcess | undefined;
     try {
-      const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
-      const load = async (o: Record<string, unknown>, onOpened?: () => void) => {
-        const c = spawn(
-          process.execPath,
-          [
-            ...['--conditions=source', '--import', 'tsx', bench('load.ts')],
-            ...[frontend, model, JSON.stringify({ ...o, openedLine: onOpened !== undefined })],
-          ],
-          { stdio: ['ignore', 'pipe', 'inherit'] },
-        );
-        const out = lines(c);
-        if (onOpened) {
-          await out();
-          onOpened();
-        }
-        return JSON.parse(await out()) as {
-          sent: number;
-          rps: number;
-          errors: number;
-          dispatch?: { p50: number; p99: number };
-        };
-      };
+      const srv = await profiledServer(profDir);
+      server = srv.server;
+      const { exited, stats, load } = srv;
       const o = {
         concurrency: 32,
         seconds: ctx.quick ? 4 : 15,
@@ -115,11 +84,12 @@ export const suite: Suite = {
       // The phase opens every session with a cold prompt (sessions start at staggered points from
       // 20k to 150k tokens, all BPE-encoded on the tokenizer thread); a long-running server sees
       // one cold 20k-token turn per session of ~65 turns. The split is of the turns after them.
-      const beforeAll = threadCpu(server.pid!);
+      const pid = server.pid!;
+      const beforeAll = threadCpu(pid);
       let before = beforeAll;
       let t0 = monoUs();
       const r = await load({ ...o, rate: AGENT_RUN.rate, seed: 2 }, () => {
-        before = threadCpu(server.pid!);
+        before = threadCpu(pid);
         t0 = monoUs();
       });
       const t1 = monoUs();
@@ -131,12 +101,8 @@ export const suite: Suite = {
       const requests = r.sent;
       const threads = byThread(server.pid!, before, after);
       const all = byThread(server.pid!, beforeAll, after);
-      const mainFile = fs
-        .readdirSync(profDir)
-        .find((f) => new RegExp(`^CPU\\.\\d+\\.\\d+\\.${server.pid}\\.0\\.`).test(f));
-      if (!mainFile) throw new Error(`frontend-agent-stages: no main-thread profile in ${profDir}`);
+      const { file: mainFile, prof } = mainProfile(profDir, server.pid!, 'frontend-agent-stages');
       if (keep) console.error(`frontend-agent-stages: profiles kept in ${profDir}`);
-      const prof = JSON.parse(fs.readFileSync(path.join(profDir, mainFile), 'utf8')) as Profile;
       const busy = stagesOf(prof, t0, t1);
       busy.delete('idle');
       const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
@@ -169,13 +135,7 @@ export const suite: Suite = {
           },
         },
       ];
-      for (const [stage, us] of [...busy].sort((a, b) => b[1] - a[1]))
-        rows.push({
-          name: `main thread: ${stage}`,
-          value: r3((us / busyUs) * mainPerReq),
-          unit: 'ms/req',
-          extra: { share: `${((100 * us) / busyUs).toFixed(1)} %` },
-        });
+      rows.push(...stageRows(busy, mainPerReq));
       // Worker threads (tokenizer thread, KV-event threads) have profiles of their own: their busy
       // time in the window; the rest of the other threads' CPU is V8's GC/JIT helpers and libuv's pool.
       let workersUs = 0;
@@ -219,7 +179,7 @@ export const suite: Suite = {
         });
       return rows;
     } finally {
-      server.kill('SIGTERM');
+      server?.kill('SIGTERM');
       if (!keep) fs.rmSync(profDir, { recursive: true, force: true });
     }
   },

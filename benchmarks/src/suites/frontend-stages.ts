@@ -15,7 +15,7 @@
  * runs (socket writes that wake the peer) is overstated against the others on a loaded machine; the
  * profiler's own thread is left out of the totals, its overhead on the main thread (~5 %) is not.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -137,8 +137,91 @@ export function byThread(
   return t;
 }
 
-const r3 = (x: number) => Math.round(x * 1000) / 1000;
-const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
+export const r3 = (x: number) => Math.round(x * 1000) / 1000;
+export const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** What a load client reports at its end (`apps/frontend/src/bench/load.ts`). */
+export interface LoadResult {
+  sent: number;
+  rps: number;
+  errors: number;
+  dispatch?: { p50: number; p99: number };
+}
+
+/**
+ * The bench server (frontend + mocker process, Qwen3 from the cards, fastokens) under `--cpu-prof`
+ * into `profDir`; `load` runs one load client against it (`onOpened`: called when the client says
+ * every session's opening turn is answered, `openedLine`), `stats` asks the server for its CPU and GC.
+ */
+export async function profiledServer(profDir: string): Promise<{
+  server: ChildProcess;
+  exited: Promise<void>;
+  stats: () => Promise<{ cpuMs: number; gcMs: number }>;
+  load: (o: Record<string, unknown>, onOpened?: () => void) => Promise<LoadResult>;
+}> {
+  const server = spawn(
+    process.execPath,
+    [
+      ...['--cpu-prof', `--cpu-prof-dir=${profDir}`],
+      ...['--conditions=source', '--import', 'tsx', bench('server.ts')],
+      ...['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
+    ],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: { ...process.env, BENCH_MODEL_PATH: tokenizerPackageDir('qwen3') },
+    },
+  );
+  const exited = new Promise<void>((r) => server.once('exit', () => r()));
+  const next = lines(server);
+  const stats = async (): Promise<{ cpuMs: number; gcMs: number }> => {
+    server.stdin!.write('eld\n');
+    return JSON.parse(await next()) as { cpuMs: number; gcMs: number };
+  };
+  let ready: { frontend: string; model: string };
+  try {
+    ready = JSON.parse(await next()) as { frontend: string; model: string };
+  } catch (e) {
+    server.kill('SIGTERM');
+    throw e;
+  }
+  const load = async (o: Record<string, unknown>, onOpened?: () => void): Promise<LoadResult> => {
+    const c = spawn(
+      process.execPath,
+      [
+        ...['--conditions=source', '--import', 'tsx', bench('load.ts')],
+        ...[ready.frontend, ready.model, JSON.stringify({ ...o, openedLine: onOpened !== undefined })],
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const out = lines(c);
+    if (onOpened) {
+      await out();
+      onOpened();
+    }
+    return JSON.parse(await out()) as LoadResult;
+  };
+  return { server, exited, stats, load };
+}
+
+/** The main thread's profile of process `pid` in `profDir` (`--cpu-prof` names it CPU.<date>.<time>.<pid>.0.…). */
+export function mainProfile(profDir: string, pid: number, suite: string): { file: string; prof: Profile } {
+  const file = fs.readdirSync(profDir).find((f) => new RegExp(`^CPU\\.\\d+\\.\\d+\\.${pid}\\.0\\.`).test(f));
+  if (!file) throw new Error(`${suite}: no main-thread profile in ${profDir}`);
+  return { file, prof: JSON.parse(fs.readFileSync(path.join(profDir, file), 'utf8')) as Profile };
+}
+
+/** One row per stage: the main thread's CPU per request (`mainPerReq`) split in proportion to the stages' samples. */
+export function stageRows(busy: Map<string, number>, mainPerReq: number): Row[] {
+  const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
+  return [...busy]
+    .sort((a, b) => b[1] - a[1])
+    .map(([stage, us]) => ({
+      name: `main thread: ${stage}`,
+      value: r3((us / busyUs) * mainPerReq),
+      unit: 'ms/req',
+      extra: { share: `${((100 * us) / busyUs).toFixed(1)} %` },
+    }));
+}
 
 export const suite: Suite = {
   name: 'frontend-stages',
@@ -149,37 +232,11 @@ export const suite: Suite = {
     const RATE = 300;
     const sessions = 64;
     const profDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvr-stages-'));
-    const server = spawn(
-      process.execPath,
-      [
-        ...['--cpu-prof', `--cpu-prof-dir=${profDir}`],
-        ...['--conditions=source', '--import', 'tsx', bench('server.ts')],
-        ...['--router-mode', 'kv', '--tokenizer', 'fastokens', '--router-event-threads', '1'],
-      ],
-      {
-        stdio: ['pipe', 'pipe', 'inherit'],
-        env: { ...process.env, BENCH_MODEL_PATH: tokenizerPackageDir('qwen3') },
-      },
-    );
-    const exited = new Promise<void>((r) => server.once('exit', () => r()));
-    const next = lines(server);
-    const stats = async (): Promise<{ cpuMs: number; gcMs: number }> => {
-      server.stdin!.write('eld\n');
-      return JSON.parse(await next()) as { cpuMs: number; gcMs: number };
-    };
+    let server: ChildProcess | undefined;
     try {
-      const { frontend, model } = JSON.parse(await next()) as { frontend: string; model: string };
-      const load = async (o: Record<string, unknown>) => {
-        const c = spawn(
-          process.execPath,
-          [
-            ...['--conditions=source', '--import', 'tsx', bench('load.ts')],
-            ...[frontend, model, JSON.stringify(o)],
-          ],
-          { stdio: ['ignore', 'pipe', 'inherit'] },
-        );
-        return JSON.parse(await lines(c)()) as { sent: number; rps: number; errors: number };
-      };
+      const srv = await profiledServer(profDir);
+      server = srv.server;
+      const { exited, stats, load } = srv;
       const o = {
         concurrency: 32,
         seconds: ctx.quick ? 4 : 15,
@@ -221,14 +278,9 @@ export const suite: Suite = {
       const threads = byThread(server.pid!, before, after);
       const closed = byThread(server.pid!, cBefore, cAfter);
       const cRequests = rc.sent + sessions;
-      const mainFile = fs
-        .readdirSync(profDir)
-        .find((f) => new RegExp(`^CPU\\.\\d+\\.\\d+\\.${server.pid}\\.0\\.`).test(f));
-      if (!mainFile) throw new Error(`frontend-stages: no main-thread profile in ${profDir}`);
-      const prof = JSON.parse(fs.readFileSync(path.join(profDir, mainFile), 'utf8')) as Profile;
+      const { prof } = mainProfile(profDir, server.pid!, 'frontend-stages');
       const busy = stagesOf(prof, t0, t1);
       busy.delete('idle');
-      const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
       const mainPerReq = threads.main / requests;
       const rows: Row[] = [
         {
@@ -261,13 +313,7 @@ export const suite: Suite = {
           },
         },
       ];
-      for (const [stage, us] of [...busy].sort((a, b) => b[1] - a[1]))
-        rows.push({
-          name: `main thread: ${stage}`,
-          value: r3((us / busyUs) * mainPerReq),
-          unit: 'ms/req',
-          extra: { share: `${((100 * us) / busyUs).toFixed(1)} %` },
-        });
+      rows.push(...stageRows(busy, mainPerReq));
       // Node names none of these threads, so they are one figure (their profiles count wall time).
       rows.push({
         name: 'other threads: tokenizer thread, V8 GC/JIT helpers, libuv pool',
@@ -277,7 +323,7 @@ export const suite: Suite = {
       rows.push({ name: 'ZMQ I/O thread (KV events in)', value: r3(threads.zmq / requests), unit: 'ms/req' });
       return rows;
     } finally {
-      server.kill('SIGTERM');
+      server?.kill('SIGTERM');
       fs.rmSync(profDir, { recursive: true, force: true });
     }
   },
