@@ -272,11 +272,14 @@ export class KvRouter {
     const v = this.gate.evaluate(p, now);
     if (v === 'park') return null;
     if (v === 'unknown_pin') return this.simple.unknownPin(p, p.where.pin!);
+    // Read before booking adds this request to the rank's active set (the truth check's input).
+    const inflight = this.gate.batch.activePrefixDepth[v.idx];
     // No await between the verdict and the booking: the next decision must see this one (§10).
     const booked = p.intent.queryOnly ? false : this.bookings.book(p, v.chosen, v.cached, now);
     const d = this.explain.kvDecision(p, v, booked, now);
     // The index's own overlap of the chosen rank, before a load-only override (the truth check's input).
     d.indexOverlapBlocks = v.chosen.owner.loadOnly ? (p.prompt.scores?.get(v.chosen.key) ?? 0) : v.overlap;
+    d.inflightPrefixBlocks = inflight;
     const t1 = hr();
     this.explain.overhead(p, t1 - t0, t1);
     return d;
@@ -307,7 +310,10 @@ export class KvRouter {
   observeEngineCached(d: RoutingDecision, reportedTokens: number, isl: number): void {
     const t = this.truth;
     if (t === null || d.queryOnly || d.indexOverlapBlocks === undefined) return;
-    t.observe(d.workerId, d.indexOverlapBlocks * this.blockSize, reportedTokens, isl, this.o.clock.now());
+    const bs = this.blockSize;
+    const predicted = d.indexOverlapBlocks * bs;
+    const upTo = Math.max(predicted, (d.inflightPrefixBlocks ?? 0) * bs);
+    t.observe(d.workerId, predicted, reportedTokens, isl, this.o.clock.now(), upTo);
   }
 
   /** The truth check's report now (applies its time rule first); null without a truth check. */

@@ -63,6 +63,31 @@ describe('TruthMonitor', () => {
     expect(state(m, 1).drift).toBe(0);
   });
 
+  it('a report within the prefix active requests were computing is no error; beyond it or below the index is', () => {
+    const sizes = new Map([
+      ['1:0', 10],
+      ['2:0', 10],
+      ['3:0', 10],
+    ]);
+    const { m, flips } = monitor(3, sizes);
+    for (let i = 0; i < 8; i++) {
+      // Index 0 tokens, active requests computing 8 blocks (128 tokens), engine 128: no error
+      // (without the bound: (128 − 16) / 160 = 0.7).
+      m.observe(1n, 0, 128, 160, i, 128);
+      // Active prefix 96 tokens, engine 144: (144 − 96 − 16) / 160 = 0.2 per request.
+      m.observe(2n, 0, 144, 160, i, 96);
+      // Engine below the index (evicted): (64 − 0 − 16) / 160 = 0.3, whatever the upper bound.
+      m.observe(3n, 64, 0, 160, i, 128);
+    }
+    expect(state(m, 1)).toMatchObject({ state: 'ok', drift: 0, samples: 8 });
+    expect(state(m, 2).state).toBe('drifting');
+    expect(state(m, 2).drift).toBeCloseTo(0.2, 12);
+    expect(state(m, 3).state).toBe('drifting');
+    expect(state(m, 3).drift).toBeCloseTo(0.3, 12);
+    expect(flips).toEqual([]);
+    expect(m.report()).toMatchObject({ mode: 'degraded', reasons: ['2 worker(s) drifting'] });
+  });
+
   it('a worker the index holds nothing for is silent after 8 requests (5 s after the first), and recovers once its events arrive', () => {
     const sizes = new Map([
       ['1:0', 0],
@@ -204,6 +229,39 @@ describe('KvRouter with the truth check', () => {
     // Equal loads, no overlap credit for worker 1: the candidates tie and either may win, but the
     // index's answer for the chosen rank is still reported.
     expect(d1.indexOverlapBlocks).toBe(d1.workerId === 1n ? 8 : 0);
+    router.free('b');
+  });
+
+  it('a prompt an active request on the same worker is prefilling: the engine may count it cached', async () => {
+    const clock = new VirtualClock(0);
+    const indexer = new RadixIndexer();
+    const router = new KvRouter({
+      blockSize: BS,
+      policy: { mode: 'kv', cost: { temperature: 0 } },
+      deps: { clock, random: () => 0.5, indexer },
+    });
+    router.addWorker({ workerId: 1n, dpStart: 0, dpSize: 1, totalKvBlocks: 1000 });
+    // The index holds another prompt of worker 1 (not silent), none of this one.
+    indexer.applyEvent(storeEvent(w(1), toks(9, 160), BS, 10));
+    const prompt = toks(1, 160);
+    const a = await router.route({ requestId: 'a', tokens: prompt });
+    // 'a' still active (prefilling): 'b' with the same 10-block prompt comes while the index knows nothing.
+    const b = await router.route({ requestId: 'b', tokens: prompt });
+    expect(a).toMatchObject({ workerId: 1n, indexOverlapBlocks: 0, inflightPrefixBlocks: 0 });
+    expect(b).toMatchObject({ workerId: 1n, indexOverlapBlocks: 0, inflightPrefixBlocks: 10 });
+    // The engine admits 'b' after 'a' prefilled: 9 blocks cached (144, the last token recomputed).
+    for (let i = 0; i < 16; i++) router.observeEngineCached(b, 144, 160);
+    expect(router.truth!.report()).toMatchObject({ mode: 'exact', reasons: [], samples: 16 });
+    // The same report for 'a' (nothing active when it was routed) is the index's fault:
+    // (144 − 16) / 160 = 0.8 per request, each weighing 1/10 past 10 samples: drift 0.8·(1 − 0.9^k)
+    // after k of them, 0.3276 at k = 5 (drifting), 0.3748 >= 0.35 at k = 6 (load-only).
+    for (let k = 1; k <= 5; k++) router.observeEngineCached(a, 144, 160);
+    expect(router.truth!.report().workers[0]).toMatchObject({ state: 'drifting' });
+    expect(router.truth!.report().workers[0]!.drift).toBeCloseTo(0.8 * (1 - 0.9 ** 5), 12);
+    router.observeEngineCached(a, 144, 160);
+    expect(router.truth!.report()).toMatchObject({ mode: 'fallback' });
+    expect(router.truth!.report().workers[0]).toMatchObject({ state: 'load_only', reason: 'drift' });
+    router.free('a');
     router.free('b');
   });
 

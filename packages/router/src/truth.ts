@@ -195,13 +195,28 @@ export class TruthMonitor {
    * One finished (first-token) request of `workerId`: the index's overlap at routing time
    * (`predictedTokens`, before any load-only override), the engine's `reportedTokens`, the prompt
    * length `isl`. Unknown workers are ignored (they left meanwhile).
+   *
+   * `predictedMaxTokens` (>= `predictedTokens`): the most the engine may rightly report, counting the
+   * prompt's prefix that requests active on the worker were computing when this one was routed
+   * (§9.1 `active_prefix_depth`): the engine admits this request after they prefilled it and counts
+   * it cached before their KV events reach the index. A report in [predicted, max] is no error.
    */
-  observe(workerId: bigint, predictedTokens: number, reportedTokens: number, isl: number, now: number): void {
+  observe(
+    workerId: bigint,
+    predictedTokens: number,
+    reportedTokens: number,
+    isl: number,
+    now: number,
+    predictedMaxTokens = predictedTokens,
+  ): void {
     const w = this.workers.get(workerId);
     if (!w) return;
     if (!(predictedTokens >= 0) || !(reportedTokens >= 0) || !(isl >= 0)) return;
     const bs = this.bs;
-    const err = Math.min(1, Math.max(0, Math.abs(predictedTokens - reportedTokens) - bs) / Math.max(isl, bs));
+    const hi = predictedMaxTokens > predictedTokens ? predictedMaxTokens : predictedTokens;
+    const off =
+      reportedTokens < predictedTokens ? predictedTokens - reportedTokens : Math.max(0, reportedTokens - hi);
+    const err = Math.min(1, Math.max(0, off - bs) / Math.max(isl, bs));
     w.samples++;
     this.samples++;
     w.lastCheck = this.samples;

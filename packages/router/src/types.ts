@@ -249,6 +249,12 @@ export interface RoutingDecision {
    * truth check's load-only override (equal to `overlapBlocks` unless the worker is load-only).
    */
   indexOverlapBlocks?: number;
+  /**
+   * kv mode: blocks of the prompt's prefix held by requests active on the chosen rank when it was
+   * chosen (§9.1 `active_prefix_depth`): being prefilled or decoded there, possibly not reported
+   * stored yet. The engine may already count them as cached; the truth check accepts that.
+   */
+  inflightPrefixBlocks?: number;
   cachedTokens: number;
   /** ceil(isl / bs). */
   requiredBlocks: number;
