@@ -40,6 +40,9 @@ it('re-grants a revoked lease under the same id, puts every key again, and /heal
     void (async () => {
       for await (const ev of w) seen.push(ev);
     })();
+    // The watch's initial listing first: listed after the revocation and the puts again, it would
+    // see the two keys once and no delete (seen on a loaded machine).
+    await expect.poll(() => seen.some((e) => e.type === 'synced'), { timeout: 10_000 }).toBe(true);
 
     let during: Promise<HealthReport> | null = null;
     const lostErrors: string[] = [];
