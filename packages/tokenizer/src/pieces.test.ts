@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileTokenizer, type FastTokenizer } from './index.js';
-import { FAMILIES, readTokenizerJson, textArb } from './testing/index.js';
+import { FAMILIES, cutAt, readTokenizerJson, textArb } from './testing/index.js';
 
 /** Text pieces (strings) and token ids of the cut of the whole text. */
 function cutWhole(fast: FastTokenizer, text: string): (string | number)[] {
@@ -35,19 +35,6 @@ function cutPieces(fast: FastTokenizer, pieces: string[]): (string | number)[] {
   return out;
 }
 
-/** `text` cut at `cuts` (positions, any order, repeats give empty strings). */
-function piecesAt(text: string, cuts: number[]): string[] {
-  const at = cuts.map((c) => c % (text.length + 1)).sort((a, b) => a - b);
-  const out: string[] = [];
-  let last = 0;
-  for (const c of at) {
-    out.push(text.slice(last, c));
-    last = c;
-  }
-  out.push(text.slice(last));
-  return out;
-}
-
 const qwen = FAMILIES.find((f) => f.name === 'qwen3')!;
 
 describe('splitAddedPieces', () => {
@@ -69,7 +56,7 @@ describe('splitAddedPieces', () => {
       const specials = fast.addedTokens.map((t) => t.content);
       fc.assert(
         fc.property(textArb(specials), fc.array(fc.nat(), { maxLength: 12 }), (text, cuts) => {
-          expect(cutPieces(fast, piecesAt(text, cuts))).toEqual(cutWhole(fast, text));
+          expect(cutPieces(fast, cutAt(text, cuts))).toEqual(cutWhole(fast, text));
         }),
         { numRuns: 400, seed: 1414 },
       );
@@ -97,7 +84,7 @@ describe('splitAddedPieces', () => {
     ]);
     fc.assert(
       fc.property(textArb(Object.keys(rules)), fc.array(fc.nat(), { maxLength: 8 }), (text, cuts) => {
-        expect(cutPieces(fast, piecesAt(text, cuts))).toEqual(cutWhole(fast, text));
+        expect(cutPieces(fast, cutAt(text, cuts))).toEqual(cutWhole(fast, text));
       }),
       { numRuns: 200, seed: 1415 },
     );

@@ -11,7 +11,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@kvrouter/testkit';
-import { corpusFiles, FAMILIES, familyDir, readCorpus } from '@kvrouter/tokenizer/testing';
+import { corpusFiles, cutAt, FAMILIES, familyDir, readCorpus } from '@kvrouter/tokenizer/testing';
 import { PromptEncoder } from './encoder.js';
 import type { EncodeStats } from './types.js';
 import { loadTokenizer } from './load.js';
@@ -43,17 +43,12 @@ function content(rng: Rng, specials: readonly string[]): string {
 
 /** `pieces` cut again at 0-6 random places (empty pieces included). */
 function recut(rng: Rng, pieces: string[]): string[] {
-  const out: string[] = [];
-  for (const p of pieces) {
-    const at = Array.from({ length: rng.int(0, 6) }, () => rng.int(0, p.length)).sort((a, b) => a - b);
-    let last = 0;
-    for (const c of at) {
-      out.push(p.slice(last, c));
-      last = c;
-    }
-    out.push(p.slice(last));
-  }
-  return out;
+  return pieces.flatMap((p) =>
+    cutAt(
+      p,
+      Array.from({ length: rng.int(0, 6) }, () => rng.int(0, p.length)),
+    ),
+  );
 }
 
 /** `t` with its pieces cut again at random places. */

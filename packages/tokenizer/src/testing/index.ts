@@ -172,3 +172,19 @@ export function textArb(specials: readonly string[]): fc.Arbitrary<string> {
   );
   return fc.array(atom, { maxLength: 40 }).map((a) => a.join(''));
 }
+
+/**
+ * `text` cut at `cuts` (positions taken modulo `text.length + 1`, any order; a repeated position
+ * gives an empty piece): the pieces a renderer may hand over for one text.
+ */
+export function cutAt(text: string, cuts: readonly number[]): string[] {
+  const at = cuts.map((c) => c % (text.length + 1)).sort((a, b) => a - b);
+  const out: string[] = [];
+  let last = 0;
+  for (const c of at) {
+    out.push(text.slice(last, c));
+    last = c;
+  }
+  out.push(text.slice(last));
+  return out;
+}
