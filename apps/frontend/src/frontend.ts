@@ -42,6 +42,7 @@ import { checkChatProcessor } from './flags.js';
 import { checkRouterServiceFlags, durableKvEventsOn, routerServices } from './router-services.js';
 import { InferenceService } from './service.js';
 import { TruthWatch } from './truth.js';
+import { StringCache } from './http/json-bytes.js';
 import { registerMemoryTables } from './memory.js';
 import { PromptEncoder } from './tokenizer/encoder.js';
 import { loadTokenizer, specFor } from './tokenizer/load.js';
@@ -308,7 +309,10 @@ export class Frontend {
       const truth = new TruthWatch({ registry, metrics: metrics.truth, log });
       cleanup.push(() => truth.close());
       // Bounded memory (issue 17): every cache's size and limit on /metrics (docs/memory.md).
-      registerMemoryTables({ metrics, registry, encoder, tokenizers });
+      // Long strings of request bodies, reused when a later body sends the same bytes (json-bytes.ts).
+      const bodyStrings =
+        config.httpBodyStringCacheMb > 0 ? new StringCache(config.httpBodyStringCacheMb * 1024 * 1024) : null;
+      registerMemoryTables({ metrics, registry, encoder, tokenizers, bodyStrings });
       const ref: { fe: Frontend | null } = { fe: null };
       // One exposition and one set of health probes for the HTTP port and the gRPC metrics port.
       const metricsText = async () => {
@@ -363,6 +367,7 @@ export class Frontend {
           paths: pathsFromConfig(config),
           bodyLimitMb: config.httpBodyLimitMb,
           bodyThreadBytes: config.httpBodyThreadBytes,
+          bodyStrings,
           enableAnthropicApi: config.enableAnthropicApi,
           responsesStore: { size: config.responsesStoreSize, ttlSecs: config.responsesStoreTtlSecs },
           metrics: metricsText,

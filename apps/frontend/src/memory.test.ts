@@ -22,7 +22,7 @@ beforeAll(async () => {
     ...['--model-path', parityModelDir('qwen3'), '--model-name', MODEL],
     ...['--router-mode', 'kv', '--mocker-workers', '2'],
     ...['--tokenizer', 'fastokens', '--tokenizer-prefix-cache-tokens', '300'],
-    ...['--responses-store-size', '3'],
+    ...['--responses-store-size', '3', '--http-body-string-cache-mb', '1'],
   ]);
   client = new OpenAI({ baseURL: `${fe.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
@@ -63,6 +63,28 @@ describe('bounded tables on /metrics', () => {
     expect(words.limit).toBe(65_536);
     expect(words.entries).toBeGreaterThan(0);
     expect(words.entries).toBeLessThanOrEqual(65_536);
+  });
+
+  it('long message strings: the body string cache and the fingerprint memo stay within their bounds', async () => {
+    // 20 distinct ~31k-character ASCII messages: each kept string counts its bytes, 2 bytes per
+    // character and 96 bytes (~93 kB, under 1/8 of the limit), so 1 MiB holds 11 of them;
+    // unbounded it would be ~1.9 MB.
+    for (let i = 0; i < 20; i++)
+      await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: `${prompt(i)} `.repeat(250) }],
+        max_tokens: 1,
+      });
+    const strings = await table(TABLES.bodyStrings);
+    expect(strings.limit).toBe(1 << 20);
+    expect(strings.entries).toBeGreaterThan(10 * 90_000);
+    expect(strings.entries).toBeLessThanOrEqual(1 << 20);
+    expect(strings.evicted).toBeGreaterThanOrEqual(20 - 11);
+    // Fingerprints: as many characters as the prefix cache holds ids (300), a ~31k-character
+    // message over that is fingerprinted and let go.
+    const fp = await table(TABLES.fingerprints);
+    expect(fp.limit).toBe(300);
+    expect(fp.entries).toBeLessThanOrEqual(300);
   });
 
   it('the responses store keeps --responses-store-size responses', async () => {

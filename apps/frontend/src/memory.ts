@@ -7,6 +7,7 @@ import { MAX_MODEL_LABELS, type FrontendMetricSet } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER, RadixIndexer } from '@kvrouter/radix-indexer';
 import type { FastTokenizer } from '@kvrouter/tokenizer';
 import { MAX_LIVE_REQUESTS, MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import type { StringCache } from './http/json-bytes.js';
 import type { ModelRegistry } from './models.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
 import type { ModelTokenizers } from './tokenizer/per-model.js';
@@ -18,9 +19,11 @@ export const TABLES = Object.freeze({
   parked: 'router_parked_requests',
   live: 'router_live_requests',
   prefixCache: 'tokenizer_prefix_cache_tokens',
+  fingerprints: 'tokenizer_fingerprint_chars',
   wordCache: 'tokenizer_word_cache_entries',
   modelLabels: 'metric_model_labels',
   responses: 'responses_store',
+  bodyStrings: 'http_body_string_cache_bytes',
 });
 
 export interface MemoryTablesOptions {
@@ -28,6 +31,8 @@ export interface MemoryTablesOptions {
   registry: ModelRegistry;
   encoder: PromptEncoder;
   tokenizers: ModelTokenizers | null;
+  /** `--http-body-string-cache-mb` (null when 0). */
+  bodyStrings: StringCache | null;
 }
 
 export function registerMemoryTables(o: MemoryTablesOptions): void {
@@ -78,6 +83,14 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
       limit: encs.reduce((n, e) => n + e.cacheTokenLimit + e.threadCacheTokenLimit, 0),
     };
   });
+  // Fingerprints of long message strings (the prefix cache's keys), on the event loop's encoders.
+  m.register(TABLES.fingerprints, () => {
+    const encs = o.tokenizers ? o.tokenizers.encoders() : [o.encoder];
+    return {
+      entries: encs.reduce((n, e) => n + e.fingerprintCharsHeld, 0),
+      limit: encs.reduce((n, e) => n + e.fingerprintCharLimit, 0),
+    };
+  });
   // The exact tokenizer's word cache on the event loop (pool threads hold their own, same bound).
   m.register(TABLES.wordCache, () => {
     let entries = 0;
@@ -97,4 +110,11 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
     for (const _ of o.metrics.frontend.inflightRequests.all()) entries++;
     return { entries, limit: MAX_MODEL_LABELS };
   });
+  const strings = o.bodyStrings;
+  if (strings !== null)
+    m.register(TABLES.bodyStrings, () => ({
+      entries: strings.held,
+      limit: strings.limitBytes,
+      evicted: strings.evicted,
+    }));
 }

@@ -58,7 +58,7 @@ export function createApp(d: AppDeps): RequestListener {
   // through express.text. `req.body` is whatever `parseBody` takes.
   const body: RequestHandler = (req, res, next) => {
     if (!plainUtf8Body(req)) return text(req, res, next);
-    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes).then((b) => {
+    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes, d.bodyStrings ?? null).then((b) => {
       req.body = b;
       next();
     }, next);
@@ -188,7 +188,7 @@ export function createApp(d: AppDeps): RequestListener {
       return;
     }
     track(res, path);
-    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes)
+    readUtf8Body(req, limitBytes, d.bodyLimitMb, d.bodyThreadBytes, d.bodyStrings ?? null)
       .then((body) => h(req, res, body))
       .catch((e: unknown) => sendError(res, e));
   };

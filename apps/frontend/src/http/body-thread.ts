@@ -21,7 +21,7 @@
 import { Worker } from 'node:worker_threads';
 import { KvrError, parseJson } from '@kvrouter/protocols';
 import { workerFromSources } from '../tokenizer/pool.js';
-import { BAIL, joinChunks, parseJsonBytes } from './json-bytes.js';
+import { BAIL, joinChunks, parseJsonBytes, type StringCache } from './json-bytes.js';
 
 /** Default of `--http-body-thread-bytes`: 0, no body goes to the body thread (parsing from bytes inline costs less in all). */
 export const BODY_THREAD_BYTES = 0;
@@ -40,6 +40,14 @@ export class ParsedBody {
 export const BYTES_PARSE_MIN = 64 * 1024;
 
 /**
+ * With a string cache (`--http-body-string-cache-mb`, on by default), bodies from this size on are
+ * parsed from their bytes too: their long strings (`STRING_CACHE_MIN` bytes and more) are then
+ * taken from the cache when an earlier body sent them (a chat's system prompt and history), not
+ * decoded again. A smaller body holds no string worth it.
+ */
+export const CACHED_BYTES_PARSE_MIN = 2 * 1024;
+
+/**
  * A body's chunks as received, parsed when the handler asks (`parseBody`), so that its parse counts
  * in the request's own time as inline parsing does. Holds the chunks until then, nothing after.
  */
@@ -48,6 +56,7 @@ export class BodyBytes {
   constructor(
     chunks: readonly Buffer[],
     private readonly size: number,
+    private readonly strings: StringCache | null = null,
   ) {
     this.chunks = chunks;
   }
@@ -57,7 +66,7 @@ export class BodyBytes {
     const chunks = this.chunks;
     if (chunks === null) throw new Error('BodyBytes.parse: parsed already');
     this.chunks = null;
-    return parseBodyBytes(joinChunks(chunks, this.size));
+    return parseBodyBytes(joinChunks(chunks, this.size), this.strings);
   }
 }
 
@@ -77,8 +86,8 @@ export function invalidJson(message: string): KvrError {
  * (json-bytes.ts); what that parser does not vouch for (syntax errors included) takes that path,
  * so values and the 400 `invalid_json` are the same.
  */
-export function parseBodyBytes(b: Buffer): unknown {
-  const v = parseJsonBytes(b);
+export function parseBodyBytes(b: Buffer, strings: StringCache | null = null): unknown {
+  const v = parseJsonBytes(b, strings);
   if (v !== BAIL) return v;
   try {
     return parseJson(utf8Text(b));
@@ -89,17 +98,19 @@ export function parseBodyBytes(b: Buffer): unknown {
 
 /**
  * What the body reader hands the handler for a whole body of `size` bytes received in `chunks`
- * (`parseBody` turns each into the parsed body): below `BYTES_PARSE_MIN`, its text (UTF-8, BOM
- * dropped); from `threadBytes` (`--http-body-thread-bytes`, 0 = never) on, the body thread's parse;
- * else the bytes (`BodyBytes`).
+ * (`parseBody` turns each into the parsed body): from `threadBytes` (`--http-body-thread-bytes`, 0 =
+ * never) on, the body thread's parse; from `BYTES_PARSE_MIN` (`CACHED_BYTES_PARSE_MIN` with a
+ * string cache) on, the bytes (`BodyBytes`); else its text (UTF-8, BOM dropped).
  */
 export function bodyOf(
   chunks: Buffer[],
   size: number,
   threadBytes: number,
+  strings: StringCache | null = null,
 ): string | BodyBytes | Promise<ParsedBody> {
   if (threadBytes > 0 && size >= threadBytes) return parseOnBodyThread(Buffer.concat(chunks, size));
-  if (size >= BYTES_PARSE_MIN) return new BodyBytes(chunks, size);
+  if (size >= (strings === null ? BYTES_PARSE_MIN : CACHED_BYTES_PARSE_MIN))
+    return new BodyBytes(chunks, size, strings);
   return utf8Text(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
 }
 

@@ -9,6 +9,7 @@ import type { ModelRegistry } from '../models.js';
 import type { LoraCatalog } from '../openai/lora.js';
 import type { InferenceService } from '../service.js';
 import type { InternalErrorSink } from './internal-errors.js';
+import type { StringCache } from './json-bytes.js';
 import type { ParserFlags } from './openai.js';
 import type { Paths } from './paths.js';
 import type { StreamRegistry } from './streams.js';
@@ -20,6 +21,8 @@ export interface AppDeps {
   bodyLimitMb: number;
   /** `--http-body-thread-bytes`: chat/completions bodies this large are parsed on the body thread (0 or absent = never). */
   bodyThreadBytes?: number;
+  /** `--http-body-string-cache-mb`: long strings of earlier bodies, reused by byte equality (null or absent = none). */
+  bodyStrings?: StringCache | null;
   enableAnthropicApi: boolean;
   /** Prometheus exposition (content type, text). */
   metrics: () => Promise<{ contentType: string; body: string }>;

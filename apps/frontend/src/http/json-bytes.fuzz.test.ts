@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { parseJson } from '@kvrouter/protocols';
 import { fuzzParams, fuzzTimeout, mutatedBytes } from '@kvrouter/testkit';
 import { utf8Text } from './body-thread.js';
-import { BAIL, parseJsonBytes } from './json-bytes.js';
+import { BAIL, parseJsonBytes, STRING_CACHE_MIN, StringCache } from './json-bytes.js';
 import { sameJson } from './test-json.js';
 
 const T = fuzzTimeout(60_000);
@@ -162,9 +162,9 @@ function reference(b: Buffer): { ok: true; v: unknown } | { ok: false } {
 }
 
 /** The parser agrees with the reference on `b`: the same value, or BAIL (always BAIL when the reference refuses). */
-function agrees(b: Buffer, mayBail: boolean): void {
+function agrees(b: Buffer, mayBail: boolean, strings: StringCache | null = null): void {
   const ref = reference(b);
-  const got = parseJsonBytes(b);
+  const got = parseJsonBytes(b, strings);
   if (!ref.ok) {
     expect(got).toBe(BAIL);
     return;
@@ -251,6 +251,84 @@ describe('parseJsonBytes = parseJson(utf8Text(bytes))', () => {
           (b) => agrees(Buffer.from(b), true),
         ),
         fuzzParams(600, 30_000),
+      );
+    },
+    T,
+  );
+});
+
+/**
+ * Long strings that look alike: one random base text, then variants that share its first 32 bytes
+ * or more (the cache's candidates for each other) and differ after (a character changed, cut
+ * short, extended, an escape-worthy character at the end), each at least `STRING_CACHE_MIN` bytes.
+ */
+const lookalikes: fc.Arbitrary<string[]> = fc
+  .tuple(
+    fc.string({ unit: 'binary', minLength: 40, maxLength: 120 }),
+    fc.array(fc.tuple(fc.nat(), fc.constantFrom('', '"', '\\', '\n', 'é', '\u{1f600}', 'x', '\ud800')), {
+      minLength: 1,
+      maxLength: 6,
+    }),
+  )
+  .map(([head, edits]) => {
+    const base = head.repeat(Math.ceil(STRING_CACHE_MIN / head.length) + 1);
+    const out = [base];
+    for (const [at, ch] of edits) {
+      const i = 40 + (at % (base.length - 40));
+      out.push(base.slice(0, i) + ch + base.slice(i + 1), base.slice(0, i) + ch, base + ch);
+    }
+    return out;
+  });
+
+describe('parseJsonBytes with a StringCache = parseJson(utf8Text(bytes))', () => {
+  it(
+    'bodies of look-alike long strings (same heads, one a prefix of another, escapes at the end), parsed one after another with one small cache: every value the same',
+    () => {
+      fc.assert(
+        fc.property(
+          lookalikes,
+          fc.array(fc.tuple(fc.array(fc.nat(), { minLength: 1, maxLength: 5 }), fc.integer(), fc.boolean()), {
+            minLength: 2,
+            maxLength: 12,
+          }),
+          fc.integer({ min: 16, max: 256 }),
+          (pool, bodies, kib) => {
+            // Small enough that bodies evict each other's strings now and then.
+            const strings = new StringCache(kib * 1024);
+            for (const [picks, seed, escapes] of bodies) {
+              const t: Tree = {
+                t: 'arr',
+                items: picks.map((k) => ({ t: 'str', v: pool[k % pool.length]! })),
+              };
+              const b = Buffer.from(serialize(t, chooser(seed), escapes), 'utf8');
+              agrees(b, false, strings);
+              // The same body again: its long strings now come from the cache.
+              agrees(b, false, strings);
+            }
+          },
+        ),
+        fuzzParams(200, 5_000),
+      );
+    },
+    T,
+  );
+
+  it(
+    'byte edits of a body parsed before: the same value or BAIL, never a kept string where the bytes differ',
+    () => {
+      fc.assert(
+        fc.property(
+          lookalikes.chain((pool) => {
+            const b = Buffer.from(JSON.stringify(pool), 'utf8');
+            return fc.tuple(fc.constant(b), mutatedBytes(b));
+          }),
+          ([b, edited]) => {
+            const strings = new StringCache(1 << 20);
+            agrees(b, false, strings);
+            agrees(Buffer.from(edited), true, strings);
+          },
+        ),
+        fuzzParams(300, 10_000),
       );
     },
     T,

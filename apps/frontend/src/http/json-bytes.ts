@@ -51,10 +51,11 @@ interface Slices {
 
 /**
  * `b` (a whole body: UTF-8 bytes, a leading byte-order mark allowed) as `parseJson(utf8Text(b))`
- * would parse it, or `BAIL`. Never throws for any input.
+ * would parse it, or `BAIL`. Never throws for any input. With `strings`, long strings whose bytes an
+ * earlier body held are taken from it instead of being decoded (the same values: `StringCache`).
  */
-export function parseJsonBytes(b: Buffer): unknown {
-  const r = new Reader(b);
+export function parseJsonBytes(b: Buffer, strings: StringCache | null = null): unknown {
+  const r = new Reader(b, strings);
   try {
     return r.document();
   } catch {
@@ -109,7 +110,10 @@ class Reader {
   private readonly stack: unknown[];
   private top = 0;
 
-  constructor(private readonly b: Buffer) {
+  constructor(
+    private readonly b: Buffer,
+    private readonly strings: StringCache | null,
+  ) {
     this.n = b.length;
     this.d = b as unknown as Slices;
     this.stack = sharedStack;
@@ -254,6 +258,14 @@ class Reader {
       this.p = e + 1;
       return shortAscii(b, s, e - s);
     }
+    const strings = this.strings;
+    if (strings !== null && n - s > STRING_CACHE_MIN) {
+      const hit = strings.match(b, s);
+      if (hit !== null) {
+        this.p = s + hit.bytes.length + 1;
+        return hit.value;
+      }
+    }
     let q = this.nq;
     if (q < s) {
       q = b.indexOf(0x22, s);
@@ -270,7 +282,9 @@ class Reader {
       // No escapes: the bytes are the value, once checked for raw control characters (JSON.parse refuses them).
       for (let i = s; i < q; i++) if (b[i]! < 0x20) throw bailSignal;
       this.p = q + 1;
-      return this.d.utf8Slice(s, q);
+      const v = this.d.utf8Slice(s, q);
+      if (strings !== null && q - s >= STRING_CACHE_MIN) strings.remember(b, s, q, v);
+      return v;
     }
     // Escapes: find the quote that ends the string (a `\` always takes the next byte with it).
     for (;;) {
@@ -297,6 +311,7 @@ class Reader {
     } catch {
       throw bailSignal;
     }
+    if (strings !== null && q - s >= STRING_CACHE_MIN) strings.remember(b, s, q, v as string);
     return v as string;
   }
 
@@ -344,6 +359,116 @@ class Reader {
       return big <= MAX_SAFE && big >= -MAX_SAFE ? Number(big) : big;
     }
     return Number(this.d.latin1Slice(start, p));
+  }
+}
+
+/** Strings of at least this many bytes (between the quotes) are looked up in and kept by a `StringCache`. */
+export const STRING_CACHE_MIN = 1024;
+
+/** Bytes of a string's head that pick its candidates (≤ `STRING_CACHE_MIN`). */
+const HEAD_BYTES = 32;
+
+/** Candidates kept per head (the newest first); an older one with the same head is dropped. */
+const PER_HEAD = 4;
+
+interface CachedString {
+  /** The string's bytes between its quotes, as the body held them (escapes as sent). */
+  readonly bytes: Buffer;
+  /** What decoding those bytes gives. */
+  readonly value: string;
+  /** Bytes counted against the limit: the copy, the string (2 per UTF-16 unit at most), the entry. */
+  readonly size: number;
+  next: CachedString | null;
+}
+
+/** FNV-1a over the `HEAD_BYTES` bytes at `s` (the caller checked they are inside `b`). */
+function headKey(b: Buffer, s: number): number {
+  let h = 0x811c9dc5;
+  for (let i = s; i < s + HEAD_BYTES; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+  return h;
+}
+
+/**
+ * Long strings of recent request bodies, by their bytes (issue 14). A conversation's next request
+ * resends its whole history, so most of a chat or agent body is strings that an earlier body held
+ * byte for byte: the system prompt, earlier messages, tool results. Decoding them again (UTF-8 of
+ * mixed-script text ~2.4 ns per byte here, escapes through `JSON.parse`) and allocating them again
+ * (what paces the major GCs of agent traffic) is what this saves.
+ *
+ * Exact, not probabilistic: a string of `STRING_CACHE_MIN` bytes or more finds its candidates by a
+ * hash of its first 32 bytes, and a candidate is taken only when the body's bytes at the string
+ * equal the candidate's bytes (one native compare) and a `"` follows them. The candidate's bytes are
+ * a whole string's content (every `\` paired), so that `"` is the string's end, and equal bytes
+ * decode to the equal value. A hash collision or a string that merely starts the same way costs a
+ * compare, never a wrong value. The returned string is the same object every time, which also
+ * spares the young generation.
+ *
+ * Bounded by `limitBytes` (copies + strings + entries), least recently used heads evicted first; a
+ * string larger than an eighth of the limit is not kept.
+ */
+export class StringCache {
+  private readonly heads = new Map<number, CachedString>();
+  /** Bytes held (the bound's measure). */
+  held = 0;
+  /** Strings evicted to stay within the limit. */
+  evicted = 0;
+
+  constructor(readonly limitBytes: number) {}
+
+  /** Strings kept. */
+  get size(): number {
+    let n = 0;
+    for (const head of this.heads.values())
+      for (let e: CachedString | null = head; e !== null; e = e.next) n++;
+    return n;
+  }
+
+  /** The kept string whose bytes start at `s` in `b` and end right before a `"`, or null. */
+  match(b: Buffer, s: number): CachedString | null {
+    const key = headKey(b, s);
+    const first = this.heads.get(key);
+    for (let e = first ?? null; e !== null; e = e.next) {
+      const end = s + e.bytes.length;
+      if (end < b.length && b[end] === 0x22 && b.compare(e.bytes, 0, e.bytes.length, s, end) === 0) {
+        // Most recently used head last in the map's order (eviction takes the first).
+        this.heads.delete(key);
+        this.heads.set(key, first!);
+        return e;
+      }
+    }
+    return null;
+  }
+
+  /** Keeps `value`, the decoding of `b[s, q)` (a whole string's content). */
+  remember(b: Buffer, s: number, q: number, value: string): void {
+    const size = q - s + 2 * value.length + 96;
+    if (size > this.limitBytes / 8) return;
+    const key = headKey(b, s);
+    const bytes = Buffer.allocUnsafeSlow(q - s);
+    b.copy(bytes, 0, s, q);
+    const first = this.heads.get(key) ?? null;
+    const e: CachedString = { bytes, value, size, next: first };
+    // At most PER_HEAD per head: the older ones beyond that go.
+    let last = e;
+    for (let k = 1; k < PER_HEAD && last.next !== null; k++) last = last.next;
+    this.drop(last.next);
+    last.next = null;
+    if (first !== null) this.heads.delete(key);
+    this.heads.set(key, e);
+    this.held += size;
+    for (const [k, head] of this.heads) {
+      if (this.held <= this.limitBytes) break;
+      this.heads.delete(k);
+      this.drop(head);
+    }
+  }
+
+  /** Uncounts `e` and the entries after it. */
+  private drop(e: CachedString | null): void {
+    for (; e !== null; e = e.next) {
+      this.held -= e.size;
+      this.evicted++;
+    }
   }
 }
 

@@ -3,6 +3,7 @@ import { KvrError, parseJson } from '@kvrouter/protocols';
 import { toOpenAiError } from '../errors.js';
 import { BODY_THREAD_BYTES, BodyBytes, bodyOf, invalidJson, ParsedBody } from './body-thread.js';
 import { reportInternal } from './internal-errors.js';
+import type { StringCache } from './json-bytes.js';
 
 /**
  * The raw text body parsed losslessly (u64 ids in nvext stay exact); a large body comes as its bytes
@@ -47,14 +48,16 @@ export function plainUtf8Body(req: IncomingMessage): boolean {
 /**
  * The whole body as UTF-8 text, failing with 413 past `limitBytes` (before reading when the length
  * says so); a body of `threadBytes` or more (`--http-body-thread-bytes`, 0 = none) comes back
- * parsed by the body thread, else one of `BYTES_PARSE_MIN` (64 KiB) or more comes back as its
- * bytes, which `parseBody` parses without decoding them into one string.
+ * parsed by the body thread, else one of `BYTES_PARSE_MIN` (64 KiB; 2 KiB with a string cache,
+ * `strings`) or more comes back as its bytes, which `parseBody` parses without decoding them into
+ * one string (long strings an earlier body sent come from the cache).
  */
 export function readUtf8Body(
   req: IncomingMessage,
   limitBytes: number,
   limitMb: number,
   threadBytes = BODY_THREAD_BYTES,
+  strings: StringCache | null = null,
 ): Promise<string | ParsedBody | BodyBytes> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(payloadTooLarge(limitMb));
@@ -87,7 +90,7 @@ export function readUtf8Body(
       parts = [];
       // Refused with 413 already.
       if (size > limitBytes) return;
-      resolve(bodyOf(body, size, threadBytes));
+      resolve(bodyOf(body, size, threadBytes, strings));
     });
     req.once('error', reject);
     req.once('close', onClose);

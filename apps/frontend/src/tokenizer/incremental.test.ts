@@ -6,8 +6,9 @@
  * results among them), carry tool-call markers, real special tokens and halves of them inside
  * message text, and a small id budget forces evictions in between. Each turn is encoded three
  * ways: the rendered string (`encode`), the chat path (`encodeChat`: the template's pieces, cut and
- * hashed without joining them), and the same pieces cut again at random places (inside special
- * tokens, between surrogate halves), as the cut must not depend on where the pieces end.
+ * hashed without joining them; a message's text of 256+ characters by its memoized fingerprint),
+ * and the same pieces cut again at random places (inside special tokens, between surrogate halves),
+ * as the ids must not depend on where the pieces end.
  */
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@kvrouter/testkit';
@@ -125,7 +126,9 @@ describe.each(FAMILIES)('incremental = cold: $name', (fam) => {
         expect(Array.from(await recutChat.encodeChat(recutTpl, conv, opts, 1 << 30, recutStats))).toEqual(
           cold,
         );
-        expect(recutStats.cachedTokens).toBe(stats.cachedTokens);
+        // A whole long string enters the keys as its fingerprint, a cut-up one character by
+        // character: other keys, so a re-cut turn may find less of its prefix cached (never wrong ids).
+        expect(recutStats.cachedTokens).toBeLessThanOrEqual(stats.cachedTokens ?? 0);
         reused += stats.cachedTokens ?? 0;
         checked++;
       }

@@ -277,6 +277,10 @@ describe('compiled chat templates: random conversations (reference: the interpre
       ["{{ 'A' < 'b' }}", null],
       ['{{ [1, 2] == [1, 2] }}', 'false'], // compares the inner arrays by reference; the compiled renderer gives up
       ['{{ -true }}{{ not [] }}{{ 1 if [] else 2 }}', '-1true2'],
+      // Chains of + and ~ (strings go out as pieces of their own; any other operand folds in order).
+      ["{{ 'a' + 'b' ~ 'c' + 'd' }}{{ '' + 'e' }}", 'abcde'],
+      ["{{ 'a' + 1 + 2 }}|{{ 1 + 2 + 'a' }}|{{ 1 + 2 + 3 }}", 'a12|3a|6'],
+      ['{{ [1] + [2] + [3] }}', '[1, 2, 3]'],
       [
         '{{ raise_exception.call }}{{ raise_exception is mapping }}{{ raise_exception is callable }}',
         'falsetrue',
@@ -312,6 +316,18 @@ describe('compiled chat templates: random conversations (reference: the interpre
     expect(mismatches).toEqual([]);
     // every case the interpreter renders, except container equality (the compiled renderer gives up)
     expect(answered).toBe(cases.filter(([, e]) => e !== null).length - 1);
+  });
+
+  it("a `{{ a + b + c }}` of strings renders as those strings, the message's text as the very string it was given", () => {
+    const src =
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>' + '\\n' }}{% endfor %}";
+    const content = `long text ${'x'.repeat(300)} end`;
+    const pieces = compileTemplate(new Template(src).parsed).renderPieces({
+      messages: [{ role: 'user', content }],
+    });
+    expect(pieces).toEqual(['<|im_start|>', 'user', '\n', content, '<|im_end|>', '\n']);
+    expect(pieces[3]).toBe(content);
+    expect(pieces.join('')).toBe(new Template(src).render({ messages: [{ role: 'user', content }] }));
   });
 
   it('constructs the compiler does not mirror are refused at compile time', () => {

@@ -351,6 +351,26 @@ function callMethod(obj: unknown, name: string, args: unknown[], kw: Kw): unknow
 }
 const ROOT_DUMMY = new Scope(null);
 
+/**
+ * A left-leaning chain of `+` / `~` (`((a + b) ~ c) + d`): its operands in order and the operators
+ * between them; null for anything else.
+ */
+function concatChain(n: N): { leaves: N[]; ops: string[] } | null {
+  const isConcat = (x: N) =>
+    x.type === 'BinaryExpression' && (x.operator!.value === '+' || x.operator!.value === '~');
+  if (!isConcat(n)) return null;
+  const leaves: N[] = [];
+  const ops: string[] = [];
+  let x = n;
+  while (isConcat(x)) {
+    leaves.push(x.right!);
+    ops.push(x.operator!.value as string);
+    x = x.left!;
+  }
+  leaves.push(x);
+  return { leaves: leaves.reverse(), ops: ops.reverse() };
+}
+
 /** `evaluateBinaryExpression` for the operators other than and/or. */
 function binary(op: string, l: unknown, r: unknown): unknown {
   switch (op) {
@@ -728,6 +748,8 @@ class Compiler {
       case 'FilterStatement':
         throw new Unsupported(n.type);
       default: {
+        const chain = concatChain(n);
+        if (chain !== null) return this.concatStmt(chain.leaves, chain.ops);
         const e = this.expr(n);
         return (s, o) => {
           const v = out(e(s));
@@ -735,6 +757,36 @@ class Compiler {
         };
       }
     }
+  }
+
+  /**
+   * `{{ a + b ~ c ... }}`: the operands evaluated left to right as the binary expressions would
+   * evaluate them; when every operand is a string, each goes out as a piece of its own (the same
+   * text as their concatenation), so a message's text stays the very string the request carried
+   * (`'<|im_start|>' + role + '\n' + content + '<|im_end|>'` gives `content` itself, not a new
+   * string that holds it: the prefix cache fingerprints a whole string once, encoder.ts). Any
+   * other operand: the operators applied in order, as `binary` would.
+   */
+  concatStmt(leaves: N[], ops: string[]): Stmt {
+    const es = leaves.map((x) => this.expr(x));
+    const k = es.length;
+    return (s, o) => {
+      const vs: unknown[] = new Array(k);
+      let strings = true;
+      for (let i = 0; i < k; i++) {
+        const v = es[i]!(s);
+        vs[i] = v;
+        if (typeof v !== 'string') strings = false;
+      }
+      if (strings) {
+        for (let i = 0; i < k; i++) if ((vs[i] as string).length > 0) o.push(vs[i] as string);
+        return;
+      }
+      let acc = vs[0];
+      for (let i = 1; i < k; i++) acc = binary(ops[i - 1]!, acc, vs[i]);
+      const v = out(acc);
+      if (v.length > 0) o.push(v);
+    };
   }
 
   forStmt(n: N): Stmt {
