@@ -148,6 +148,13 @@ function step2(h: number, c: number): number {
  */
 const MEMO_MIN_CHARS = 256;
 
+/** A memoized fingerprint (`PromptEncoder.fingerprint`), chained with others of the same sample. */
+interface Memo {
+  readonly s: string;
+  readonly fp: readonly [number, number];
+  next: Memo | undefined;
+}
+
 /**
  * One prompt's cut (a `PiecesSink`): items in order, each an added token (`tok` = its id) or a text
  * piece (`tok` = -1) made of the runs `first[i]` .. `first[i + 1]` (or the last run) of
@@ -212,8 +219,8 @@ export class PromptEncoder {
   private readonly offloadChatChars: number;
   private readonly cache = new Map<number, Entry>();
   private cachedTokens = 0;
-  /** Fingerprints of long strings (`fingerprint`), by string; at most `memoChars` characters of keys. */
-  private readonly memo = new Map<string, readonly [number, number]>();
+  /** Fingerprints of long strings (`fingerprint`), by a sample of the string; at most `memoChars` characters. */
+  private readonly memo = new Map<number, Memo>();
   private memoHeld = 0;
   private readonly memoChars: number;
 
@@ -478,20 +485,26 @@ export class PromptEncoder {
 
   /**
    * The fingerprint of a whole string: the two hashes of its characters from fixed seeds, then its
-   * length. Memoized per string (a Map: V8 hashes a string's characters natively once per string
-   * object and compares equal-length keys natively), least recently used out past `memoChars`.
+   * length. Memoized per string, found by a sample of it (its length and 16 characters spread over
+   * it) and confirmed by `===` (the same object when the body string cache handed it over, else one
+   * native compare). Not a Map keyed by the string: V8 hashes a string of more than 16,383
+   * characters by its length alone, and the chat bench's system prompts, all of one length, made
+   * that one long chain of compares. Least recently used out past `memoChars` characters.
    */
   private fingerprint(s: string): readonly [number, number] {
     const memo = this.memo;
-    const known = memo.get(s);
-    if (known !== undefined) {
-      memo.delete(s);
-      memo.set(s, known);
-      return known;
-    }
+    const n = s.length;
+    let key = step1(0x811c9dc5, n);
+    for (let i = 0; i < 16; i++) key = step1(key, s.charCodeAt(((i * 2 + 1) * n) >>> 5));
+    const first = memo.get(key);
+    for (let e = first; e !== undefined; e = e.next)
+      if (e.s === s) {
+        memo.delete(key);
+        memo.set(key, first!);
+        return e.fp;
+      }
     let h1 = 0x6a09e667;
     let h2 = 0x3c6ef372;
-    const n = s.length;
     let k = 0;
     for (; k + 1 < n; k += 2) {
       const c = s.charCodeAt(k) | (s.charCodeAt(k + 1) << 16);
@@ -502,15 +515,22 @@ export class PromptEncoder {
       h1 = step1(h1, s.charCodeAt(k));
       h2 = step2(h2, s.charCodeAt(k));
     }
-    const f: [number, number] = [step1(h1, n), step2(h2, n)];
-    memo.set(s, f);
+    const fp: [number, number] = [step1(h1, n), step2(h2, n)];
+    if (first !== undefined) memo.delete(key);
+    const e: Memo = { s, fp, next: first };
+    memo.set(key, e);
     this.memoHeld += n;
-    for (const [old] of memo) {
+    // At most 8 strings per sample (strings alike but for a few characters): the oldest go.
+    let last = e;
+    for (let i = 1; i < 8 && last.next !== undefined; i++) last = last.next;
+    for (let x = last.next; x !== undefined; x = x.next) this.memoHeld -= x.s.length;
+    last.next = undefined;
+    for (const [old, chain] of memo) {
       if (this.memoHeld <= this.memoChars) break;
       memo.delete(old);
-      this.memoHeld -= old.length;
+      for (let e: Memo | undefined = chain; e !== undefined; e = e.next) this.memoHeld -= e.s.length;
     }
-    return f;
+    return fp;
   }
 
   private remember(
