@@ -8,7 +8,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KvrError } from '@kvrouter/protocols';
-import { BodyBytes, BYTES_PARSE_MIN } from './body-thread.js';
+import { BodyBytes, BYTES_PARSE_MIN, CACHED_BYTES_PARSE_MIN } from './body-thread.js';
+import { StringCache } from './json-bytes.js';
 import { abortOnClose, parseBody, readUtf8Body } from './util.js';
 
 const EVENTS = ['data', 'end', 'error', 'close'] as const;
@@ -184,5 +185,61 @@ describe('abortOnClose', () => {
       });
     });
     expect(await got).toBe(false);
+  });
+});
+
+describe('readUtf8Body with a body string cache: a resent history is the kept string', () => {
+  it('bodies from 2 KiB come as their bytes; the second body gets the first one’s long string object, the same value', async () => {
+    const strings = new StringCache(1 << 20);
+    const got: unknown[] = [];
+    const srv = http.createServer((req, res) => {
+      void readUtf8Body(req, 1 << 20, 1, 0, strings).then((b) => {
+        got.push(b);
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as AddressInfo).port;
+    const send = (body: string) =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request({ port, host: '127.0.0.1', method: 'POST' }, (res) => {
+          res.resume();
+          res.on('end', () => resolve());
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      const system = `You are a careful assistant. ${'Réponds en détail, avec des exemples.\n'.repeat(60)}`;
+      const turn1 = JSON.stringify({
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: 'hi' },
+        ],
+      });
+      const turn2 = JSON.stringify({
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: 'hello' },
+          { role: 'user', content: 'more' },
+        ],
+      });
+      expect(Buffer.byteLength(turn1)).toBeGreaterThanOrEqual(CACHED_BYTES_PARSE_MIN);
+      expect(Buffer.byteLength(turn1)).toBeLessThan(BYTES_PARSE_MIN);
+      await send(turn1);
+      await send(turn2);
+      expect(got[0]).toBeInstanceOf(BodyBytes);
+      expect(got[1]).toBeInstanceOf(BodyBytes);
+      const a = parseBody(got[0]) as { messages: { content: string }[] };
+      const b = parseBody(got[1]) as { messages: { content: string }[] };
+      expect(a).toEqual(JSON.parse(turn1));
+      expect(b).toEqual(JSON.parse(turn2));
+      // Kept once (bytes + 2 bytes per character + 96): the second body took it (a miss would keep a second).
+      expect(strings.size).toBe(1);
+      expect(strings.held).toBe(Buffer.byteLength(JSON.stringify(system)) - 2 + 2 * system.length + 96);
+    } finally {
+      await new Promise<void>((r) => srv.close(() => r()));
+    }
   });
 });
