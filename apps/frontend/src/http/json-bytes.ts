@@ -258,14 +258,6 @@ class Reader {
       this.p = e + 1;
       return shortAscii(b, s, e - s);
     }
-    const strings = this.strings;
-    if (strings !== null && n - s > STRING_CACHE_MIN) {
-      const hit = strings.match(b, s);
-      if (hit !== null) {
-        this.p = s + hit.bytes.length + 1;
-        return hit.value;
-      }
-    }
     let q = this.nq;
     if (q < s) {
       q = b.indexOf(0x22, s);
@@ -277,6 +269,16 @@ class Reader {
       bs = b.indexOf(0x5c, s);
       if (bs < 0) bs = n;
       this.nb = bs;
+    }
+    // A kept string? Looked up only when the string may be long enough to be one: an escape
+    // before the first `"` (its end is not known yet), or that `"` at least STRING_CACHE_MIN away.
+    const strings = this.strings;
+    if (strings !== null && (bs < q || q - s >= STRING_CACHE_MIN) && n - s > STRING_CACHE_MIN) {
+      const hit = strings.match(b, s);
+      if (hit !== null) {
+        this.p = s + hit.bytes.length + 1;
+        return hit.value;
+      }
     }
     if (bs > q) {
       // No escapes: the bytes are the value, once checked for raw control characters (JSON.parse refuses them).

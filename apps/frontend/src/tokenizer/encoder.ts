@@ -28,7 +28,9 @@
  * after the longest cached prefix is made into strings, for BPE.
  *
  * Keys are two 32-bit hash words plus the prefix length: no entry holds prompt text, so the cache
- * pins no request strings. Entries form a trie: each holds the ids of its own segment (text since
+ * pins no request strings. (The fingerprint memo does hold the long strings it fingerprinted, to
+ * confirm them: bounded by as many characters as the cache holds ids, least recently used out,
+ * and with the body string cache on they are the very strings that cache keeps.) Entries form a trie: each holds the ids of its own segment (text since
  * the previous boundary plus the added token) and a link to the entry of the previous boundary, so
  * conversations sharing a system prompt share its entries and memory is the sum of distinct
  * segments. Eviction is CLOCK (second chance) over entries, bounded by `cacheTokens` ids; a hit
