@@ -41,7 +41,7 @@ export const BYTES_PARSE_MIN = 64 * 1024;
 
 /**
  * With a string cache (`--http-body-string-cache-mb`, on by default), bodies from this size on are
- * parsed from their bytes too: their long strings (`STRING_CACHE_MIN` bytes and more) are then
+ * parsed from their bytes too: their long strings (`STRING_CACHE_MIN` = 128 bytes and more) are then
  * taken from the cache when an earlier body sent them (a chat's system prompt and history), not
  * decoded again. A smaller body holds no string worth it.
  */

@@ -365,7 +365,7 @@ class Reader {
 }
 
 /** Strings of at least this many bytes (between the quotes) are looked up in and kept by a `StringCache`. */
-export const STRING_CACHE_MIN = 1024;
+export const STRING_CACHE_MIN = 128;
 
 /** Bytes of a string's head that pick its candidates (≤ `STRING_CACHE_MIN`). */
 const HEAD_BYTES = 32;
