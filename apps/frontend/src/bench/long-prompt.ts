@@ -24,7 +24,9 @@
 import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
 import { encodeFrame, TCP_MAX_FRAME } from '@kvrouter/runtime';
+import { resolveConfig } from '@kvrouter/config';
 import { bodyOf } from '../http/body-thread.js';
+import { StringCache } from '../http/json-bytes.js';
 import { parseBody } from '../http/util.js';
 import { parseChatRequest } from '../openai/validate.js';
 import { PromptEncoder } from '../tokenizer/encoder.js';
@@ -37,6 +39,7 @@ const [modelDir, corpusDir, quickArg] = process.argv.slice(2);
 if (!modelDir || !corpusDir) throw new Error('usage: long-prompt.ts <model dir> <corpus dir> [quick]');
 const quick = quickArg === 'quick';
 const BS = 16;
+const DEFAULTS = resolveConfig('frontend', [], {}).config;
 const WORKERS = 8;
 
 const loaded = loadTokenizer({ kind: 'hf', dir: modelDir });
@@ -84,16 +87,19 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     frame: [],
   };
   const chatCpu: number[] = [];
+  // The frontend's body string cache at its default size (`--http-body-string-cache-mb`), one per run.
+  const strings = new StringCache(DEFAULTS.httpBodyStringCacheMb * 1024 * 1024);
   let last = { tokens: 0, bodyBytes: 0, blocks: 0, matched: 0 };
   for (const [t, conv] of turns.entries()) {
     const bytes = Buffer.from(JSON.stringify({ model: 'm', messages: conv, max_tokens: 64, stream: true }));
     const bodyBytes = bytes.length;
     let raw: unknown;
-    // As the frontend reads a body (every mode; the body thread is off by default): `decode` is the
-    // body reader's work at the body's end (the text below 64 KiB; a larger body stays bytes),
-    // `parse` is parseBody's (a large body parsed from its bytes, http/json-bytes.ts).
+    // As the frontend reads a body with its default flags (every mode; the body thread is off, the
+    // body string cache on): `decode` is the body reader's work at the body's end (the body stays
+    // bytes), `parse` is parseBody's (parsed from its bytes, http/json-bytes.ts; strings the
+    // session's earlier turns sent come from the cache).
     let body!: ReturnType<typeof bodyOf>;
-    const decode = await loopMs(() => (body = bodyOf([bytes], bytes.length, 0)));
+    const decode = await loopMs(() => (body = bodyOf([bytes], bytes.length, 0, strings)));
     const parse = await loopMs(async () => {
       raw = parseBody(await body);
     });
