@@ -18,9 +18,8 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CORPUS_FILE } from '@kvrouter/testkit/parity';
 import type { Row, Suite } from '../harness.js';
-import { AGENT_RUN, WARMUP_S } from './frontend.js';
+import { AGENT_RUN, WARMUP_S, corpusLoadOptions } from './frontend.js';
 import {
   byThread,
   mainProfile,
@@ -66,16 +65,7 @@ export const suite: Suite = {
       const srv = await profiledServer(profDir);
       server = srv.server;
       const { exited, stats, load } = srv;
-      const o = {
-        concurrency: 32,
-        seconds: ctx.quick ? 4 : 15,
-        warmupS: ctx.quick ? 1 : 3,
-        maxTokens: 8,
-        sessions,
-        workload: 'agent',
-        corpusFile: CORPUS_FILE,
-        charsPerToken: 3.2,
-      };
+      const o = corpusLoadOptions(ctx.quick, 'agent', sessions);
       ctx.progress('warm-up', 0, 1);
       await load({ ...o, seconds: ctx.quick ? 2 : WARMUP_S, warmupS: 0, seed: 1 });
       const label = `${AGENT_RUN.rate} req/s agent load under --cpu-prof`;

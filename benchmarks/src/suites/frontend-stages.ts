@@ -20,9 +20,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CORPUS_FILE, tokenizerPackageDir } from '@kvrouter/testkit/parity';
+import { tokenizerPackageDir } from '@kvrouter/testkit/parity';
 import type { Row, Suite } from '../harness.js';
-import { WARMUP_S, lines } from './frontend.js';
+import { WARMUP_S, corpusLoadOptions, lines } from './frontend.js';
 
 const bench = (f: string) => fileURLToPath(new URL(`../../../apps/frontend/src/bench/${f}`, import.meta.url));
 
@@ -237,16 +237,7 @@ export const suite: Suite = {
       const srv = await profiledServer(profDir);
       server = srv.server;
       const { exited, stats, load } = srv;
-      const o = {
-        concurrency: 32,
-        seconds: ctx.quick ? 4 : 15,
-        warmupS: ctx.quick ? 1 : 3,
-        maxTokens: 8,
-        sessions,
-        workload: 'chat',
-        corpusFile: CORPUS_FILE,
-        charsPerToken: 3.2,
-      };
+      const o = corpusLoadOptions(ctx.quick, 'chat', sessions);
       // Warm-up long enough for V8 to finish optimizing (TurboFan compiling on its helper threads was
       // 13-15 % of the process's CPU over the first ~20 s of this load and < 1 % after 30 s), with
       // prompts of its own seed: each phase below sends text no earlier phase sent (a repeated

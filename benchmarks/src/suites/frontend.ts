@@ -248,6 +248,15 @@ export const loadOptions = (quick: boolean) => ({
   sessions: 64,
 });
 
+/** `loadOptions` for a run of `workload` over the committed corpus text (the stage suites' load). */
+export const corpusLoadOptions = (quick: boolean, workload: 'chat' | 'agent', sessions: number) => ({
+  ...loadOptions(quick),
+  sessions,
+  workload,
+  corpusFile: CORPUS_FILE,
+  charsPerToken: CORPUS_CHARS_PER_TOKEN,
+});
+
 /** Agent sessions: 20k → 150k-token prompts, +2k per turn, tool calls in the history, at 50 req/s. */
 export const AGENT_RUN: Omit<RealRun, 'modelPath'> = {
   label: 'Qwen3 tokenizer, agent 20k-150k',
