@@ -32,6 +32,8 @@
  * `MAX_DEPTH` (`parseJson`'s limit; `JSON.parse` goes deeper), a non-ASCII byte outside a string.
  */
 
+import { KeyedChains } from '../keyed-chains.js';
+
 /** Returned when the bytes must go through `parseJson(utf8Text(b))` (syntax errors included). */
 export const BAIL: unique symbol = Symbol('json-bytes: bail');
 
@@ -409,32 +411,34 @@ function headKey(b: Buffer, s: number): number {
  * string larger than an eighth of the limit is not kept.
  */
 export class StringCache {
-  private readonly heads = new Map<number, CachedString>();
-  /** Bytes held (the bound's measure). */
-  held = 0;
-  /** Strings evicted to stay within the limit. */
-  evicted = 0;
+  private readonly chains: KeyedChains<CachedString>;
 
-  constructor(readonly limitBytes: number) {}
+  constructor(readonly limitBytes: number) {
+    this.chains = new KeyedChains<CachedString>(limitBytes, PER_HEAD, (e) => e.size);
+  }
+
+  /** Bytes held (the bound's measure). */
+  get held(): number {
+    return this.chains.held;
+  }
+
+  /** Strings evicted to stay within the limit. */
+  get evicted(): number {
+    return this.chains.evicted;
+  }
 
   /** Strings kept. */
   get size(): number {
-    let n = 0;
-    for (const head of this.heads.values())
-      for (let e: CachedString | null = head; e !== null; e = e.next) n++;
-    return n;
+    return this.chains.count;
   }
 
   /** The kept string whose bytes start at `s` in `b` and end right before a `"`, or null. */
   match(b: Buffer, s: number): CachedString | null {
     const key = headKey(b, s);
-    const first = this.heads.get(key);
-    for (let e = first ?? null; e !== null; e = e.next) {
+    for (let e = this.chains.first(key); e !== null; e = e.next) {
       const end = s + e.bytes.length;
       if (end < b.length && b[end] === 0x22 && b.compare(e.bytes, 0, e.bytes.length, s, end) === 0) {
-        // Most recently used head last in the map's order (eviction takes the first).
-        this.heads.delete(key);
-        this.heads.set(key, first!);
+        this.chains.touch(key);
         return e;
       }
     }
@@ -445,32 +449,9 @@ export class StringCache {
   remember(b: Buffer, s: number, q: number, value: string): void {
     const size = q - s + 2 * value.length + 96;
     if (size > this.limitBytes / 8) return;
-    const key = headKey(b, s);
     const bytes = Buffer.allocUnsafeSlow(q - s);
     b.copy(bytes, 0, s, q);
-    const first = this.heads.get(key) ?? null;
-    const e: CachedString = { bytes, value, size, next: first };
-    // At most PER_HEAD per head: the older ones beyond that go.
-    let last = e;
-    for (let k = 1; k < PER_HEAD && last.next !== null; k++) last = last.next;
-    this.drop(last.next);
-    last.next = null;
-    if (first !== null) this.heads.delete(key);
-    this.heads.set(key, e);
-    this.held += size;
-    for (const [k, head] of this.heads) {
-      if (this.held <= this.limitBytes) break;
-      this.heads.delete(k);
-      this.drop(head);
-    }
-  }
-
-  /** Uncounts `e` and the entries after it. */
-  private drop(e: CachedString | null): void {
-    for (; e !== null; e = e.next) {
-      this.held -= e.size;
-      this.evicted++;
-    }
+    this.chains.add(headKey(b, s), { bytes, value, size, next: null });
   }
 }
 

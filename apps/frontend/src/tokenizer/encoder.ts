@@ -41,6 +41,7 @@
  * normal-size text is tokenized inline instead of waiting behind it.
  */
 import { refuseIfCannotFit } from '../context-bound.js';
+import { KeyedChains } from '../keyed-chains.js';
 import type { PiecesSink } from '@kvrouter/tokenizer';
 import { splitSpecialsPieces } from './split.js';
 import { UnsendableJob, type TokenizerPool } from './pool.js';
@@ -154,7 +155,7 @@ const MEMO_MIN_CHARS = 256;
 interface Memo {
   readonly s: string;
   readonly fp: readonly [number, number];
-  next: Memo | undefined;
+  next: Memo | null;
 }
 
 /**
@@ -221,10 +222,8 @@ export class PromptEncoder {
   private readonly offloadChatChars: number;
   private readonly cache = new Map<number, Entry>();
   private cachedTokens = 0;
-  /** Fingerprints of long strings (`fingerprint`), by a sample of the string; at most `memoChars` characters. */
-  private readonly memo = new Map<number, Memo>();
-  private memoHeld = 0;
-  private readonly memoChars: number;
+  /** Fingerprints of long strings (`fingerprint`), by a sample of the string; at most as many characters as `cacheTokens`. */
+  private readonly memo: KeyedChains<Memo>;
 
   constructor(o: PromptEncoderOptions) {
     this.tokenizer = o.tokenizer;
@@ -234,7 +233,7 @@ export class PromptEncoder {
     this.cacheTokens = o.cacheTokens ?? DEFAULT_PREFIX_CACHE_TOKENS;
     // As many characters of memoized strings as the prefix cache holds ids (~1/4 of the text those
     // ids stand for): the strings worth a fingerprint are the ones whose prefixes are cached.
-    this.memoChars = this.cacheTokens;
+    this.memo = new KeyedChains<Memo>(this.cacheTokens, 8, (e) => e.s.length);
     this.inlineWhenBlocked = o.inlineWhenBlockedChars ?? 4 * this.offloadChars;
     this.template = o.template ?? null;
     this.offloadChatChars = o.offloadChatChars ?? (this.mode === 'fastokens' ? 0 : 65_536);
@@ -491,18 +490,16 @@ export class PromptEncoder {
    * it) and confirmed by `===` (the same object when the body string cache handed it over, else one
    * native compare). Not a Map keyed by the string: V8 hashes a string of more than 16,383
    * characters by its length alone, and the chat bench's system prompts, all of one length, made
-   * that one long chain of compares. Least recently used out past `memoChars` characters.
+   * that one long chain of compares. Least recently used out past `cacheTokens` characters.
    */
   private fingerprint(s: string): readonly [number, number] {
     const memo = this.memo;
     const n = s.length;
     let key = step1(0x811c9dc5, n);
     for (let i = 0; i < 16; i++) key = step1(key, s.charCodeAt(((i * 2 + 1) * n) >>> 5));
-    const first = memo.get(key);
-    for (let e = first; e !== undefined; e = e.next)
+    for (let e = memo.first(key); e !== null; e = e.next)
       if (e.s === s) {
-        memo.delete(key);
-        memo.set(key, first!);
+        memo.touch(key);
         return e.fp;
       }
     let h1 = 0x6a09e667;
@@ -518,20 +515,8 @@ export class PromptEncoder {
       h2 = step2(h2, s.charCodeAt(k));
     }
     const fp: [number, number] = [step1(h1, n), step2(h2, n)];
-    if (first !== undefined) memo.delete(key);
-    const e: Memo = { s, fp, next: first };
-    memo.set(key, e);
-    this.memoHeld += n;
     // At most 8 strings per sample (strings alike but for a few characters): the oldest go.
-    let last = e;
-    for (let i = 1; i < 8 && last.next !== undefined; i++) last = last.next;
-    for (let x = last.next; x !== undefined; x = x.next) this.memoHeld -= x.s.length;
-    last.next = undefined;
-    for (const [old, chain] of memo) {
-      if (this.memoHeld <= this.memoChars) break;
-      memo.delete(old);
-      for (let e: Memo | undefined = chain; e !== undefined; e = e.next) this.memoHeld -= e.s.length;
-    }
+    memo.add(key, { s, fp, next: null });
     return fp;
   }
 
@@ -585,11 +570,11 @@ export class PromptEncoder {
 
   /** Characters of the strings whose fingerprints are memoized, and their bound (the id bound). */
   get fingerprintCharsHeld(): number {
-    return this.memoHeld;
+    return this.memo.held;
   }
 
   get fingerprintCharLimit(): number {
-    return this.memoChars;
+    return this.memo.limit;
   }
 
   /** Ids held by the prefix caches of its pool's threads (`encodeChat` jobs), and their bound. */
