@@ -29,6 +29,7 @@ import {
   stageRows,
   stagesOf,
   threadCpu,
+  processRow,
   type Profile,
 } from './frontend-stages.js';
 
@@ -98,21 +99,16 @@ export const suite: Suite = {
       const busyUs = [...busy.values()].reduce((a, b) => a + b, 0);
       const mainPerReq = threads.main / requests;
       const rows: Row[] = [
-        {
-          name: `frontend @${AGENT_RUN.rate}/s, agent 20k-150k, turns after the sessions' opening ones: CPU per request, whole process`,
-          value: r3((threads.main + threads.zmq + threads.other) / requests),
-          unit: 'ms',
-          extra: {
-            throughput_rps: Math.round(r.rps),
-            errors: r.errors,
-            requests,
-            main_thread_ms: r3(mainPerReq),
-            zmq_io_thread_ms: r3(threads.zmq / requests),
-            other_threads_ms: r3(threads.other / requests),
+        processRow(
+          `frontend @${AGENT_RUN.rate}/s, agent 20k-150k, turns after the sessions' opening ones: CPU per request, whole process`,
+          threads,
+          requests,
+          r,
+          {
             ...(r.dispatch ? { dispatch_p50_ms: r.dispatch.p50, dispatch_p99_ms: r.dispatch.p99 } : {}),
             load_avg: os.loadavg()[0]!.toFixed(2),
           },
-        },
+        ),
         {
           name: 'the whole phase, its 32 cold opening turns (20k-150k tokens) included: CPU per request, whole process',
           value: r3((all.main + all.zmq + all.other) / (requests + sessions)),

@@ -138,6 +138,33 @@ export function byThread(
 }
 
 export const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/**
+ * A load phase's "CPU per request, whole process" row: the threads' CPU ms (`byThread`) over
+ * `requests`, with the load's throughput and errors, then `extra` (GC pauses, dispatch times...).
+ */
+export function processRow(
+  name: string,
+  t: { main: number; zmq: number; other: number },
+  requests: number,
+  r: LoadResult,
+  extra: Record<string, unknown>,
+): Row {
+  return {
+    name,
+    value: r3((t.main + t.zmq + t.other) / requests),
+    unit: 'ms',
+    extra: {
+      throughput_rps: Math.round(r.rps),
+      errors: r.errors,
+      requests,
+      main_thread_ms: r3(t.main / requests),
+      zmq_io_thread_ms: r3(t.zmq / requests),
+      other_threads_ms: r3(t.other / requests),
+      ...extra,
+    },
+  };
+}
 export const monoUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 /** What a load client reports at its end (`apps/frontend/src/bench/load.ts`). */
@@ -274,35 +301,25 @@ export const suite: Suite = {
       busy.delete('idle');
       const mainPerReq = threads.main / requests;
       const rows: Row[] = [
-        {
-          name: `frontend @${RATE}/s, Qwen3 corpus chats: CPU per request, whole process`,
-          value: r3((threads.main + threads.zmq + threads.other) / requests),
-          unit: 'ms',
-          extra: {
-            throughput_rps: Math.round(r.rps),
-            errors: r.errors,
-            requests,
-            main_thread_ms: r3(mainPerReq),
-            zmq_io_thread_ms: r3(threads.zmq / requests),
-            other_threads_ms: r3(threads.other / requests),
+        processRow(
+          `frontend @${RATE}/s, Qwen3 corpus chats: CPU per request, whole process`,
+          threads,
+          requests,
+          r,
+          {
             gc_pauses_ms_per_req: r3(s.gcMs / requests),
             load_avg: os.loadavg()[0]!.toFixed(2),
           },
-        },
-        {
-          name: 'closed loop, 4 clients, same chats: CPU per request, whole process',
-          value: r3((closed.main + closed.zmq + closed.other) / cRequests),
-          unit: 'ms',
-          extra: {
-            throughput_rps: Math.round(rc.rps),
-            errors: rc.errors,
-            requests: cRequests,
-            main_thread_ms: r3(closed.main / cRequests),
-            zmq_io_thread_ms: r3(closed.zmq / cRequests),
-            other_threads_ms: r3(closed.other / cRequests),
+        ),
+        processRow(
+          'closed loop, 4 clients, same chats: CPU per request, whole process',
+          closed,
+          cRequests,
+          rc,
+          {
             gc_pauses_ms_per_req: r3(sc.gcMs / cRequests),
           },
-        },
+        ),
       ];
       rows.push(...stageRows(busy, mainPerReq));
       // Node names none of these threads, so they are one figure (their profiles count wall time).
