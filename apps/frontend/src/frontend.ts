@@ -308,10 +308,10 @@ export class Frontend {
       // Truth-checked routing (issue 19): reports per model, logged and exported.
       const truth = new TruthWatch({ registry, metrics: metrics.truth, log });
       cleanup.push(() => truth.close());
-      // Bounded memory (issue 17): every cache's size and limit on /metrics (docs/memory.md).
       // Long strings of request bodies, reused when a later body sends the same bytes (json-bytes.ts).
       const bodyStrings =
         config.httpBodyStringCacheMb > 0 ? new StringCache(config.httpBodyStringCacheMb * 1024 * 1024) : null;
+      // Bounded memory (issue 17): every cache's size and limit on /metrics (docs/memory.md).
       registerMemoryTables({ metrics, registry, encoder, tokenizers, bodyStrings });
       const ref: { fe: Frontend | null } = { fe: null };
       // One exposition and one set of health probes for the HTTP port and the gRPC metrics port.
