@@ -7,7 +7,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_MODEL_LABELS } from '@kvrouter/metrics';
 import { MAX_BLOCKS_PER_WORKER } from '@kvrouter/radix-indexer';
-import { MAX_LIVE_REQUESTS, MAX_PARKED_REQUESTS, MAX_SESSION_BINDINGS } from '@kvrouter/router';
+import {
+  MAX_HASH_CHAIN_BYTES,
+  MAX_LIVE_REQUESTS,
+  MAX_PARKED_REQUESTS,
+  MAX_SESSION_BINDINGS,
+} from '@kvrouter/router';
 import { parityModelDir } from '@kvrouter/testkit/parity';
 import type { Frontend } from './frontend.js';
 import { TABLES } from './memory.js';
@@ -108,6 +113,33 @@ describe('bounded tables on /metrics', () => {
     const t = await table(TABLES.modelLabels);
     expect(t.limit).toBe(MAX_MODEL_LABELS);
     expect(t.entries).toBeLessThanOrEqual(before + 1);
+  });
+
+  it("a conversation's next turn reuses the block hashes of the turn before (router hash chains)", async () => {
+    const set = fe.registry.allSets()[0]!;
+    const chains = () => set.router.hashChains;
+    const before = chains().reusedBlocks;
+    const first = [{ role: 'user' as const, content: `${prompt(900)} ${prompt(901)} ${prompt(902)}` }];
+    const r1 = await client.chat.completions.create({ model: MODEL, messages: first, max_tokens: 3 });
+    const p1 = r1.usage!.prompt_tokens;
+    await client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        ...first,
+        { role: 'assistant', content: 'Noted.' },
+        { role: 'user', content: 'And the next one?' },
+      ],
+      max_tokens: 1,
+    });
+    // Turn 1's prompt ends `<|im_start|>assistant\n`: its last cached prefix ends at that
+    // `<|im_start|>`, 2 tokens before the end ("assistant", "\n"); turn 2 extends it and takes its
+    // full blocks' hashes.
+    expect(p1).toBeGreaterThan(2 * set.blockSize);
+    expect(chains().reusedBlocks - before).toBe(Math.floor((p1 - 2) / set.blockSize));
+    const t = await table(TABLES.hashChains);
+    expect(t.limit).toBe(MAX_HASH_CHAIN_BYTES); // one router
+    expect(t.entries).toBeGreaterThan(0);
+    expect(t.entries).toBeLessThanOrEqual(MAX_HASH_CHAIN_BYTES);
   });
 
   it('the index and the session table report their bounds', async () => {

@@ -18,6 +18,7 @@ export const TABLES = Object.freeze({
   sessions: 'router_session_bindings',
   parked: 'router_parked_requests',
   live: 'router_live_requests',
+  hashChains: 'router_hash_chain_bytes',
   prefixCache: 'tokenizer_prefix_cache_tokens',
   fingerprints: 'tokenizer_fingerprint_chars',
   wordCache: 'tokenizer_word_cache_entries',
@@ -73,6 +74,15 @@ export function registerMemoryTables(o: MemoryTablesOptions): void {
     return {
       entries: rs.reduce((n, r) => n + r.liveRequestCount + r.queueDepth, 0),
       limit: rs.length * MAX_LIVE_REQUESTS,
+    };
+  });
+  // Earlier turns' block hashes (each router's `HashChains`, bounded in bytes).
+  m.register(TABLES.hashChains, () => {
+    const cs = routers().map((r) => r.hashChains);
+    return {
+      entries: cs.reduce((n, c) => n + c.held, 0),
+      limit: cs.reduce((n, c) => n + c.limit, 0),
+      evicted: cs.reduce((n, c) => n + c.evicted, 0),
     };
   });
   m.register(TABLES.prefixCache, () => {

@@ -12,7 +12,7 @@ import {
   type FrontendMetricSet,
   type RequestTracker,
 } from '@kvrouter/metrics';
-import type { RoutingDecision } from '@kvrouter/router';
+import type { RoutingDecision, TokensPrefix } from '@kvrouter/router';
 import { isMigratable, type RequestClient } from '@kvrouter/runtime';
 import type { GenerateItem, GenerateRequest } from '@kvrouter/protocols';
 import { refuseIfCannotFit } from './context-bound.js';
@@ -26,6 +26,7 @@ import { DecodeStream } from './tokenizer/detok.js';
 import type { PromptEncoder } from './tokenizer/encoder.js';
 import type { ModelTokenizers } from './tokenizer/per-model.js';
 import type { ChatTemplate } from './tokenizer/template.js';
+import type { EncodeStats } from './tokenizer/types.js';
 
 export type FinishReason = 'stop' | 'length';
 
@@ -102,6 +103,8 @@ export class Completion {
   prefillWorker: WorkerWithDpRank | null = null;
   /** Engine-reported prefix hit (first item), else the router's prediction. */
   cachedTokens = 0;
+  /** Names of the prompt's cached prefixes (chat, fastokens): the router reuses the earlier turn's block hashes. */
+  tokensPrefix: TokensPrefix | null = null;
   completionTokens = 0;
   readonly timing: Timing;
   private readonly t0: number;
@@ -225,6 +228,7 @@ export class Completion {
           nvext: leg?.nvext ?? req.nvext,
           pinHeader: this.ctx.workerHeader,
           signal,
+          ...(this.tokensPrefix !== null ? { tokensPrefix: this.tokensPrefix } : {}),
           ...mmHashesFor(req, prompt, set.blockSize, svc.encoderFor(this.model).tokenizer),
           ...(leg ? { overrides: leg.overrides, constraints: leg.constraints } : {}),
         });
@@ -501,7 +505,9 @@ export class InferenceService {
       t0,
     );
     try {
-      const tokens = await this.tokenize(req, model.name, set.contextLength, ctx.signal);
+      // `stats.prefix`: the prefix-cache entries a chat prompt's ids extend, for the router.
+      const stats: EncodeStats = { tokenizedChars: 0, offloaded: false };
+      const tokens = await this.tokenize(req, model.name, set.contextLength, ctx.signal, stats);
       if (tokens.length === 0)
         throw badRequest(
           req.kind === 'chat' ? 'messages' : 'prompt',
@@ -520,7 +526,9 @@ export class InferenceService {
         );
       const pre = performance.now() - t0;
       this.o.metrics.frontend.observeStage('preprocess', pre / 1000);
-      return new Completion(req, model.name, set, tokens, req.maxTokens, this, ctx, tracker, t0, pre);
+      const c = new Completion(req, model.name, set, tokens, req.maxTokens, this, ctx, tracker, t0, pre);
+      c.tokensPrefix = stats.prefix ?? null;
+      return c;
     } catch (e) {
       tracker.end(errorTypeOf(e));
       throw e;
@@ -538,6 +546,7 @@ export class InferenceService {
     model: string,
     contextLength: number,
     signal?: AbortSignal,
+    stats?: EncodeStats,
   ): Promise<Uint32Array> {
     if (req.nvext.token_data) return req.nvext.token_data;
     const t = performance.now();
@@ -558,7 +567,7 @@ export class InferenceService {
           ...(req.templateKwargs ? { kwargs: req.templateKwargs } : {}),
         },
         contextLength,
-        undefined,
+        stats,
         signal,
       );
     } else if (req.promptTokens) return req.promptTokens;

@@ -21,7 +21,7 @@ import {
 } from '@kvrouter/protocols';
 import type { ResolvedOptions } from './options.js';
 import type { SessionBinding } from './sessions.js';
-import type { RouteRequest, RouterPhase, RoutingDecision } from './types.js';
+import type { RouteRequest, RouterPhase, RoutingDecision, TokensPrefix } from './types.js';
 
 export interface Pin {
   workerId: WorkerId;
@@ -34,6 +34,8 @@ export interface RequestIntent {
   id: string;
   isl: number;
   tokens: Uint32Array;
+  /** `req.tokensPrefix`, checked; null when absent or `tokens` came from `nvext.token_data`. */
+  prefix: TokensPrefix | null;
   loraName: string | undefined;
   /** Cost parameters with the request's overrides applied (§8.7). */
   params: CostParams;
@@ -111,6 +113,26 @@ export interface IntentContext {
   arriveSession(req: RouteRequest, queryOnly: boolean, now: number): SessionIntent | null;
 }
 
+/** Names are integers >= -1, prefix lengths integers in [0, tokens]. */
+function checkPrefix(p: TokensPrefix, tokens: number): TokensPrefix {
+  const name = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= -1;
+  const len = (v: unknown): boolean =>
+    Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= tokens;
+  if (
+    p === null ||
+    typeof p !== 'object' ||
+    !name(p.reused) ||
+    !name(p.leaf) ||
+    !len(p.reusedTokens) ||
+    !len(p.leafTokens)
+  )
+    throw invalidArgument(
+      'tokensPrefix',
+      `must be { reused, leaf: integers >= -1; reusedTokens, leafTokens: integers in [0, ${tokens}] }`,
+    );
+  return p;
+}
+
 export function prepareIntent(req: RouteRequest, ctx: IntentContext): Pending {
   const o = ctx.o;
   if (!req || typeof req !== 'object') throw invalidArgument('request', 'must be an object');
@@ -125,6 +147,10 @@ export function prepareIntent(req: RouteRequest, ctx: IntentContext): Pending {
   if (!Number.isSafeInteger(isl) || isl < 0) throw invalidArgument('isl', 'must be an integer >= 0', isl);
   if (req.loraName !== undefined && typeof req.loraName !== 'string')
     throw invalidArgument('loraName', 'must be a string');
+  const prefix =
+    req.tokensPrefix !== undefined && req.tokens !== undefined
+      ? checkPrefix(req.tokensPrefix, req.tokens.length)
+      : null;
   const queryOnly = req.queryOnly === true || isQueryOnly(nv);
   if (!queryOnly && ctx.isKnown(id))
     throw new KvrError('duplicate_request', `request ${id} is already being routed`, 400, {
@@ -158,6 +184,7 @@ export function prepareIntent(req: RouteRequest, ctx: IntentContext): Pending {
       id,
       isl,
       tokens: tokens ?? EMPTY,
+      prefix,
       loraName: req.loraName,
       params,
       osl: hints?.osl ?? null,

@@ -8,9 +8,11 @@ import {
   KvrError,
   computeLocalBlockHashes,
   computeSequenceHashes,
+  extendBlockHashes,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { ApproxIndexer, MAX_BLOCKS_PER_WORKER, type KvIndexer } from '@kvrouter/radix-indexer';
+import { HashChains } from './hash-chains.js';
 import type { Pending } from './intent.js';
 import type { ResolvedOptions } from './options.js';
 import type { PrefetchingIndexer, RouteRequest, RouterDeps, RoutingRecorder } from './types.js';
@@ -28,6 +30,8 @@ export class OverlapSource {
     null;
   private localBuf = new Uint32Array(2048);
   private seqBuf = new Uint32Array(2048);
+  /** Earlier turns' hashes, for prompts whose tokens name the prefix they extend (`tokensPrefix`). */
+  readonly chains = new HashChains();
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -90,9 +94,24 @@ export class OverlapSource {
       it.loraName || req.mmHashes || eagle
         ? { loraName: it.loraName, mmHashes: req.mmHashes, isEagle: eagle }
         : undefined;
-    prompt.local = computeLocalBlockHashes(it.tokens, bs, opts, this.localBuf);
-    const t1 = hr();
-    prompt.seq = computeSequenceHashes(prompt.local, this.seqBuf);
+    let t1: number;
+    const named = it.prefix;
+    if (named !== null && opts === undefined && bs > 0) {
+      // An earlier turn's chain: only the blocks after it are hashed (local and sequence in one
+      // pass, so the `seq` phase reads ~0), then this prompt's chain is kept for the next turn.
+      const local = this.localBuf;
+      const seq = this.seqBuf;
+      const from = this.chains.take(named, bs, Math.floor(it.tokens.length / bs), local, seq);
+      const n = extendBlockHashes(it.tokens, bs, from, local, seq);
+      prompt.local = local.subarray(0, 2 * n);
+      prompt.seq = seq.subarray(0, 2 * n);
+      this.chains.keep(named, bs, prompt.local, prompt.seq);
+      t1 = hr();
+    } else {
+      prompt.local = computeLocalBlockHashes(it.tokens, bs, opts, this.localBuf);
+      t1 = hr();
+      prompt.seq = computeSequenceHashes(prompt.local, this.seqBuf);
+    }
     const t2 = hr();
     try {
       prompt.scores = this.find(prompt.seq);

@@ -378,6 +378,12 @@ export class KvRouter {
     return this.sessions.bindings.evicted;
   }
 
+  /** Bytes of earlier turns' block hashes kept (at most `MAX_HASH_CHAIN_BYTES`), chains dropped, blocks reused. */
+  get hashChains(): { held: number; limit: number; evicted: number; reusedBlocks: number } {
+    const c = this.overlap.chains;
+    return { held: c.held, limit: c.limitBytes, evicted: c.evicted, reusedBlocks: c.reusedBlocks };
+  }
+
   /** Current binding of a session, without refreshing it. */
   sessionBinding(sessionId: string): SessionBinding | undefined {
     return this.sessions.bindings.peek(sessionId);

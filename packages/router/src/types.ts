@@ -155,6 +155,20 @@ export interface KvRouterOptions {
   truth?: Partial<TruthThresholds> | false;
 }
 
+/**
+ * Names of two prefixes of a prompt's tokens. A name (an integer >= 0) stands for one token
+ * sequence for the life of the process: whoever hands out names never gives one to two different
+ * sequences. -1: no name.
+ */
+export interface TokensPrefix {
+  /** The earlier prompt's prefix this one extends: `tokens[0, reusedTokens)` is that sequence. */
+  reused: number;
+  reusedTokens: number;
+  /** This prompt's own prefix `tokens[0, leafTokens)`, under which its hashes are kept. */
+  leaf: number;
+  leafTokens: number;
+}
+
 export interface RouteRequest {
   requestId: string;
   /** Prompt token ids; `nvext.token_data` is used when absent. */
@@ -165,6 +179,12 @@ export interface RouteRequest {
   loraName?: string;
   /** Multimodal object hashes per block (§2.1). */
   mmHashes?: BlockHashOptions['mmHashes'];
+  /**
+   * What the tokenizer knows of `tokens`' prefixes (the frontend's prompt-prefix cache): the router
+   * hashes only the blocks after the earlier turn's kept chain (`hash-chains.ts`). Used with
+   * `tokens` only, for plain blocks (no LoRA, multimodal hashes or Eagle).
+   */
+  tokensPrefix?: TokensPrefix;
   /** Per-request overrides (§8.7); `agent_hints.kv_overlap_score_credit` fills `overlap_score_credit`. */
   overrides?: RouterConfigOverride;
   /** Header `x-worker-instance-id` (prefill phase: `x-prefill-instance-id`); wins over nvext. */

@@ -80,7 +80,12 @@ export interface PromptEncoderOptions {
   inlineWhenBlockedChars?: number;
 }
 
+/** Names of prefix entries, unique on this thread for its life (`EncodeStats.prefix`). */
+let nextName = 0;
+
 interface Entry {
+  /** The name of this prefix (its token sequence): never given to another entry. */
+  name: number;
   key: number;
   /** Second hash word and prefix length (characters + added tokens), checked on a hit. */
   h2: number;
@@ -481,6 +486,13 @@ export class PromptEncoder {
         o += ids.length;
       }
     }
+    if (stats && (hit !== null || parent !== null))
+      stats.prefix = {
+        reused: hit?.name ?? -1,
+        reusedTokens: hit?.count ?? 0,
+        leaf: parent?.name ?? -1,
+        leafTokens: parent?.count ?? 0,
+      };
     return out;
   }
 
@@ -534,7 +546,7 @@ export class PromptEncoder {
       this.cachedTokens -= old.ids.length;
       this.cache.delete(key);
     }
-    const e: Entry = { key, h2, len, parent, ids, count, used: false };
+    const e: Entry = { name: nextName++, key, h2, len, parent, ids, count, used: false };
     this.cache.set(key, e);
     this.cachedTokens += ids.length;
     if (this.cachedTokens > this.cacheTokens) this.evict();

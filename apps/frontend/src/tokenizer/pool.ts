@@ -201,7 +201,9 @@ export class TokenizerPool {
             : new KvrError('tokenizer_error', err.message, 500),
         );
       else {
-        if (job.stats && m.stats) Object.assign(job.stats, m.stats, { offloaded: true });
+        // Not `prefix`: a thread's prefix-cache names are its own (the same number names another
+        // entry here), and the router's hash chains must never take one for another.
+        if (job.stats && m.stats) Object.assign(job.stats, m.stats, { offloaded: true, prefix: undefined });
         job.resolve(m.out!);
       }
       this.pump();

@@ -1,3 +1,4 @@
+import type { TokensPrefix } from '@kvrouter/router';
 import type { PiecesSink } from '@kvrouter/tokenizer';
 
 /**
@@ -49,6 +50,11 @@ export interface EncodeStats {
   offloaded: boolean;
   /** Ids taken from the prefix cache. */
   cachedTokens?: number;
+  /**
+   * The prefix-cache entries the ids extend and end in (fastokens, on the thread that asked: a
+   * tokenizer thread's names are its own and are not passed on), for the router's hash chains.
+   */
+  prefix?: TokensPrefix;
 }
 
 /** Default of `--tokenizer-prefix-cache-tokens`: ids one prompt encoder's prefix cache holds (64 MB). */

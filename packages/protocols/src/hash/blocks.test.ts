@@ -10,6 +10,7 @@ import {
   computeLocalBlockHashes,
   computeSequenceHashes,
   configureWasmHashing,
+  extendBlockHashes,
   localBlockHashes,
   loraSeed,
   pairsToU64s,
@@ -372,6 +373,58 @@ describe.each([
       expect([...small]).toEqual([5, 5, 5, 5, 5, 5, 5]);
       expect([...ok]).toEqual([5, 5, 5, 5, 5, 5, 5, 5]);
     });
+  });
+});
+
+describe("extendBlockHashes (an earlier turn's chain, extended)", () => {
+  it('the blocks after `from` hashed and chained onto the kept ones equal the oracle, for every cut', () => {
+    const rng = new Rng(46);
+    for (const bs of [16, 5]) {
+      // Turn 1: 700 tokens; turn 2 resends them and adds 333 (a cut inside a block, not on one).
+      const t2 = randomTokens(rng, 1033);
+      for (let i = 0; i < t2.length; i += 89) t2[i] = 0xfffffff0 + (i & 7);
+      const t1 = t2.slice(0, 700);
+      const n1 = Math.floor(700 / bs);
+      const n2 = Math.floor(1033 / bs);
+      const wantLocal = refLocal(t2, bs);
+      const wantSeq = refSeq(wantLocal);
+      for (const from of [0, 1, n1 >> 1, n1]) {
+        const local = new Uint32Array(2 * n2 + 4).fill(9);
+        const seq = new Uint32Array(2 * n2 + 4).fill(9);
+        // The kept chain: turn 1's first `from` blocks, as the router keeps them.
+        computeBlockAndSequenceHashes(t1, bs, undefined, local, seq);
+        local.fill(9, 2 * from);
+        seq.fill(9, 2 * from);
+        expect(extendBlockHashes(t2, bs, from, local, seq)).toBe(n2);
+        expect(pairsToU64s(local.subarray(0, 2 * n2))).toEqual(wantLocal);
+        expect(pairsToU64s(seq.subarray(0, 2 * n2))).toEqual(wantSeq);
+        expect([...local.subarray(2 * n2)]).toEqual([9, 9, 9, 9]);
+      }
+    }
+  });
+
+  it('from = every block leaves the hashes as they are; bad from / buffers / block size name the field', () => {
+    const t = randomTokens(new Rng(47), 64);
+    const local = new Uint32Array(8).fill(3);
+    const seq = new Uint32Array(8).fill(4);
+    expect(extendBlockHashes(t, 16, 4, local, seq)).toBe(4);
+    expect([...local, ...seq]).toEqual([3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
+    const fieldOf = (fn: () => unknown): unknown => {
+      try {
+        fn();
+      } catch (e) {
+        expect(e).toBeInstanceOf(KvrError);
+        return (e as KvrError).detail?.field;
+      }
+      return undefined;
+    };
+    expect(fieldOf(() => extendBlockHashes(t, 16, 5, local, seq))).toBe('from');
+    expect(fieldOf(() => extendBlockHashes(t, 16, -1, local, seq))).toBe('from');
+    expect(fieldOf(() => extendBlockHashes(t, 16, 1.5, local, seq))).toBe('from');
+    expect(fieldOf(() => extendBlockHashes(t, 0, 0, local, seq))).toBe('blockSize');
+    expect(fieldOf(() => extendBlockHashes(t, 16, 1, new Uint32Array(7), seq))).toBe('local');
+    expect(fieldOf(() => extendBlockHashes(t, 16, 1, local, new Uint32Array(6)))).toBe('seq');
+    expect([...local, ...seq]).toEqual([3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
   });
 });
 

@@ -650,6 +650,43 @@ export function computeBlockAndSequenceHashes(
   return n;
 }
 
+/**
+ * The hashes of a prompt whose first `from` blocks are already hashed in `local` and `seq` (the
+ * earlier turn of the same conversation: a prompt that extends it shares those blocks): the blocks
+ * from `from` on are hashed and chained onto seq[from - 1]. Plain blocks only (no LoRA seed,
+ * multimodal hashes or Eagle), as `computeBlockAndSequenceHashes(tokens, blockSize, undefined,
+ * local, seq)` gives them when the first `from` pairs are those of `tokens`' first `from` blocks;
+ * `from` = 0 is exactly that call. Returns nBlocks.
+ */
+export function extendBlockHashes(
+  tokens: Uint32Array,
+  blockSize: number,
+  from: number,
+  local: Uint32Array,
+  seq: Uint32Array,
+): number {
+  if (!Number.isInteger(blockSize) || blockSize < 1 || blockSize > 0xffffffff)
+    throw invalidArgument('blockSize', `must be a positive integer, got ${String(blockSize)}`);
+  if (!(tokens instanceof Uint32Array)) throw invalidArgument('tokens', 'must be a Uint32Array');
+  const n = Math.floor(tokens.length / blockSize);
+  if (!Number.isInteger(from) || from < 0 || from > n)
+    throw invalidArgument('from', `must be an integer in [0, ${n}], got ${String(from)}`);
+  if (from === 0) return computeBlockAndSequenceHashes(tokens, blockSize, undefined, local, seq);
+  if (!(local instanceof Uint32Array) || local.length < 2 * n)
+    throw invalidArgument('local', `must be a Uint32Array of at least ${2 * n} entries`);
+  if (!(seq instanceof Uint32Array) || seq.length < 2 * n)
+    throw invalidArgument('seq', `must be a Uint32Array of at least ${2 * n} entries`);
+  if (from === n) return n;
+  computeLocalBlockHashes(
+    tokens.subarray(from * blockSize, n * blockSize),
+    blockSize,
+    undefined,
+    local.subarray(2 * from, 2 * n),
+  );
+  chainRun(local, seq, 2 * from, 2 * n);
+  return n;
+}
+
 /** Pairs -> bigints. */
 export function pairsToU64s(pairs: Uint32Array): bigint[] {
   if ((pairs.length & 1) !== 0) throw invalidArgument('pairs', `must have even length, got ${pairs.length}`);

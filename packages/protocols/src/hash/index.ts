@@ -6,6 +6,7 @@ export {
   computeBlockAndSequenceHashes,
   computeLocalBlockHashes,
   computeSequenceHashes,
+  extendBlockHashes,
   hashTokenBlock,
   localBlockHashes,
   loraSeed,
