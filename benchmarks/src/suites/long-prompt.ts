@@ -3,7 +3,8 @@
  * real model (Qwen3's tokenizer.json and chat template): the body read and JSON-parsed as the
  * frontend does (`decode`: the reader's work at the body's end; `parse`: a body of 64 KiB or more
  * straight from its bytes, no whole-body string), validation, chat-template render, tokenization
- * (`fastokens` incremental vs `default` whole prompt), block + sequence hashing (block size 16),
+ * (`fastokens` incremental vs `default` whole prompt), block + sequence hashing (block size 16; the router's way, from the earlier turn's kept hash chain
+ * when the encoder names the prefix a prompt extends, and every block for comparison),
  * radix-index lookup at depth ~6k-9k, and the request-plane frame encode; figures are event-loop
  * milliseconds per request (the stage's CPU on the event-loop thread on a quiet machine). A third
  * run, `threads`, is what the frontend does by default for such requests: the prompt rendered and
@@ -57,6 +58,15 @@ export const suite: Suite = {
           extra: { mean: f.mean, 'last turn': f.last, 'last 5 p50': f.tail },
         });
       }
+      // `hash` is what the router does (from the earlier turn's kept chain when the encoder names
+      // the prefix the prompt extends: fastokens inline); every block hashed, for comparison.
+      const whole = m.hashWhole as StageFigures;
+      rows.push({
+        name: `${mode}: hash, every block (not in the sum)`,
+        value: whole.p50,
+        unit: 'loop ms p50',
+        extra: { mean: whole.mean, 'last turn': whole.last, 'last 5 p50': whole.tail },
+      });
       // Messages -> ids (render + tokenize) in process CPU, every thread: on a tokenizer thread this
       // adds the thread's work and both sides of the clone, which loop ms leave out.
       const c = m.chatCpu as StageFigures;

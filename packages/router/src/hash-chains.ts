@@ -10,6 +10,7 @@
  * place (capacity +25 %), so a 150k-token agent conversation holds one 150 kB chain, not one per
  * turn. Bounded in bytes (`MAX_HASH_CHAIN_BYTES` per router), least recently used out.
  */
+import { extendBlockHashes } from '@kvrouter/protocols';
 import type { TokensPrefix } from './types.js';
 
 /** Bytes of kept hash chains per router (local + sequence pairs: 16 bytes per block). */
@@ -40,6 +41,25 @@ export class HashChains {
 
   get size(): number {
     return this.chains.size;
+  }
+
+  /**
+   * The plain-block local and sequence hashes of `tokens` (whose prefixes `p` names) into `local` /
+   * `seq` (each at least 2 * nBlocks long): the blocks of `p.reused`'s kept chain are copied, the
+   * rest hashed (`extendBlockHashes`), then this prompt's chain is kept under `p.leaf`. Returns
+   * nBlocks.
+   */
+  hash(
+    p: TokensPrefix,
+    tokens: Uint32Array,
+    blockSize: number,
+    local: Uint32Array,
+    seq: Uint32Array,
+  ): number {
+    const from = this.take(p, blockSize, Math.floor(tokens.length / blockSize), local, seq);
+    const n = extendBlockHashes(tokens, blockSize, from, local, seq);
+    this.keep(p, blockSize, local.subarray(0, 2 * n), seq.subarray(0, 2 * n));
+    return n;
   }
 
   /**

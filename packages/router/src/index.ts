@@ -7,7 +7,7 @@ export {
   DEFAULT_OVERLAP_REFRESH_AFTER_SECS,
 } from './router.js';
 export type { WorkerConfig } from './workers.js';
-export { MAX_HASH_CHAIN_BYTES } from './hash-chains.js';
+export { HashChains, MAX_HASH_CHAIN_BYTES } from './hash-chains.js';
 export type { ReplicaLiveList } from './replica.js';
 export {
   StickySessions,

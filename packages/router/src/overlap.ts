@@ -8,7 +8,6 @@ import {
   KvrError,
   computeLocalBlockHashes,
   computeSequenceHashes,
-  extendBlockHashes,
   type WorkerWithDpRank,
 } from '@kvrouter/protocols';
 import { ApproxIndexer, MAX_BLOCKS_PER_WORKER, type KvIndexer } from '@kvrouter/radix-indexer';
@@ -99,13 +98,9 @@ export class OverlapSource {
     if (named !== null && opts === undefined && bs > 0) {
       // An earlier turn's chain: only the blocks after it are hashed (local and sequence in one
       // pass, so the `seq` phase reads ~0), then this prompt's chain is kept for the next turn.
-      const local = this.localBuf;
-      const seq = this.seqBuf;
-      const from = this.chains.take(named, bs, Math.floor(it.tokens.length / bs), local, seq);
-      const n = extendBlockHashes(it.tokens, bs, from, local, seq);
-      prompt.local = local.subarray(0, 2 * n);
-      prompt.seq = seq.subarray(0, 2 * n);
-      this.chains.keep(named, bs, prompt.local, prompt.seq);
+      const n = this.chains.hash(named, it.tokens, bs, this.localBuf, this.seqBuf);
+      prompt.local = this.localBuf.subarray(0, 2 * n);
+      prompt.seq = this.seqBuf.subarray(0, 2 * n);
       t1 = hr();
     } else {
       prompt.local = computeLocalBlockHashes(it.tokens, bs, opts, this.localBuf);

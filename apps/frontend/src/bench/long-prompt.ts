@@ -23,6 +23,7 @@
  */
 import { computeLocalBlockHashes, computeSequenceHashes } from '@kvrouter/protocols';
 import { RadixIndexer } from '@kvrouter/radix-indexer';
+import { HashChains } from '@kvrouter/router';
 import { encodeFrame, TCP_MAX_FRAME } from '@kvrouter/runtime';
 import { resolveConfig } from '@kvrouter/config';
 import { bodyOf } from '../http/body-thread.js';
@@ -33,6 +34,7 @@ import { PromptEncoder } from '../tokenizer/encoder.js';
 import { loadTokenizer } from '../tokenizer/load.js';
 import { TokenizerPool } from '../tokenizer/pool.js';
 import type { TemplateMessage } from '../tokenizer/template.js';
+import type { EncodeStats } from '../tokenizer/types.js';
 import { agentTurns, corpusText } from './agent.js';
 
 const [modelDir, corpusDir, quickArg] = process.argv.slice(2);
@@ -46,8 +48,19 @@ const loaded = loadTokenizer({ kind: 'hf', dir: modelDir });
 const text = corpusText(corpusDir, 0x2545f491);
 const turns = agentTurns(text, { fromTokens: 20_000, toTokens: quick ? 40_000 : 150_000, stepTokens: 2_000 });
 
-type Stage = 'decode' | 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'lookup' | 'frame';
-const STAGES: Stage[] = ['decode', 'parse', 'validate', 'render', 'encode', 'hash', 'lookup', 'frame'];
+type Stage =
+  'decode' | 'parse' | 'validate' | 'render' | 'encode' | 'hash' | 'hashWhole' | 'lookup' | 'frame';
+const STAGES: Stage[] = [
+  'decode',
+  'parse',
+  'validate',
+  'render',
+  'encode',
+  'hash',
+  'hashWhole',
+  'lookup',
+  'frame',
+];
 
 /** Process CPU ms (all threads) since `c0`. */
 function cpuSince(c0: NodeJS.CpuUsage): number {
@@ -72,7 +85,8 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
   const enc = new PromptEncoder({
     tokenizer: loaded.tokenizer,
     mode: threads ? 'fastokens' : mode,
-    ...(pool ? { pool, template: loaded.template } : {}),
+    // As `--tokenizer-thread-chat-chars 65536` (fastokens alone keeps chats inline).
+    ...(pool ? { pool, template: loaded.template, offloadChatChars: 65_536 } : {}),
   });
   // Other workers hold unrelated chains of the same depth, so the lookup walks a populated table.
   const index = new RadixIndexer({ initialCapacity: 1 << 18 });
@@ -83,10 +97,15 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     render: [],
     encode: [],
     hash: [],
+    hashWhole: [],
     lookup: [],
     frame: [],
   };
   const chatCpu: number[] = [];
+  // The router's kept hash chains and hashing scratch (packages/router/src/hash-chains.ts).
+  const chains = new HashChains();
+  let localBuf = new Uint32Array(0);
+  let seqBuf = new Uint32Array(0);
   // The frontend's body string cache at its default size (`--http-body-string-cache-mb`), one per run.
   const strings = new StringCache(DEFAULTS.httpBodyStringCacheMb * 1024 * 1024);
   let last = { tokens: 0, bodyBytes: 0, blocks: 0, matched: 0 };
@@ -118,15 +137,26 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
       ? 0
       : await loopMs(() => (rendered = loaded.template.renderPieces!(messages, opts)));
     let ids!: Uint32Array;
+    const st: EncodeStats = { tokenizedChars: 0, offloaded: false };
     const encode = await loopMs(async () => {
       ids = threads
-        ? await enc.encodeChat(loaded.template, messages, opts, 1 << 30)
-        : await enc.encodeRendered(rendered);
+        ? await enc.encodeChat(loaded.template, messages, opts, 1 << 30, st)
+        : await enc.encodeRendered(rendered, st);
     });
     chatCpu.push(cpuSince(c0));
+    // `hash`: as the router hashes the prompt (from the end of the earlier turn's kept chain when
+    // the encoder names the prefix it extends: fastokens inline); `hashWhole`: every block.
     let seq!: Uint32Array;
+    if (localBuf.length < 2 * Math.ceil(ids.length / BS)) {
+      localBuf = new Uint32Array(4 * Math.ceil(ids.length / BS));
+      seqBuf = new Uint32Array(localBuf.length);
+    }
     const hash = await loopMs(() => {
-      seq = computeSequenceHashes(computeLocalBlockHashes(ids, BS));
+      if (st.prefix === undefined) seq = computeSequenceHashes(computeLocalBlockHashes(ids, BS));
+      else seq = seqBuf.subarray(0, 2 * chains.hash(st.prefix, ids, BS, localBuf, seqBuf));
+    });
+    const hashWhole = await loopMs(() => {
+      computeSequenceHashes(computeLocalBlockHashes(ids, BS));
     });
     let matched = 0;
     const lookup = await loopMs(() => {
@@ -158,7 +188,17 @@ async function run(mode: 'default' | 'fastokens' | 'threads') {
     const otherLocal = Uint32Array.from(local, (x, i) => (i & 1 ? x ^ 0x5bd1e995 : x) >>> 0);
     const other = computeSequenceHashes(otherLocal);
     index.applyStoredPairs(BigInt((t + 1) % WORKERS), 0, null, other, otherLocal, n);
-    for (const [k, v] of Object.entries({ decode, parse, validate, render, encode, hash, lookup, frame }))
+    for (const [k, v] of Object.entries({
+      decode,
+      parse,
+      validate,
+      render,
+      encode,
+      hash,
+      hashWhole,
+      lookup,
+      frame,
+    }))
       samples[k as Stage].push(v);
     last = { tokens: ids.length, bodyBytes, blocks: n, matched };
   }
@@ -193,6 +233,7 @@ async function lastTurn(reps: number) {
     mode: 'fastokens',
     pool,
     template: loaded.template,
+    offloadChatChars: 65_536,
   });
   const opts = { addGenerationPrompt: true };
   const cpu = { inline: [] as number[], threads: [] as number[] };
