@@ -81,6 +81,8 @@ interface ServerStats {
   max: number;
   gcMs: number;
   gcMaxMs: number;
+  /** GC pauses by kind (`minor` = scavenge, `major` = mark-compact, …): count, ms, longest. */
+  gc?: Record<string, { n: number; ms: number; maxMs: number }>;
   cpuMs: number;
   cores: number;
   /** CPU ms of the server's main thread (the event loop) alone. */
@@ -133,6 +135,10 @@ function rows(name: string, r: LoadResult, s: ServerStats, opened: number): Row[
         max: s.max,
         gc_ms: s.gcMs,
         gc_max_ms: s.gcMaxMs,
+        minor_gcs: s.gc?.minor?.n ?? 0,
+        minor_gc_max_ms: s.gc?.minor?.maxMs ?? 0,
+        major_gcs: s.gc?.major?.n ?? 0,
+        major_gc_max_ms: s.gc?.major?.maxMs ?? 0,
         cpu_ms_per_req: r2(s.cpuMs / served),
         loop_cpu_ms_per_req: r2(s.loopCpuMs / served),
         cores: s.cores,

@@ -15,7 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
+import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import * as cl100k from 'gpt-tokenizer/encoding/cl100k_base';
@@ -185,10 +185,24 @@ const loopCpu = (): number => {
 let loop = loopCpu();
 let cpu = process.cpuUsage();
 let wall = performance.now();
+/** Per GC kind (minor = scavenge, major = mark-compact, incremental marking, weak callbacks): count, ms, max ms. */
+const gcKinds = new Map<string, { n: number; ms: number; max: number }>();
+const GC_KIND: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     gcMs += e.duration;
     gcMax = Math.max(gcMax, e.duration);
+    const kind = GC_KIND[(e as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+    const k = gcKinds.get(kind) ?? { n: 0, ms: 0, max: 0 };
+    k.n++;
+    k.ms += e.duration;
+    k.max = Math.max(k.max, e.duration);
+    gcKinds.set(kind, k);
   }
 }).observe({ entryTypes: ['gc'] });
 createInterface({ input: process.stdin }).on('line', (line) => {
@@ -203,6 +217,15 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       max: Math.round(eld.max / 1e3) / 1e3,
       gcMs: Math.round(gcMs),
       gcMaxMs: Math.round(gcMax * 10) / 10,
+      gc: Object.fromEntries(
+        [...gcKinds].map(([k, v]) => [
+          k,
+          { n: v.n, ms: Math.round(v.ms), maxMs: Math.round(v.max * 10) / 10 },
+        ]),
+      ),
+      // Memory now: V8 heap used and ArrayBuffer / Buffer memory outside it (MB).
+      heapMb: Math.round(process.memoryUsage().heapUsed / 1e6),
+      externalMb: Math.round(process.memoryUsage().external / 1e6),
       // CPU of the whole process (all threads, the mocker child not included) over the interval.
       cpuMs: Math.round((c.user + c.system) / 1e3),
       cores: Math.round(((c.user + c.system) / 1e3 / (now - wall)) * 100) / 100,
@@ -216,6 +239,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   eld.reset();
   gcMs = 0;
   gcMax = 0;
+  gcKinds.clear();
 });
 
 const stop = () => {
