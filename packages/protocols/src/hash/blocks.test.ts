@@ -65,6 +65,17 @@ function refSeq(local: bigint[]): bigint[] {
   return out;
 }
 
+/** The `field` of the KvrError `fn` throws (undefined when it does not throw). */
+function fieldOf(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(KvrError);
+    return (e as KvrError).detail?.field;
+  }
+  return undefined;
+}
+
 function randomTokens(rng: Rng, n: number): Uint32Array {
   const t = new Uint32Array(n);
   for (let i = 0; i < n; i++) t[i] = rng.bool(0.1) ? rng.u32() : rng.int(0, 200_000);
@@ -357,15 +368,6 @@ describe.each([
       const t = new Uint32Array(64);
       const small = new Uint32Array(7).fill(5);
       const ok = new Uint32Array(8).fill(5);
-      const fieldOf = (fn: () => unknown): unknown => {
-        try {
-          fn();
-        } catch (e) {
-          expect(e).toBeInstanceOf(KvrError);
-          return (e as KvrError).detail?.field;
-        }
-        return undefined;
-      };
       // 64 tokens / 16 = 4 blocks → 8 words each.
       expect(fieldOf(() => computeBlockAndSequenceHashes(t, 16, undefined, small, ok))).toBe('local');
       expect(fieldOf(() => computeBlockAndSequenceHashes(t, 16, undefined, ok, small))).toBe('seq');
@@ -409,15 +411,6 @@ describe("extendBlockHashes (an earlier turn's chain, extended)", () => {
     const seq = new Uint32Array(8).fill(4);
     expect(extendBlockHashes(t, 16, 4, local, seq)).toBe(4);
     expect([...local, ...seq]).toEqual([3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
-    const fieldOf = (fn: () => unknown): unknown => {
-      try {
-        fn();
-      } catch (e) {
-        expect(e).toBeInstanceOf(KvrError);
-        return (e as KvrError).detail?.field;
-      }
-      return undefined;
-    };
     expect(fieldOf(() => extendBlockHashes(t, 16, 5, local, seq))).toBe('from');
     expect(fieldOf(() => extendBlockHashes(t, 16, -1, local, seq))).toBe('from');
     expect(fieldOf(() => extendBlockHashes(t, 16, 1.5, local, seq))).toBe('from');
