@@ -95,6 +95,8 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
           if (turns[s]! > 0) expect(stats.cachedTokens).toBeGreaterThan(prev[s]! / 2);
           else expect(stats.cachedTokens).toBeLessThanOrEqual(1);
           expect(stats.tokenizedChars).toBeLessThan(text.length);
+          // A thread's prefix-cache names are its own: never handed to this thread's router.
+          expect(stats.prefix).toBeUndefined();
           prev[s] = got.length;
           turns[s]!++;
         }
@@ -215,6 +217,13 @@ describe('chat prompts on tokenizer threads (Qwen3)', () => {
     expect([s2.offloaded, pool.cacheTokensHeld]).toEqual([false, threadHeld]);
     expect(fast.cacheTokensHeld).toBeGreaterThan(0);
     expect(s2.tokenizedChars).toBeLessThan(8100);
+    // Inline, the ids name the cached prefix they extend (the previous turn's) and the one they end in.
+    const named = s2.prefix!;
+    expect(named.reused).toBeGreaterThanOrEqual(0);
+    expect(named.reusedTokens).toBe(s2.cachedTokens);
+    expect(named.leaf).toBeGreaterThan(named.reused);
+    expect(named.leafTokens).toBeGreaterThan(named.reusedTokens);
+    expect(named.leafTokens).toBeLessThanOrEqual(ids.length);
     expect(Array.from(ids)).toEqual(Array.from(loaded.tokenizer.encode(loaded.template.render(next, opts))));
   });
 
