@@ -12,13 +12,14 @@
  * drop repeats by (publisher_id, sequence).
  */
 import { networkInterfaces } from 'node:os';
-import { Publisher, Subscriber } from 'zeromq';
+import { Publisher } from 'zeromq';
 import { decodeZmqEventFrames, type EventEnvelope, errorMessage, KvrError } from '@kvrouter/protocols';
 
 import { type ChannelDiscovery, channelKey, encodeChannel, parseChannel } from './channels.js';
 import { eventChannelsPrefix } from '@kvrouter/protocols';
 import { EnvelopeBuilder } from './envelope-seq.js';
 import { EnvelopeQueue } from './subscription.js';
+import { ZmtpSubscriber } from './zmtp-sub.js';
 import { encodeZmqEventFrames } from '@kvrouter/protocols';
 import { brokerChannelsPrefix, parseBrokerChannel, type ZmqBrokerSetting } from './zmq-broker.js';
 import type { EventPlane, EventSubscription, EventTopic, PlaneOptions, SubscribeOptions } from './types.js';
@@ -250,8 +251,14 @@ export class ZmqEventPlane implements EventPlane {
   }
 
   subscribe(topic: EventTopic, opts: SubscribeOptions = {}): EventSubscription {
-    const sub = new Subscriber({ receiveHighWaterMark: this.opts.highWaterMark ?? 100_000, linger: 0 });
     const broker = this.opts.broker ?? null;
+    // A single static broker delivers each message once; otherwise repeats are expected.
+    const dedup = broker !== null && (broker === 'discovery' || broker.xpub.length > 1);
+    const sub = new ZmtpSubscriber({
+      onMessage: this.receiver(topic.subject, () => q, dedup),
+      onError: (e) =>
+        this.opts.onError?.(new KvrError('kv_events_failed', e.message, undefined, undefined, { cause: e })),
+    });
     let watch: Watch | null = null;
     const q: EnvelopeQueue = new EnvelopeQueue(opts, () => {
       this.subs.delete(q);
@@ -279,16 +286,13 @@ export class ZmqEventPlane implements EventPlane {
         () => q.closed,
       );
     } else for (const ep of broker.xpub) sub.connect(ep);
-    // A single static broker delivers each message once; otherwise repeats are expected.
-    const dedup = broker !== null && (broker === 'discovery' || broker.xpub.length > 1);
-    void this.receive(sub, topic.subject, q, dedup);
     return q;
   }
 
   /** Connects to every advertised publisher of the topic and disconnects from withdrawn ones. */
   private async follow(
     watch: AsyncIterable<{ type: string; key?: string; value?: string }>,
-    sub: Subscriber,
+    sub: Pick<ZmtpSubscriber, 'connect' | 'disconnect'>,
     q: EnvelopeQueue,
   ): Promise<void> {
     const byKey = new Map<string, string>();
@@ -320,7 +324,12 @@ export class ZmqEventPlane implements EventPlane {
     }
   }
 
-  private drop(key: string, byKey: Map<string, string>, refs: Map<string, number>, sub: Subscriber): void {
+  private drop(
+    key: string,
+    byKey: Map<string, string>,
+    refs: Map<string, number>,
+    sub: Pick<ZmtpSubscriber, 'disconnect'>,
+  ): void {
     const ep = byKey.get(key);
     if (ep === undefined) return;
     byKey.delete(key);
@@ -336,46 +345,33 @@ export class ZmqEventPlane implements EventPlane {
     }
   }
 
-  private async receive(sub: Subscriber, subject: string, q: EnvelopeQueue, dedup = false): Promise<void> {
+  /**
+   * What a subscription does with each message: decode, keep only its own subject (SUB filtering
+   * is by prefix: `…kv-events` must not receive `…kv-events-x`), drop repeats (brokers), queue.
+   */
+  private receiver(subject: string, queue: () => EnvelopeQueue, dedup: boolean): (frames: Buffer[]) => void {
     const seen = new Set<string>();
-    while (!q.closed) {
-      let frames: Buffer[];
-      try {
-        frames = await sub.receive();
-      } catch (e) {
-        if (!q.closed) {
-          this.opts.onError?.(
-            new KvrError(
-              'kv_events_failed',
-              `zmq: receive failed: ${errorMessage(e)}`,
-              undefined,
-              undefined,
-              { cause: e },
-            ),
-          );
-          q.close();
-        }
-        return;
-      }
+    return (frames) => {
+      const q = queue();
+      if (q.closed) return;
       let env: EventEnvelope;
       try {
         const d = decodeZmqEventFrames(frames);
-        // SUB filtering is by prefix: `…kv-events` must not receive `…kv-events-x`.
-        if (d.subject !== subject) continue;
+        if (d.subject !== subject) return;
         env = d.envelope;
       } catch (e) {
         q.fail(e);
-        continue;
+        return;
       }
       if (dedup) {
         const id = `${env.publisher_id}:${env.sequence}`;
-        if (seen.has(id)) continue;
+        if (seen.has(id)) return;
         seen.add(id);
         // Sets iterate in insertion order: the oldest entry goes first.
         if (seen.size > DEDUP_WINDOW) seen.delete(seen.values().next().value!);
       }
       q.push(env);
-    }
+    };
   }
 
   async close(): Promise<void> {
