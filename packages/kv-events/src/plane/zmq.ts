@@ -4,6 +4,8 @@
  * subscribers watch that prefix and connect one SUB socket to every advertised publisher. Frames:
  * `[subject, publisher_id (8 B BE), sequence (8 B BE), 0x01 ‖ u32 BE length ‖ envelope]`.
  * The topic frame carries the full subject, so SUB prefix filtering is exact up to a suffix check.
+ * Publishing is zeromq.js's `Publisher`; the SUB side is `ZmtpSubscriber` (zmtp-sub.ts: ZMTP read in
+ * JavaScript, a fraction of zeromq.js's per-message cost on the event loop and no I/O thread).
  *
  * Broker mode (`broker` option, see zmq-broker.ts): nothing is bound or advertised; the PUB socket
  * connects to every broker's XSUB side and each SUB socket to every broker's XPUB side, either a fixed
