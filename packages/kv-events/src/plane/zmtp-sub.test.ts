@@ -61,7 +61,7 @@ async function joined(pub: Publisher, pinged: () => number): Promise<void> {
 }
 
 describe('ZmtpSubscriber with libzmq publishers', () => {
-  it('delivers whole multipart messages, short and long frames, only the subscribed prefixes', async () => {
+  it('delivers whole multipart messages, short, long and multi-read frames, only the subscribed prefixes', async () => {
     const { pub, endpoint } = await publisher();
     const { sub, got, errors, pinged } = subscriber();
     sub.subscribe('topic.');
@@ -72,10 +72,14 @@ describe('ZmtpSubscriber with libzmq publishers', () => {
     await pub.send(['other.b', 'not subscribed']);
     await pub.send(['topic.c', long, '']);
     await pub.send(['topic.d', Buffer.alloc(255, 0x41), Buffer.alloc(256, 0x42)]);
-    await until(() => got.length === 3);
+    // 3 MiB: many reads, joined once.
+    await pub.send(['topic.e', Buffer.alloc(3 << 20, 0x43)]);
+    await until(() => got.length === 4);
     expect(got[0]).toEqual(['topic.a', 'one']);
     expect(got[1]).toEqual(['topic.c', long, '']);
     expect(got[2]).toEqual(['topic.d', 'A'.repeat(255), 'B'.repeat(256)]);
+    expect(got[3]![0]).toBe('topic.e');
+    expect(got[3]![1]).toBe('C'.repeat(3 << 20));
     expect(errors).toEqual([]);
   });
 

@@ -97,7 +97,10 @@ class Peer {
   private closed = false;
   /** 0: waiting for the peer's greeting; 1: for its READY; 2: messages. */
   private stage = 0;
-  private pending: Buffer | null = null;
+  /** Bytes of an incomplete greeting or frame, and how many it takes to go on (no copy until then). */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private need = 0;
   private frames: Buffer[] = [];
   private messageBytes = 0;
   /** A protocol error was reported and no message has arrived since. */
@@ -113,7 +116,9 @@ class Peer {
     this.timer = null;
     if (this.closed) return;
     this.stage = 0;
-    this.pending = null;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.need = 0;
     this.frames = [];
     this.messageBytes = 0;
     const s = net.connect(this.address);
@@ -152,17 +157,19 @@ class Peer {
   private read(s: net.Socket, d: Buffer): void {
     if (s !== this.socket) return;
     let buf = d;
-    if (this.pending !== null) {
-      buf = Buffer.concat([this.pending, d]);
-      this.pending = null;
+    if (this.pending.length > 0) {
+      // A large frame arrives over many reads: joined once, when it is all there.
+      this.pending.push(d);
+      this.pendingBytes += d.length;
+      if (this.pendingBytes < this.need) return;
+      buf = Buffer.concat(this.pending, this.pendingBytes);
+      this.pending = [];
+      this.pendingBytes = 0;
     }
     let o = 0;
     const end = buf.length;
     if (this.stage === 0) {
-      if (end < GREETING_BYTES) {
-        this.pending = buf;
-        return;
-      }
+      if (end < GREETING_BYTES) return this.wait(buf, GREETING_BYTES);
       if (buf[0] !== 0xff || buf[9] !== 0x7f || buf[10]! < 3)
         return this.fail(s, 'not a ZMTP 3 peer (bad greeting)');
       if (buf.toString('ascii', 12, 32).replace(/\0+$/, '') !== 'NULL')
@@ -186,7 +193,7 @@ class Peer {
         size = buf[o + 1]!;
         head = 2;
       }
-      if (end - o < head + size) break;
+      if (end - o < head + size) return this.wait(buf.subarray(o), head + size);
       const body = buf.subarray(o + head, o + head + size);
       o += head + size;
       if ((flags & FLAG_COMMAND) !== 0) {
@@ -211,9 +218,16 @@ class Peer {
         this.owner.deliver(frames);
       }
     }
-    // A partial frame waits for the next read (Node gives every read a buffer of its own, so the
-    // views of a message still open stay as they are).
-    if (o < end) this.pending = buf.subarray(o);
+    // A partial frame header waits for the next read (Node gives every read a buffer of its own, so
+    // the views of a message still open stay as they are).
+    if (o < end) this.wait(buf.subarray(o), (buf[o]! & FLAG_LONG) !== 0 ? 9 : 2);
+  }
+
+  /** Keeps `rest` (the start of a greeting or frame) until `need` bytes of it have arrived. */
+  private wait(rest: Buffer, need: number): void {
+    this.pending = [rest];
+    this.pendingBytes = rest.length;
+    this.need = need;
   }
 }
 
