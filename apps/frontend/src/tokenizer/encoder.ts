@@ -30,11 +30,14 @@
  * Keys are two 32-bit hash words plus the prefix length: no entry holds prompt text, so the cache
  * pins no request strings. (The fingerprint memo does hold the long strings it fingerprinted, to
  * confirm them: bounded by as many characters as the cache holds ids, least recently used out,
- * and with the body string cache on they are the very strings that cache keeps.) Entries form a trie: each holds the ids of its own segment (text since
- * the previous boundary plus the added token) and a link to the entry of the previous boundary, so
- * conversations sharing a system prompt share its entries and memory is the sum of distinct
- * segments. Eviction is CLOCK (second chance) over entries, bounded by `cacheTokens` ids; a hit
- * marks every entry on its chain, so prefixes outlive their extensions.
+ * and with the body string cache on they are the very strings that cache keeps.) Entries form a
+ * trie: each holds the ids of its own segment (text since the previous boundary plus the added
+ * token) and a link to the entry of the previous boundary, so conversations sharing a system
+ * prompt share its entries and memory is the sum of distinct segments. Eviction is CLOCK (second
+ * chance) over entries, bounded by `cacheTokens` ids; a hit marks every entry on its chain, so
+ * prefixes outlive their extensions. Each entry has a name (a number never given to another entry
+ * on this thread): `EncodeStats.prefix` names the entry a prompt's ids extend and the one they end
+ * in, so the router can reuse the earlier turn's block hashes (packages/router hash-chains.ts).
  *
  * Either way, uncached text above `offloadChars` is tokenized in a worker thread (pool.ts: idle
  * thread or FIFO queue, a time budget per job); while every thread is held by a large prompt, a
